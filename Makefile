@@ -1,0 +1,61 @@
+# fusionopt — the two entry points of the README, idempotent on a fresh Debian 12 machine:
+#   make demo   install dependencies, build, optimize the default model, print the summary
+#   make test   install dependencies, build, run every test (C++ unit tests, then pytest)
+
+SHELL := /bin/bash
+BUILD ?= build
+JOBS ?= $(shell nproc)
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+DEMO_MODEL ?= models/bert_style.onnx
+DEMO_OUT := $(BUILD)/demo
+
+APT_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
+  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev \
+  libdnnl-dev python3 python3-venv python3-pip
+APT_STAMP := $(BUILD)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+VENV_STAMP := $(VENV)/.installed-$(shell md5sum requirements-dev.txt | cut -c1-8)
+
+.PHONY: all deps build demo test unit-test py-test clean
+
+all: build
+
+$(APT_STAMP):
+	@mkdir -p $(BUILD)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@touch $@
+
+$(VENV_STAMP): requirements-dev.txt
+	@test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+deps: $(APT_STAMP) $(VENV_STAMP)
+
+build: $(APT_STAMP)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: deps build
+	@mkdir -p $(DEMO_OUT)
+	$(BUILD)/fusionopt inspect $(DEMO_MODEL)
+	$(BUILD)/fusionopt $(DEMO_MODEL) -O2 -o $(DEMO_OUT)/$(notdir $(DEMO_MODEL))
+	$(BUILD)/fusionopt inspect $(DEMO_OUT)/$(notdir $(DEMO_MODEL)) --json > $(DEMO_OUT)/summary.json
+	@echo "optimized model: $(DEMO_OUT)/$(notdir $(DEMO_MODEL)); summary: $(DEMO_OUT)/summary.json"
+
+unit-test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+py-test: deps build
+	FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
+
+clean:
+	rm -rf $(BUILD)

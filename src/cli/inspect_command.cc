@@ -1,0 +1,120 @@
+// `fusionopt inspect`: a summary of a model as text or JSON.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "ir/model_summary.h"
+#include "onnx_io/model_io.h"
+
+namespace fusionopt::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Shape as JSON: known dims as ints, symbols as strings, unknown as null; null for an
+// unknown rank.
+ordered_json ShapeJson(const std::optional<Shape>& shape) {
+  if (!shape) return nullptr;
+  ordered_json dims = ordered_json::array();
+  for (const Dim& dim : *shape) {
+    if (dim.is_known()) dims.push_back(dim.value);
+    else if (dim.is_symbolic()) dims.push_back(dim.symbol);
+    else dims.push_back(nullptr);
+  }
+  return dims;
+}
+
+std::string TypeText(const ValueType& type) {
+  if (!type.is_tensor()) return "(non-tensor type)";
+  std::string text(NameOf(type.dtype));
+  return text + (type.shape ? ShapeToString(*type.shape) : "[unknown rank]");
+}
+
+ordered_json ValuesJson(const std::vector<ValueSummary>& values) {
+  ordered_json out = ordered_json::array();
+  for (const auto& value : values) {
+    out.push_back({{"name", value.name},
+                   {"dtype", value.type.is_tensor() ? std::string(NameOf(value.type.dtype)) : "non-tensor"},
+                   {"shape", ShapeJson(value.type.shape)}});
+  }
+  return out;
+}
+
+ordered_json SummaryJson(const std::string& path, const Model& model, const ModelSummary& summary) {
+  ordered_json opsets = ordered_json::array();
+  for (const auto& opset : model.opsets) opsets.push_back({{"domain", opset.domain}, {"version", opset.version}});
+  ordered_json metadata = ordered_json::object();
+  for (const auto& [key, value] : model.metadata) metadata[key] = value;
+  return {{"file", path},
+          {"ir_version", model.ir_version},
+          {"producer_name", model.producer_name},
+          {"producer_version", model.producer_version},
+          {"domain", model.domain},
+          {"model_version", model.model_version},
+          {"opsets", opsets},
+          {"inputs", ValuesJson(summary.inputs)},
+          {"outputs", ValuesJson(summary.outputs)},
+          {"node_count", summary.node_count},
+          {"total_node_count", summary.total_node_count},
+          {"subgraph_count", summary.subgraph_count},
+          {"op_histogram", summary.op_histogram},
+          {"initializer_count", summary.initializer_count},
+          {"parameter_count", summary.parameter_count},
+          {"parameter_bytes", summary.parameter_bytes},
+          {"external_data_files", model.external_data_files},
+          {"functions", model.function_names},
+          {"metadata", metadata}};
+}
+
+void PrintText(const std::string& path, const Model& model, const ModelSummary& summary) {
+  std::printf("model:      %s\n", path.c_str());
+  std::printf("ir version: %lld\n", static_cast<long long>(model.ir_version));
+  std::string opsets;
+  for (const auto& opset : model.opsets) {
+    opsets += (opsets.empty() ? "" : ", ") + (opset.domain.empty() ? std::string("ai.onnx") : opset.domain) +
+              " " + std::to_string(opset.version);
+  }
+  std::printf("opsets:     %s\n", opsets.c_str());
+  std::printf("producer:   %s %s\n", model.producer_name.c_str(), model.producer_version.c_str());
+  std::printf("inputs:\n");
+  for (const auto& value : summary.inputs) std::printf("  %-32s %s\n", value.name.c_str(), TypeText(value.type).c_str());
+  std::printf("outputs:\n");
+  for (const auto& value : summary.outputs) std::printf("  %-32s %s\n", value.name.c_str(), TypeText(value.type).c_str());
+  std::printf("nodes:      %lld (%lld including %lld subgraphs)\n", static_cast<long long>(summary.node_count),
+              static_cast<long long>(summary.total_node_count), static_cast<long long>(summary.subgraph_count));
+  std::printf("parameters: %lld in %lld initializers, %.3f MB\n", static_cast<long long>(summary.parameter_count),
+              static_cast<long long>(summary.initializer_count), summary.parameter_bytes / 1e6);
+  for (const auto& file : model.external_data_files) std::printf("external data: %s\n", file.c_str());
+  for (const auto& function : model.function_names) std::printf("function:   %s\n", function.c_str());
+  std::printf("ops:\n");
+  for (const auto& [domain, ops] : summary.op_histogram) {
+    for (const auto& [op, count] : ops) {
+      std::string label = domain.empty() ? op : domain + "::" + op;
+      std::printf("  %-32s %lld\n", label.c_str(), static_cast<long long>(count));
+    }
+  }
+}
+
+}  // namespace
+
+void AddInspectOptions(CLI::App& command, InspectOptions& options) {
+  command.add_option("model", options.input, "ONNX model")->required();
+  command.add_flag("--json", options.json, "Print JSON instead of text");
+}
+
+int RunInspect(const InspectOptions& options) {
+  auto model = LoadModel(options.input);
+  if (!model.ok()) return ReportError(options.input, model.status());
+  ModelSummary summary = Summarize(**model);
+  if (options.json) {
+    std::cout << SummaryJson(options.input, **model, summary).dump(2) << "\n";
+  } else {
+    PrintText(options.input, **model, summary);
+  }
+  return 0;
+}
+
+}  // namespace fusionopt::cli

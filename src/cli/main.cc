@@ -1,0 +1,84 @@
+// fusionopt: command-line entry point. Parses arguments and dispatches; the work lives in
+// the libraries so a program embedding fusionopt gets the same behaviour.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace {
+
+const std::set<std::string> kSubcommands = {"optimize", "inspect"};
+
+// `fusionopt MODEL ...` means `fusionopt optimize MODEL ...`: insert the subcommand before
+// the first positional argument when it names none.
+std::vector<std::string> WithDefaultSubcommand(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.empty() || arg[0] == '-') continue;
+    if (kSubcommands.count(arg) == 0) args.insert(args.begin() + static_cast<long>(i), "optimize");
+    break;
+  }
+  return args;
+}
+
+void ConfigureLogging(int verbosity, bool quiet) {
+  auto logger = spdlog::stderr_color_mt("fusionopt");
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  if (quiet) spdlog::set_level(spdlog::level::err);
+  else if (verbosity >= 2) spdlog::set_level(spdlog::level::trace);
+  else if (verbosity == 1) spdlog::set_level(spdlog::level::debug);
+  else spdlog::set_level(spdlog::level::info);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace fusionopt;
+  CLI::App app{"fusionopt: ahead-of-time operator fusion for ONNX models", "fusionopt"};
+  app.set_version_flag("--version", std::string("fusionopt ") + FUSIONOPT_VERSION);
+  app.footer(
+      "Without a subcommand, `fusionopt MODEL.onnx -o OUT.onnx` runs `optimize`.\n"
+      "Exit codes: 0 ok, 1 invalid model, 2 usage, 3 I/O error, 4 unsupported model.");
+  int verbosity = 0;
+  bool quiet = false;
+  bool list_passes = false;
+  app.add_flag("-v,--verbose", verbosity, "More log output (repeat for trace)");
+  app.add_flag("-q,--quiet", quiet, "Only print errors");
+  app.add_flag("--list-passes", list_passes, "List the optimization passes and exit");
+
+  cli::OptimizeOptions optimize;
+  auto* optimize_command = app.add_subcommand("optimize", "Optimize a model (the default)");
+  cli::AddOptimizeOptions(*optimize_command, optimize);
+  cli::InspectOptions inspect;
+  auto* inspect_command = app.add_subcommand("inspect", "Summarize a model");
+  cli::AddInspectOptions(*inspect_command, inspect);
+  for (auto* command : {optimize_command, inspect_command}) command->fallthrough();
+
+  std::vector<std::string> args = WithDefaultSubcommand(argc, argv);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "error: %s (see fusionopt --help)\n", error.what());
+    return static_cast<int>(ErrorCode::kUsage);
+  }
+  ConfigureLogging(verbosity, quiet);
+  if (list_passes) return cli::ListPasses();
+  if (optimize_command->parsed()) return cli::RunOptimize(optimize);
+  if (inspect_command->parsed()) return cli::RunInspect(inspect);
+  std::fprintf(stderr, "error: no model given (see fusionopt --help)\n");
+  return static_cast<int>(ErrorCode::kUsage);
+}

@@ -1,0 +1,98 @@
+// `fusionopt optimize`: load, run the passes of the chosen level, save.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "ir/text_format.h"
+#include "onnx_io/model_io.h"
+
+namespace fusionopt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool SameFile(const std::string& a, const std::string& b) {
+  std::error_code error;
+  return fs::exists(a, error) && fs::exists(b, error) && fs::equivalent(a, b, error);
+}
+
+// Refuses destinations that would overwrite the input model or the files it reads from.
+Status CheckDestination(const OptimizeOptions& options, const Model& model) {
+  if (SameFile(options.input, options.output)) {
+    return UsageError("refusing to overwrite the input model; choose another -o path");
+  }
+  fs::path output_dir = fs::path(options.output).parent_path();
+  if (output_dir.empty()) output_dir = ".";
+  std::error_code error;
+  if (!fs::is_directory(output_dir, error)) {
+    return IoError("output folder '" + output_dir.string() + "' does not exist");
+  }
+  if (!options.external_data) return Status::Ok();
+  std::string data_name = options.external_name.empty()
+                              ? fs::path(options.output).filename().string() + ".data"
+                              : options.external_name;
+  fs::path data_path = output_dir / data_name;
+  if (SameFile(options.input, data_path.string())) {
+    return UsageError("refusing to overwrite the input model with external data");
+  }
+  for (const auto& location : model.external_data_files) {
+    if (SameFile((fs::path(model.base_dir) / location).string(), data_path.string())) {
+      return UsageError("refusing to overwrite the input's external data file '" + location + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
+  command.add_option("model", options.input, "Input ONNX model")->required();
+  command.add_option("-o,--output", options.output, "Where to write the optimized model")->required();
+  command.add_option("-O,--level", options.level, "Optimization level 0-3 (default 2)")
+      ->check(CLI::Range(0, 3));
+  command.add_flag("--external-data", options.external_data,
+                   "Store large tensors in a side file OUT.data (automatic above 2 GiB)");
+  command.add_option("--external-data-threshold", options.external_threshold,
+                     "Smallest tensor (bytes) moved to the side file (default 1024)");
+  command.add_option("--external-data-name", options.external_name,
+                     "Side file name, in the output's folder (default OUT.data)");
+  command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
+}
+
+int RunOptimize(const OptimizeOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  auto model = LoadModel(options.input);
+  if (!model.ok()) return ReportError(options.input, model.status());
+  Status destination = CheckDestination(options, **model);
+  if (!destination.ok()) return ReportError(options.output, destination);
+
+  if (options.level > 0) {
+    spdlog::warn("no passes exist yet for -O{}; the model is written as with -O0", options.level);
+  }
+  if (options.dump) std::cout << PrintModel(**model);
+
+  SaveOptions save;
+  save.external_data = options.external_data;
+  save.external_threshold_bytes = options.external_threshold;
+  save.external_file_name = options.external_name;
+  auto report = SaveModel(**model, options.output, save);
+  if (!report.ok()) return ReportError(options.output, report.status());
+  if (report->external_data_forced) {
+    spdlog::warn("the model exceeds protobuf's 2 GiB limit; tensor data written to {}",
+                 report->data_file);
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("wrote {} ({} nodes, {:.2f} MB{}) in {:.2f} s", options.output,
+               (*model)->graph->num_nodes(), report->model_bytes / 1e6,
+               report->external_data ? fmt::format(" + {:.2f} MB in {}", report->external_bytes / 1e6,
+                                                   report->data_file)
+                                     : "",
+               seconds);
+  return 0;
+}
+
+}  // namespace fusionopt::cli

@@ -1,0 +1,328 @@
+#include "ir/graph.h"
+
+#include <algorithm>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+namespace fusionopt {
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ",";
+    const Dim& dim = shape[i];
+    out += dim.is_known() ? std::to_string(dim.value) : (dim.is_symbolic() ? dim.symbol : "?");
+  }
+  return out + "]";
+}
+
+std::string_view NameOf(AttributeKind kind) {
+  switch (kind) {
+    case AttributeKind::kFloat: return "float";
+    case AttributeKind::kInt: return "int";
+    case AttributeKind::kString: return "string";
+    case AttributeKind::kTensor: return "tensor";
+    case AttributeKind::kGraph: return "graph";
+    case AttributeKind::kFloats: return "floats";
+    case AttributeKind::kInts: return "ints";
+    case AttributeKind::kStrings: return "strings";
+    case AttributeKind::kTensors: return "tensors";
+    case AttributeKind::kGraphs: return "graphs";
+    case AttributeKind::kOpaque: return "opaque";
+    case AttributeKind::kUndefined: break;
+  }
+  return "undefined";
+}
+
+// ---------------------------------------------------------------- Value
+
+bool Value::is_graph_output() const {
+  const auto& outputs = graph_->outputs();
+  return std::find(outputs.begin(), outputs.end(), this) != outputs.end();
+}
+
+void Value::MarkDeclared() {
+  if (declaration_order_ < 0) declaration_order_ = graph_->next_declaration_++;
+}
+
+// ---------------------------------------------------------------- Node
+
+void Value::EraseUse(Node* node, int input_index) {
+  auto it = std::find(uses_.begin(), uses_.end(), Use{node, input_index});
+  FUSIONOPT_CHECK(it != uses_.end(), "use list out of sync for " + name_);
+  uses_.erase(it);
+}
+
+void Node::ReplaceInput(int index, Value* value) {
+  FUSIONOPT_CHECK(index >= 0 && static_cast<size_t>(index) < inputs_.size(), "input index");
+  if (inputs_[index] != nullptr) inputs_[index]->EraseUse(this, index);
+  inputs_[index] = value;
+  if (value != nullptr) value->uses_.push_back(Use{this, index});
+}
+
+void Node::AddInput(Value* value) {
+  inputs_.push_back(value);
+  if (value != nullptr) value->uses_.push_back(Use{this, static_cast<int>(inputs_.size() - 1)});
+}
+
+const Attribute* Node::FindAttribute(std::string_view name) const {
+  for (const auto& attribute : attributes_) {
+    if (attribute.name == name) return &attribute;
+  }
+  return nullptr;
+}
+
+int64_t Node::GetInt(std::string_view name, int64_t fallback) const {
+  const Attribute* attribute = FindAttribute(name);
+  return attribute != nullptr && attribute->kind == AttributeKind::kInt ? attribute->i : fallback;
+}
+
+float Node::GetFloat(std::string_view name, float fallback) const {
+  const Attribute* attribute = FindAttribute(name);
+  return attribute != nullptr && attribute->kind == AttributeKind::kFloat ? attribute->f
+                                                                           : fallback;
+}
+
+std::string Node::GetString(std::string_view name, std::string fallback) const {
+  const Attribute* attribute = FindAttribute(name);
+  return attribute != nullptr && attribute->kind == AttributeKind::kString ? attribute->s
+                                                                            : fallback;
+}
+
+std::optional<std::vector<int64_t>> Node::GetInts(std::string_view name) const {
+  const Attribute* attribute = FindAttribute(name);
+  if (attribute == nullptr || attribute->kind != AttributeKind::kInts) return std::nullopt;
+  return attribute->ints;
+}
+
+void Node::SetAttribute(Attribute attribute) {
+  for (auto& existing : attributes_) {
+    if (existing.name == attribute.name) {
+      existing = std::move(attribute);
+      return;
+    }
+  }
+  attributes_.push_back(std::move(attribute));
+}
+
+std::vector<Graph*> Node::Subgraphs() const {
+  std::vector<Graph*> out;
+  for (const auto& attribute : attributes_) {
+    if (attribute.g) out.push_back(attribute.g.get());
+    for (const auto& graph : attribute.graphs) out.push_back(graph.get());
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Graph
+
+void Graph::AttachTo(Node* owner) {
+  owner_node_ = owner;
+  parent_ = owner->graph();
+}
+
+Value* Graph::CreateValue(const std::string& name) {
+  FUSIONOPT_CHECK(name.empty() || by_name_.find(name) == by_name_.end(),
+                  "duplicate value name " + name);
+  auto value = std::make_unique<Value>();
+  value->name_ = name;
+  value->graph_ = this;
+  Value* raw = value.get();
+  values_.push_back(std::move(value));
+  if (!name.empty()) by_name_.emplace(name, raw);
+  return raw;
+}
+
+Value* Graph::FindValue(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+Value* Graph::LookupValue(std::string_view name) const {
+  for (const Graph* scope = this; scope != nullptr; scope = scope->parent_) {
+    if (Value* value = scope->FindValue(name)) return value;
+  }
+  return nullptr;
+}
+
+std::string Graph::UniqueName(std::string_view base) const {
+  std::string candidate(base);
+  for (int suffix = 1; LookupValue(candidate) != nullptr; ++suffix) {
+    candidate = std::string(base) + "_" + std::to_string(suffix);
+  }
+  return candidate;
+}
+
+void Graph::AddInput(Value* value) {
+  FUSIONOPT_CHECK(value->graph_ == this, "graph input must belong to the graph");
+  value->is_graph_input_ = true;
+  inputs_.push_back(value);
+}
+
+void Graph::AddOutput(Value* value) { outputs_.push_back(value); }
+
+void Graph::SetInitializer(Value* value, TensorPtr tensor) {
+  FUSIONOPT_CHECK(value->graph_ == this, "initializer must belong to the graph");
+  if (value->initializer_ == nullptr) initializers_.push_back(value);
+  value->initializer_ = std::move(tensor);
+}
+
+std::vector<Value*> Graph::IntermediateValuesInOrder() const {
+  std::vector<Value*> out;
+  for (const auto& value : values_) {
+    if (value->has_declared_type() && !value->is_graph_input_ && !value->is_graph_output()) {
+      out.push_back(value.get());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Value* a, const Value* b) {
+    return a->declaration_order_ < b->declaration_order_;
+  });
+  return out;
+}
+
+Node* Graph::CreateNode(std::string op_type, std::string domain,
+                        const std::vector<Value*>& inputs, const std::vector<Value*>& outputs,
+                        std::string name) {
+  auto node = std::make_unique<Node>();
+  node->op_type_ = std::move(op_type);
+  node->domain_ = std::move(domain);
+  node->name_ = std::move(name);
+  node->graph_ = this;
+  Node* raw = node.get();
+  for (Value* input : inputs) raw->AddInput(input);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Value* output = outputs[i];
+    if (output != nullptr) {
+      FUSIONOPT_CHECK(output->graph_ == this && output->producer_ == nullptr,
+                      "output " + output->name() + " already has a producer");
+      output->producer_ = raw;
+      output->producer_index_ = static_cast<int>(i);
+    }
+    raw->outputs_.push_back(output);
+  }
+  nodes_.push_back(std::move(node));
+  return raw;
+}
+
+void Graph::RemoveNode(Node* node) {
+  for (size_t i = 0; i < node->inputs_.size(); ++i) {
+    if (node->inputs_[i] != nullptr) node->inputs_[i]->EraseUse(node, static_cast<int>(i));
+  }
+  std::set<Value*> dropped;
+  for (Value* output : node->outputs_) {
+    if (output == nullptr) continue;
+    FUSIONOPT_CHECK(output->uses_.empty() && !output->is_graph_output(),
+                    "removing node whose output " + output->name() + " is still used");
+    output->producer_ = nullptr;
+    dropped.insert(output);
+  }
+  for (auto it = values_.begin(); it != values_.end();) {
+    if (dropped.count(it->get()) != 0) {
+      by_name_.erase((*it)->name_);
+      it = values_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  nodes_.remove_if([node](const std::unique_ptr<Node>& owned) { return owned.get() == node; });
+}
+
+void Graph::ReplaceAllUses(Value* from, Value* to) {
+  std::vector<Use> uses = from->uses_;
+  for (const Use& use : uses) use.node->ReplaceInput(use.input_index, to);
+  for (auto& output : outputs_) {
+    if (output == from) output = to;
+  }
+}
+
+namespace {
+
+// The node of `graph` that (transitively) contains `node`, or null when `node` lives
+// outside `graph`.
+const Node* AncestorIn(const Graph* graph, const Node* node) {
+  while (node != nullptr && node->graph() != graph) node = node->graph()->owner_node();
+  return node;
+}
+
+// Nodes of `graph` whose results `node` (or anything in its subgraphs) reads.
+void CollectProducersIn(const Graph* graph, const Node* node, std::vector<const Node*>& out) {
+  for (const Value* input : node->inputs()) {
+    if (input == nullptr || input->producer() == nullptr) continue;
+    if (const Node* producer = AncestorIn(graph, input->producer())) out.push_back(producer);
+  }
+  for (const Graph* subgraph : node->Subgraphs()) {
+    for (const auto& inner : subgraph->nodes()) CollectProducersIn(graph, inner.get(), out);
+  }
+}
+
+}  // namespace
+
+Status Graph::SortTopologically() {
+  std::unordered_map<const Node*, size_t> position;
+  std::vector<Node*> order;
+  for (const auto& node : nodes_) {
+    position[node.get()] = order.size();
+    order.push_back(node.get());
+  }
+  std::vector<std::vector<size_t>> consumers(order.size());
+  std::vector<size_t> pending(order.size(), 0);
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::vector<const Node*> producers;
+    CollectProducersIn(this, order[i], producers);
+    std::set<size_t> unique;
+    for (const Node* producer : producers) {
+      if (producer != order[i]) unique.insert(position.at(producer));
+      else return InvalidModel("node '" + order[i]->name() + "' (" + order[i]->op_type() +
+                               ") consumes its own output");
+    }
+    pending[i] = unique.size();
+    for (size_t p : unique) consumers[p].push_back(i);
+  }
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (pending[i] == 0) ready.push(i);
+  }
+  std::vector<size_t> sorted;
+  while (!ready.empty()) {
+    size_t next = ready.top();
+    ready.pop();
+    sorted.push_back(next);
+    for (size_t consumer : consumers[next]) {
+      if (--pending[consumer] == 0) ready.push(consumer);
+    }
+  }
+  if (sorted.size() != order.size()) {
+    std::string names;
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (pending[i] == 0) continue;
+      if (!names.empty()) names += ", ";
+      names += "'" + (order[i]->name().empty() ? order[i]->op_type() : order[i]->name()) + "'";
+      if (names.size() > 200) { names += ", ..."; break; }
+    }
+    return InvalidModel("graph '" + name_ + "' has a cycle through nodes " + names);
+  }
+  std::vector<std::unique_ptr<Node>> owned;
+  for (auto& node : nodes_) owned.push_back(std::move(node));
+  nodes_.clear();
+  for (size_t index : sorted) nodes_.push_back(std::move(owned[index]));
+  return Status::Ok();
+}
+
+std::vector<const Value*> Graph::AllValues() const {
+  std::vector<const Value*> out;
+  for (const auto& value : values_) out.push_back(value.get());
+  return out;
+}
+
+// ---------------------------------------------------------------- Model
+
+std::optional<int64_t> Model::OpsetFor(std::string_view domain) const {
+  auto canonical = [](std::string_view d) { return d == "ai.onnx" ? std::string_view{} : d; };
+  for (const auto& opset : opsets) {
+    if (canonical(opset.domain) == canonical(domain)) return opset.version;
+  }
+  return std::nullopt;
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,280 @@
+// The graph IR: Model → Graph → Node / Value, with use lists and subgraphs.
+//
+// Ownership: a Graph owns its Nodes and Values; a Node owns its attributes, and graph
+// attributes (If/Loop/Scan bodies) own their subgraphs. Values are referred to by pointer.
+// A subgraph may read values of an enclosing graph (ONNX outer-scope references): such an
+// input is a pointer into the parent graph, and the use is recorded on that outer Value, so
+// dead-code elimination and rewrites see every reader.
+//
+// Losslessness: everything the IR does not model (doc strings the passes need not read,
+// metadata, fields of newer ONNX versions) travels in `residual` strings — serialized
+// protobuf of the same message type with the modelled fields cleared — and is merged back
+// on save.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/status.h"
+#include "ir/tensor.h"
+
+namespace fusionopt {
+
+class Graph;
+class Node;
+
+// One dimension: a known size, a named symbol ("batch"), or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when known
+  std::string symbol;  // non-empty when symbolic
+
+  static Dim Known(int64_t size) { return Dim{size, {}}; }
+  static Dim Symbol(std::string name) { return Dim{-1, std::move(name)}; }
+  static Dim Unknown() { return Dim{}; }
+  bool is_known() const { return value >= 0; }
+  bool is_symbolic() const { return value < 0 && !symbol.empty(); }
+  bool operator==(const Dim& other) const = default;
+};
+
+using Shape = std::vector<Dim>;
+
+std::string ShapeToString(const Shape& shape);  // "[N,3,224,224]", "?" for unknown dims
+
+// The static type of a value. Tensors are modelled (dtype and optional shape); sequence,
+// map and optional types are kept opaque as a serialized TypeProto in `opaque_type`.
+struct ValueType {
+  DataType dtype = DataType::kUndefined;
+  std::optional<Shape> shape;  // nullopt: rank unknown
+  std::string opaque_type;     // non-empty for non-tensor types
+  std::string residual;        // TypeProto fields beyond elem_type/shape (denotations)
+
+  bool is_tensor() const { return opaque_type.empty(); }
+};
+
+struct Use {
+  Node* node = nullptr;
+  int input_index = 0;
+  bool operator==(const Use& other) const = default;
+};
+
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  Graph* graph() const { return graph_; }
+  Node* producer() const { return producer_; }
+  int producer_output_index() const { return producer_index_; }
+  const std::vector<Use>& uses() const { return uses_; }
+
+  ValueType& type() { return type_; }
+  const ValueType& type() const { return type_; }
+  DataType dtype() const { return type_.dtype; }
+  const std::optional<Shape>& shape() const { return type_.shape; }
+
+  // Initializers carry their tensor here; `constant()` is null for computed values.
+  const TensorPtr& initializer() const { return initializer_; }
+  bool is_initializer() const { return initializer_ != nullptr; }
+  bool is_graph_input() const { return is_graph_input_; }
+  bool is_graph_output() const;
+
+  // Whether the model listed this value in value_info; such values are written back as
+  // value_info, in declaration order.
+  bool has_declared_type() const { return declaration_order_ >= 0; }
+  void MarkDeclared();
+
+  // The type exactly as the model declared it (input, output or value_info), kept apart
+  // from `type()` — which inference refines — so an unoptimized model saves unchanged.
+  const std::optional<ValueType>& declared_type() const { return declared_type_; }
+  void set_declared_type(ValueType type) { declared_type_ = std::move(type); }
+
+  // Serialized ValueInfoProto residual (doc_string, metadata) for inputs/outputs/value_info.
+  std::string& info_residual() { return info_residual_; }
+  const std::string& info_residual() const { return info_residual_; }
+
+ private:
+  friend class Graph;
+  friend class Node;
+  void EraseUse(Node* node, int input_index);
+
+  std::string name_;
+  Graph* graph_ = nullptr;
+  Node* producer_ = nullptr;
+  int producer_index_ = -1;
+  std::vector<Use> uses_;
+  ValueType type_;
+  TensorPtr initializer_;
+  bool is_graph_input_ = false;
+  int64_t declaration_order_ = -1;
+  std::optional<ValueType> declared_type_;
+  std::string info_residual_;
+};
+
+enum class AttributeKind {
+  kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors,
+  kGraphs, kOpaque,  // kOpaque: sparse tensors / type protos, kept as serialized AttributeProto
+};
+
+struct Attribute {
+  std::string name;
+  AttributeKind kind = AttributeKind::kUndefined;
+  int64_t i = 0;
+  float f = 0;
+  std::string s;
+  TensorPtr t;
+  std::unique_ptr<Graph> g;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> strings;
+  std::vector<TensorPtr> tensors;
+  std::vector<std::unique_ptr<Graph>> graphs;
+  std::string ref_attr_name;  // function attribute reference
+  std::string residual;       // doc_string etc.; the whole AttributeProto for kOpaque
+};
+
+std::string_view NameOf(AttributeKind kind);
+
+class Node {
+ public:
+  const std::string& op_type() const { return op_type_; }
+  const std::string& domain() const { return domain_; }  // "" is the default ONNX domain
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  Graph* graph() const { return graph_; }
+
+  // Omitted optional inputs/outputs (empty names in ONNX) are nullptr.
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  Value* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
+
+  void ReplaceInput(int index, Value* value);  // keeps use lists consistent
+  void AddInput(Value* value);
+
+  const std::vector<Attribute>& attributes() const { return attributes_; }
+  std::vector<Attribute>& mutable_attributes() { return attributes_; }
+  const Attribute* FindAttribute(std::string_view name) const;
+  int64_t GetInt(std::string_view name, int64_t fallback) const;
+  float GetFloat(std::string_view name, float fallback) const;
+  std::string GetString(std::string_view name, std::string fallback) const;
+  std::optional<std::vector<int64_t>> GetInts(std::string_view name) const;
+  void SetAttribute(Attribute attribute);  // replaces one of the same name
+
+  std::string& residual() { return residual_; }
+  const std::string& residual() const { return residual_; }
+
+  // Subgraphs held by graph attributes, in attribute order.
+  std::vector<Graph*> Subgraphs() const;
+
+ private:
+  friend class Graph;
+
+  std::string op_type_;
+  std::string domain_;
+  std::string name_;
+  Graph* graph_ = nullptr;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::vector<Attribute> attributes_;
+  std::string residual_;
+};
+
+class Graph {
+ public:
+  explicit Graph(Graph* parent = nullptr) : parent_(parent) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  Graph* parent() const { return parent_; }
+  // The node whose attribute holds this subgraph (null for the main graph).
+  Node* owner_node() const { return owner_node_; }
+  void AttachTo(Node* owner);  // sets parent and owner node
+
+  // Values. Names are unique within a graph and its enclosing scopes.
+  Value* CreateValue(const std::string& name);
+  Value* FindValue(std::string_view name) const;         // this graph only
+  Value* LookupValue(std::string_view name) const;       // this graph, then enclosing ones
+  std::string UniqueName(std::string_view base) const;   // base, base_1, base_2 ... unused
+
+  void AddInput(Value* value);
+  void AddOutput(Value* value);
+  void SetInitializer(Value* value, TensorPtr tensor);  // adds to the initializer list
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  std::vector<Value*>& mutable_outputs() { return outputs_; }
+  const std::vector<Value*>& initializers() const { return initializers_; }
+  // Values with a declared type that are neither inputs nor outputs (value_info order).
+  std::vector<Value*> IntermediateValuesInOrder() const;
+
+  // Nodes, in the order they will be saved (kept topological by passes).
+  Node* CreateNode(std::string op_type, std::string domain, const std::vector<Value*>& inputs,
+                   const std::vector<Value*>& outputs, std::string name = {});
+  void RemoveNode(Node* node);  // node must have no used outputs; its outputs are erased
+  const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  size_t num_nodes() const { return nodes_.size(); }
+
+  // Rewrites every use of `from` (in this graph and nested subgraphs) to `to`.
+  void ReplaceAllUses(Value* from, Value* to);
+
+  // Sorts nodes topologically, keeping the current order where it already is (stable).
+  // Fails with the names of the nodes on a cycle.
+  Status SortTopologically();
+
+  std::string& residual() { return residual_; }
+  const std::string& residual() const { return residual_; }
+
+  std::vector<const Value*> AllValues() const;
+
+ private:
+  friend class Node;
+  friend class Value;
+
+  std::string name_;
+  Graph* parent_ = nullptr;
+  Node* owner_node_ = nullptr;
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::list<std::unique_ptr<Value>> values_;
+  std::map<std::string, Value*, std::less<>> by_name_;
+  int64_t next_declaration_ = 0;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::vector<Value*> initializers_;
+  std::string residual_;
+};
+
+struct OpsetImport {
+  std::string domain;
+  int64_t version = 0;
+  bool operator==(const OpsetImport& other) const = default;
+};
+
+// A whole model: the main graph plus what surrounds it. Model-local functions and training
+// info are not interpreted yet and travel inside `residual`.
+struct Model {
+  int64_t ir_version = 0;
+  std::vector<OpsetImport> opsets;
+  std::string producer_name;
+  std::string producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<std::string> function_names;  // "domain:name" of model-local functions
+  std::unique_ptr<Graph> graph;
+  std::string residual;  // serialized ModelProto without graph and the fields above
+
+  // Folder the model was loaded from; external data paths resolve against it.
+  std::string base_dir;
+  // External-data files the loaded model referenced (locations as written in the model).
+  std::vector<std::string> external_data_files;
+
+  // Opset version imported for `domain` ("" and "ai.onnx" are the same), or nullopt.
+  std::optional<int64_t> OpsetFor(std::string_view domain) const;
+};
+
+}  // namespace fusionopt

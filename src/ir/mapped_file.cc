@@ -1,0 +1,39 @@
+#include "ir/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace fusionopt {
+
+Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    return IoError("'" + path + "' is not a regular file");
+  }
+  auto size = static_cast<uint64_t>(info.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapping == MAP_FAILED) {
+      ::close(fd);
+      return IoError("cannot map '" + path + "': " + std::strerror(errno));
+    }
+    data = static_cast<const uint8_t*>(mapping);
+  }
+  return std::shared_ptr<MappedFile>(new MappedFile(path, fd, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,46 @@
+// Dtype and shape inference over the graph IR, with symbolic dims.
+//
+// Inference merges into what the model already declares: it fills in an undefined dtype, an
+// unknown rank or unknown dims, and never replaces a declared known dim or declared symbol.
+// A disagreement (declared 5, inferred 7) keeps the declared value and becomes a warning.
+// Inference never fails: an op without a rule keeps whatever its value_info declared and is
+// listed in the report, so a caller can decide whether that matters for what it does next.
+//
+// Small integer tensors that describe shapes (Shape → Gather → Unsqueeze → Concat, as
+// PyTorch exports emit them) are tracked element by element, symbols included, so a
+// Reshape fed by such a chain gets a symbolic output shape like [batch, seq, 4, 16].
+// docs/ops.md lists every op with a rule and what the rule knows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusionopt {
+
+struct ShapeInferenceReport {
+  // "domain::OpType@opset" of ops seen without an inference rule (unique, sorted); the
+  // default domain is spelled "ai.onnx", a domain without opset import gets "@?".
+  std::vector<std::string> unsupported_ops;
+  // Conflicts and malformed inputs, e.g. "node '/a/Add': input shapes [3] and [4] do not
+  // broadcast". Never fatal.
+  std::vector<std::string> warnings;
+  // Values whose type became (more) known: dtype, rank or at least one dim.
+  int64_t values_inferred = 0;
+};
+
+// The main graph and, recursively, every subgraph (If/Loop/Scan bodies).
+ShapeInferenceReport InferShapes(Model& model);
+// One graph (and its subgraphs), using `model` for opset versions.
+ShapeInferenceReport InferShapes(Graph& graph, const Model& model);
+
+// Numpy (multidirectional) broadcasting of two shapes, aligned from the right.
+// Per dim pair: 1 and d -> d; equal -> that dim; a known d against a symbol or unknown -> d
+// (the other side must be d or 1); two different symbols, or a symbol against an unknown ->
+// unknown. Returns nullopt when two known dims differ and neither is 1.
+std::optional<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+
+}  // namespace fusionopt

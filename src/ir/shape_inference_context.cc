@@ -1,0 +1,276 @@
+// InferenceContext (what a rule sees of its node) and helpers shared by the rule files.
+#include <algorithm>
+#include <limits>
+
+#include "ir/shape_inference_context.h"
+
+namespace fusionopt::shape_inference {
+namespace {
+
+bool IsDefaultDomain(std::string_view domain) { return domain.empty() || domain == "ai.onnx"; }
+
+// A Constant node's value, whichever attribute spells it.
+TensorPtr ConstantNodeValue(const Node& node) {
+  for (const Attribute& attribute : node.attributes()) {
+    if (attribute.name == "value" && attribute.kind == AttributeKind::kTensor) return attribute.t;
+    if (attribute.name == "value_int" && attribute.kind == AttributeKind::kInt) {
+      return std::make_shared<Tensor>(
+          Tensor::FromValues<int64_t>(DataType::kInt64, {}, {attribute.i}));
+    }
+    if (attribute.name == "value_ints" && attribute.kind == AttributeKind::kInts) {
+      auto count = static_cast<int64_t>(attribute.ints.size());
+      return std::make_shared<Tensor>(
+          Tensor::FromValues<int64_t>(DataType::kInt64, {count}, attribute.ints));
+    }
+    if (attribute.name == "value_float" && attribute.kind == AttributeKind::kFloat) {
+      return std::make_shared<Tensor>(
+          Tensor::FromValues<float>(DataType::kFloat, {}, {attribute.f}));
+    }
+    if (attribute.name == "value_floats" && attribute.kind == AttributeKind::kFloats) {
+      auto count = static_cast<int64_t>(attribute.floats.size());
+      return std::make_shared<Tensor>(
+          Tensor::FromValues<float>(DataType::kFloat, {count}, attribute.floats));
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+SymbolicInt SymbolicInt::FromDim(const Dim& dim) {
+  if (dim.is_known()) return Known(dim.value);
+  return dim.is_symbolic() ? Symbol(dim.symbol) : Unknown();
+}
+
+// ---------------------------------------------------------------- inputs
+
+DataType InferenceContext::InputDtype(size_t index) const {
+  const Value* value = node_.input(index);
+  if (value == nullptr || !value->type().is_tensor()) return DataType::kUndefined;
+  return value->dtype();
+}
+
+const Shape* InferenceContext::InputShape(size_t index) const {
+  const Value* value = node_.input(index);
+  if (value == nullptr || !value->type().is_tensor() || !value->shape()) return nullptr;
+  return &*value->shape();
+}
+
+std::optional<size_t> InferenceContext::InputRank(size_t index) const {
+  const Shape* shape = InputShape(index);
+  if (shape == nullptr) return std::nullopt;
+  return shape->size();
+}
+
+std::optional<int64_t> InferenceContext::InputLength(size_t index) const {
+  const Shape* shape = InputShape(index);
+  if (shape == nullptr || shape->size() > 1) return std::nullopt;
+  if (shape->empty()) return 1;
+  return KnownSize(shape->front());
+}
+
+TensorPtr InferenceContext::InputConstant(size_t index) const {
+  const Value* value = node_.input(index);
+  if (value == nullptr) return nullptr;
+  if (value->is_initializer()) {
+    return value->is_graph_input() && state_.InitializersOverridable() ? nullptr
+                                                                       : value->initializer();
+  }
+  const Node* producer = value->producer();
+  if (producer != nullptr && producer->op_type() == "Constant" &&
+      IsDefaultDomain(producer->domain())) {
+    return ConstantNodeValue(*producer);
+  }
+  return nullptr;
+}
+
+std::optional<std::vector<int64_t>> InferenceContext::InputInts(size_t index) const {
+  if (TensorPtr constant = InputConstant(index)) return constant->AsInt64s();
+  std::optional<SymbolicData> data = InputData(index);
+  if (!data) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (const SymbolicInt& element : data->elements) {
+    if (!element.is_known()) return std::nullopt;
+    ints.push_back(*element.value);
+  }
+  return ints;
+}
+
+std::optional<std::vector<double>> InferenceContext::InputFloats(size_t index) const {
+  TensorPtr constant = InputConstant(index);
+  if (constant == nullptr) return std::nullopt;
+  if (auto floats = constant->AsDoubles()) return floats;
+  auto ints = constant->AsInt64s();
+  if (!ints) return std::nullopt;
+  return std::vector<double>(ints->begin(), ints->end());
+}
+
+std::optional<SymbolicData> InferenceContext::InputData(size_t index) const {
+  const Value* value = node_.input(index);
+  if (value == nullptr) return std::nullopt;
+  if (const SymbolicData* tracked = state_.DataOf(value)) return *tracked;
+  TensorPtr constant = InputConstant(index);
+  if (constant == nullptr || constant->dims().size() > 1 ||
+      constant->NumElements() > static_cast<int64_t>(kMaxSymbolicElements)) {
+    return std::nullopt;
+  }
+  auto ints = constant->AsInt64s();
+  if (!ints) return std::nullopt;
+  SymbolicData data;
+  data.is_scalar = constant->dims().empty();
+  for (int64_t element : *ints) data.elements.push_back(SymbolicInt::Known(element));
+  return data;
+}
+
+IntListArgument InferenceContext::ReadIntList(std::string_view attribute, size_t input_index,
+                                              int64_t input_since_opset) const {
+  IntListArgument argument;
+  if (opset_ < input_since_opset) {
+    if (auto ints = node_.GetInts(attribute)) {
+      argument.present = true;
+      argument.length = static_cast<int64_t>(ints->size());
+      argument.values = std::move(ints);
+    }
+    return argument;
+  }
+  if (!HasInput(input_index)) return argument;
+  argument.present = true;
+  argument.values = InputInts(input_index);
+  argument.length = argument.values ? static_cast<int64_t>(argument.values->size())
+                                    : InputLength(input_index);
+  return argument;
+}
+
+// ---------------------------------------------------------------- outputs
+
+void InferenceContext::SetOutputDtype(size_t index, DataType dtype) {
+  if (Value* value = MutableOutput(index)) state_.MergeDtype(*value, dtype, NodeLabel(node_));
+}
+
+void InferenceContext::SetOutputShape(size_t index, const Shape& shape) {
+  if (Value* value = MutableOutput(index)) state_.MergeShape(*value, shape, NodeLabel(node_));
+}
+
+void InferenceContext::SetOutputType(size_t index, DataType dtype,
+                                     const std::optional<Shape>& shape) {
+  SetOutputDtype(index, dtype);
+  if (shape) SetOutputShape(index, *shape);
+}
+
+void InferenceContext::SetOutputRank(size_t index, size_t rank) {
+  SetOutputShape(index, UnknownDims(rank));
+}
+
+void InferenceContext::SetOutputData(size_t index, SymbolicData data) {
+  const Value* value = node_.output(index);
+  if (value == nullptr || data.elements.size() > kMaxSymbolicElements) return;
+  if (data.is_scalar && data.elements.size() != 1) return;
+  state_.SetData(value, std::move(data));
+}
+
+const ValueType* InferenceContext::OutputType(size_t index) const {
+  const Value* value = node_.output(index);
+  return value == nullptr ? nullptr : &value->type();
+}
+
+void InferenceContext::Warn(const std::string& message) const {
+  state_.Warn(NodeLabel(node_) + ": " + message);
+}
+
+void InferenceContext::InferSubgraph(Graph& graph) { state_.InferGraph(graph); }
+
+void InferenceContext::MergeInto(Value& value, DataType dtype,
+                                 const std::optional<Shape>& shape) {
+  state_.MergeDtype(value, dtype, NodeLabel(node_));
+  if (shape) state_.MergeShape(value, *shape, NodeLabel(node_));
+}
+
+// ---------------------------------------------------------------- helpers
+
+std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::optional<std::vector<int64_t>> NormalizeAxes(const InferenceContext& context,
+                                                  const std::vector<int64_t>& axes,
+                                                  int64_t rank) {
+  std::vector<int64_t> normalized;
+  for (int64_t axis : axes) {
+    std::optional<int64_t> valid = NormalizeAxis(axis, rank);
+    if (!valid) {
+      context.Warn("axis " + std::to_string(axis) + " is out of range for rank " +
+                   std::to_string(rank));
+      return std::nullopt;
+    }
+    if (std::find(normalized.begin(), normalized.end(), *valid) != normalized.end()) {
+      context.Warn("axis " + std::to_string(axis) + " is repeated");
+      return std::nullopt;
+    }
+    normalized.push_back(*valid);
+  }
+  return normalized;
+}
+
+Shape UnknownDims(size_t rank) { return Shape(rank, Dim::Unknown()); }
+
+void PropagateInput(InferenceContext& context, size_t input, size_t output) {
+  const Shape* shape = context.InputShape(input);
+  context.SetOutputType(output, context.InputDtype(input),
+                        shape ? std::optional<Shape>(*shape) : std::nullopt);
+}
+
+void DimProduct::Multiply(const Dim& dim) {
+  if (dim.is_known()) {
+    constant *= dim.value;
+  } else if (dim.is_symbolic()) {
+    symbols.insert(dim.symbol);
+  } else {
+    has_unknown = true;
+  }
+}
+
+std::optional<DimProduct> DimProduct::DividedBy(const DimProduct& other) const {
+  if (has_unknown || other.has_unknown || other.constant == 0 ||
+      constant % other.constant != 0) {
+    return std::nullopt;
+  }
+  DimProduct quotient{constant / other.constant, symbols, false};
+  for (const std::string& symbol : other.symbols) {
+    auto it = quotient.symbols.find(symbol);
+    if (it == quotient.symbols.end()) return std::nullopt;
+    quotient.symbols.erase(it);
+  }
+  return quotient;
+}
+
+Dim DimProduct::ToDim() const {
+  if (has_unknown) return Dim::Unknown();
+  if (symbols.empty()) return Dim::Known(constant);
+  if (symbols.size() == 1 && constant == 1) return Dim::Symbol(*symbols.begin());
+  return Dim::Unknown();
+}
+
+DimProduct ProductOf(const Shape& shape, size_t begin, size_t end) {
+  DimProduct product;
+  for (size_t axis = begin; axis < end && axis < shape.size(); ++axis) {
+    product.Multiply(shape[axis]);
+  }
+  return product;
+}
+
+Dim KnownOrUnknown(std::optional<int64_t> size) {
+  return size && *size >= 0 ? Dim::Known(*size) : Dim::Unknown();
+}
+
+std::optional<int64_t> KnownSize(const Dim& dim) {
+  return dim.is_known() ? std::optional<int64_t>(dim.value) : std::nullopt;
+}
+
+std::string NodeLabel(const Node& node) {
+  if (!node.name().empty()) return "node '" + node.name() + "'";
+  const Value* first = node.output(0);
+  return "node " + node.op_type() + " -> '" + (first ? first->name() : std::string()) + "'";
+}
+
+}  // namespace fusionopt::shape_inference

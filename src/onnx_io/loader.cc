@@ -1,0 +1,417 @@
+// ModelProto → Model. Validates what every later stage relies on and names the problem.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include "ir/shape_inference.h"
+#include "onnx_io/model_io.h"
+#include "onnx_io/proto_codec.h"
+
+namespace fusionopt {
+namespace {
+
+constexpr int64_t kMinIrVersion = 3;
+constexpr int64_t kMaxIrVersion = 11;
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 23;
+
+std::string Describe(const onnx::NodeProto& node) {
+  std::string label = node.name().empty() ? "node" : "node '" + node.name() + "'";
+  return label + " (" + (node.domain().empty() ? "" : node.domain() + "::") + node.op_type() + ")";
+}
+
+void ClearNodeModelled(onnx::NodeProto& proto) {
+  proto.clear_input();
+  proto.clear_output();
+  proto.clear_op_type();
+  proto.clear_attribute();
+  // name and domain stay: the saver writes them only when they changed, which keeps an
+  // explicitly empty field (has_domain with "") exactly as the file had it.
+}
+
+void ClearGraphModelled(onnx::GraphProto& proto) {
+  proto.clear_node();
+  proto.clear_initializer();
+  proto.clear_input();
+  proto.clear_output();
+  proto.clear_value_info();
+}
+
+void ClearValueInfoModelled(onnx::ValueInfoProto& proto) {
+  proto.clear_name();
+  proto.clear_type();
+}
+
+void ClearAttributeModelled(onnx::AttributeProto& proto) {
+  proto.clear_name();
+  proto.clear_type();
+  proto.clear_f();
+  proto.clear_i();
+  proto.clear_s();
+  proto.clear_t();
+  proto.clear_g();
+  proto.clear_floats();
+  proto.clear_ints();
+  proto.clear_strings();
+  proto.clear_tensors();
+  proto.clear_graphs();
+  proto.clear_ref_attr_name();
+}
+
+void ClearModelModelled(onnx::ModelProto& proto) {
+  proto.clear_ir_version();
+  proto.clear_opset_import();
+  proto.clear_metadata_props();
+  proto.clear_graph();
+}
+
+// Old exporters leave AttributeProto.type unset; infer it from the field that is set.
+onnx::AttributeProto::AttributeType EffectiveType(const onnx::AttributeProto& proto) {
+  using A = onnx::AttributeProto;
+  if (proto.type() != A::UNDEFINED) return proto.type();
+  if (proto.has_f()) return A::FLOAT;
+  if (proto.has_i()) return A::INT;
+  if (proto.has_s()) return A::STRING;
+  if (proto.has_t()) return A::TENSOR;
+  if (proto.has_g()) return A::GRAPH;
+  if (proto.floats_size() > 0) return A::FLOATS;
+  if (proto.ints_size() > 0) return A::INTS;
+  if (proto.strings_size() > 0) return A::STRINGS;
+  if (proto.tensors_size() > 0) return A::TENSORS;
+  if (proto.graphs_size() > 0) return A::GRAPHS;
+  return A::UNDEFINED;
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const Model& model, ExternalDataResolver& resolver)
+      : model_(model), resolver_(resolver) {}
+
+  Result<std::unique_ptr<Graph>> Build(onnx::GraphProto& proto, Node* owner) {
+    auto graph = std::make_unique<Graph>();
+    if (owner != nullptr) graph->AttachTo(owner);
+    graph->set_name(proto.name());
+    FUSIONOPT_RETURN_IF_ERROR(AddInputsAndInitializers(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(CreateNodeOutputs(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(AddValueInfo(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(CreateNodes(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(AddOutputs(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(graph->SortTopologically());
+    graph->residual() = ResidualOf<onnx::GraphProto>(proto, ClearGraphModelled);
+    return graph;
+  }
+
+ private:
+  Status ApplyValueInfo(const onnx::ValueInfoProto& info, Value& value) {
+    if (info.has_type()) {
+      auto type = DecodeType(info.type());
+      if (!type.ok()) return type.status().WithContext("value '" + info.name() + "'");
+      value.type() = type.value();
+      value.set_declared_type(std::move(type).value());
+    }
+    value.info_residual() = ResidualOf<onnx::ValueInfoProto>(info, ClearValueInfoModelled);
+    return Status::Ok();
+  }
+
+  Status CheckNewName(const Graph& graph, const std::string& name, const std::string& what) {
+    if (name.empty()) return InvalidModel(what + " has an empty name");
+    if (graph.LookupValue(name) != nullptr) {
+      return InvalidModel(what + " '" + name + "' is defined more than once");
+    }
+    return Status::Ok();
+  }
+
+  Status AddInputsAndInitializers(onnx::GraphProto& proto, Graph& graph) {
+    if (proto.sparse_initializer_size() > 0) {
+      return Unsupported("graph '" + proto.name() + "' uses sparse_initializer");
+    }
+    for (const auto& input : proto.input()) {
+      FUSIONOPT_RETURN_IF_ERROR(CheckNewName(graph, input.name(), "graph input"));
+      Value* value = graph.CreateValue(input.name());
+      FUSIONOPT_RETURN_IF_ERROR(ApplyValueInfo(input, *value));
+      graph.AddInput(value);
+    }
+    for (auto& initializer : *proto.mutable_initializer()) {
+      Value* value = graph.FindValue(initializer.name());
+      if (value == nullptr) {
+        FUSIONOPT_RETURN_IF_ERROR(CheckNewName(graph, initializer.name(), "initializer"));
+        value = graph.CreateValue(initializer.name());
+      } else if (value->is_initializer()) {
+        return InvalidModel("initializer '" + initializer.name() + "' is defined more than once");
+      }
+      auto tensor = DecodeTensor(initializer, resolver_);
+      if (!tensor.ok()) return tensor.status().WithContext("initializer '" + initializer.name() + "'");
+      if (!value->is_graph_input()) {
+        value->type().dtype = tensor->dtype();
+        Shape shape;
+        for (int64_t dim : tensor->dims()) shape.push_back(Dim::Known(dim));
+        value->type().shape = std::move(shape);
+      }
+      graph.SetInitializer(value, std::make_shared<const Tensor>(std::move(tensor).value()));
+    }
+    return Status::Ok();
+  }
+
+  Status CreateNodeOutputs(const onnx::GraphProto& proto, Graph& graph) {
+    for (const auto& node : proto.node()) {
+      for (const auto& output : node.output()) {
+        if (output.empty()) continue;
+        Status status = CheckNewName(graph, output, "value");
+        if (!status.ok()) return status.WithContext(Describe(node));
+        graph.CreateValue(output);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status AddValueInfo(const onnx::GraphProto& proto, Graph& graph) {
+    for (const auto& info : proto.value_info()) {
+      Value* value = graph.FindValue(info.name());
+      if (value == nullptr) {
+        // value_info for a name nothing produces: keep it so the round trip is lossless.
+        FUSIONOPT_RETURN_IF_ERROR(CheckNewName(graph, info.name(), "value_info"));
+        value = graph.CreateValue(info.name());
+      }
+      if (value->has_declared_type()) {
+        return InvalidModel("value_info for '" + info.name() + "' appears more than once");
+      }
+      FUSIONOPT_RETURN_IF_ERROR(ApplyValueInfo(info, *value));
+      value->MarkDeclared();
+    }
+    return Status::Ok();
+  }
+
+  Status CreateNodes(onnx::GraphProto& proto, Graph& graph) {
+    for (auto& node_proto : *proto.mutable_node()) {
+      Status status = CreateNode(node_proto, graph);
+      if (!status.ok()) return status;
+    }
+    return Status::Ok();
+  }
+
+  Status CreateNode(onnx::NodeProto& proto, Graph& graph) {
+    if (proto.op_type().empty()) return InvalidModel(Describe(proto) + " has no op_type");
+    if (!model_.OpsetFor(proto.domain())) {
+      return InvalidModel(Describe(proto) + " uses domain '" + proto.domain() +
+                          "' that has no opset_import");
+    }
+    std::vector<Value*> inputs;
+    for (const auto& name : proto.input()) {
+      if (name.empty()) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      Value* value = graph.LookupValue(name);
+      if (value == nullptr) {
+        return InvalidModel(Describe(proto) + " reads '" + name + "', which no node, input or " +
+                            "initializer defines");
+      }
+      inputs.push_back(value);
+    }
+    std::vector<Value*> outputs;
+    for (const auto& name : proto.output()) {
+      outputs.push_back(name.empty() ? nullptr : graph.FindValue(name));
+    }
+    Node* node = graph.CreateNode(proto.op_type(), proto.domain(), inputs, outputs, proto.name());
+    for (auto& attribute_proto : *proto.mutable_attribute()) {
+      auto attribute = DecodeAttribute(attribute_proto, node);
+      if (!attribute.ok()) return attribute.status().WithContext(Describe(proto));
+      node->mutable_attributes().push_back(std::move(attribute).value());
+    }
+    node->residual() = ResidualOf<onnx::NodeProto>(proto, ClearNodeModelled);
+    return Status::Ok();
+  }
+
+  Result<TensorPtr> DecodeTensorAttribute(onnx::TensorProto& proto, const std::string& name) {
+    auto tensor = DecodeTensor(proto, resolver_);
+    if (!tensor.ok()) return tensor.status().WithContext("attribute '" + name + "'");
+    return TensorPtr(std::make_shared<const Tensor>(std::move(tensor).value()));
+  }
+
+  Result<Attribute> DecodeAttribute(onnx::AttributeProto& proto, Node* node) {
+    using A = onnx::AttributeProto;
+    Attribute attribute;
+    attribute.name = proto.name();
+    attribute.ref_attr_name = proto.ref_attr_name();
+    switch (EffectiveType(proto)) {
+      case A::FLOAT: attribute.kind = AttributeKind::kFloat; attribute.f = proto.f(); break;
+      case A::INT: attribute.kind = AttributeKind::kInt; attribute.i = proto.i(); break;
+      case A::STRING: attribute.kind = AttributeKind::kString; attribute.s = proto.s(); break;
+      case A::FLOATS:
+        attribute.kind = AttributeKind::kFloats;
+        attribute.floats.assign(proto.floats().begin(), proto.floats().end());
+        break;
+      case A::INTS:
+        attribute.kind = AttributeKind::kInts;
+        attribute.ints.assign(proto.ints().begin(), proto.ints().end());
+        break;
+      case A::STRINGS:
+        attribute.kind = AttributeKind::kStrings;
+        attribute.strings.assign(proto.strings().begin(), proto.strings().end());
+        break;
+      case A::TENSOR: {
+        attribute.kind = AttributeKind::kTensor;
+        FUSIONOPT_ASSIGN_OR_RETURN(attribute.t, DecodeTensorAttribute(*proto.mutable_t(), proto.name()));
+        break;
+      }
+      case A::TENSORS:
+        attribute.kind = AttributeKind::kTensors;
+        for (auto& tensor : *proto.mutable_tensors()) {
+          FUSIONOPT_ASSIGN_OR_RETURN(auto decoded, DecodeTensorAttribute(tensor, proto.name()));
+          attribute.tensors.push_back(std::move(decoded));
+        }
+        break;
+      case A::GRAPH: {
+        attribute.kind = AttributeKind::kGraph;
+        auto graph = Build(*proto.mutable_g(), node);
+        if (!graph.ok()) return graph.status().WithContext("subgraph '" + proto.name() + "'");
+        attribute.g = std::move(graph).value();
+        break;
+      }
+      case A::GRAPHS:
+        attribute.kind = AttributeKind::kGraphs;
+        for (auto& graph_proto : *proto.mutable_graphs()) {
+          auto graph = Build(graph_proto, node);
+          if (!graph.ok()) return graph.status().WithContext("subgraph '" + proto.name() + "'");
+          attribute.graphs.push_back(std::move(graph).value());
+        }
+        break;
+      case A::UNDEFINED:
+        if (attribute.ref_attr_name.empty()) {
+          return InvalidModel("attribute '" + proto.name() + "' has no type and no value");
+        }
+        break;
+      default:  // sparse tensors and type protos: carried through untouched
+        attribute.kind = AttributeKind::kOpaque;
+        attribute.residual = proto.SerializeAsString();
+        return attribute;
+    }
+    attribute.residual = ResidualOf<onnx::AttributeProto>(proto, ClearAttributeModelled);
+    return attribute;
+  }
+
+  Status AddOutputs(const onnx::GraphProto& proto, Graph& graph) {
+    std::set<std::string> seen;
+    for (const auto& output : proto.output()) {
+      if (!seen.insert(output.name()).second) {
+        return InvalidModel("graph output '" + output.name() + "' is listed more than once");
+      }
+      Value* value = graph.LookupValue(output.name());
+
+      if (value == nullptr) {
+        return InvalidModel("graph output '" + output.name() + "' is not produced by any node");
+      }
+      if (value->graph() != &graph) {
+        return Unsupported("subgraph output '" + output.name() + "' is an outer-scope value");
+      }
+      // A pass-through output (also an input) keeps the input's declaration.
+      if (!value->is_graph_input()) FUSIONOPT_RETURN_IF_ERROR(ApplyValueInfo(output, *value));
+      graph.AddOutput(value);
+    }
+    return Status::Ok();
+  }
+
+  const Model& model_;
+  ExternalDataResolver& resolver_;
+};
+
+Status CheckVersions(const onnx::ModelProto& proto) {
+  if (!proto.has_ir_version()) return InvalidModel("the model has no ir_version");
+  if (proto.ir_version() < kMinIrVersion || proto.ir_version() > kMaxIrVersion) {
+    return Unsupported("IR version " + std::to_string(proto.ir_version()) +
+                       " is not supported (supported: " + std::to_string(kMinIrVersion) + "-" +
+                       std::to_string(kMaxIrVersion) + ")");
+  }
+  if (!proto.has_graph()) return InvalidModel("the model has no graph");
+  if (proto.opset_import_size() == 0) return InvalidModel("the model has no opset_import");
+  std::set<std::string> domains;
+  for (const auto& opset : proto.opset_import()) {
+    std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+    if (!domains.insert(domain).second) {
+      return InvalidModel("opset_import lists domain '" + opset.domain() + "' twice");
+    }
+    if (domain.empty() && (opset.version() < kMinOpset || opset.version() > kMaxOpset)) {
+      return Unsupported("default-domain opset " + std::to_string(opset.version()) +
+                         " is not supported (supported: " + std::to_string(kMinOpset) + "-" +
+                         std::to_string(kMaxOpset) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::string& base_dir,
+                                          const LoadOptions& options) {
+  FUSIONOPT_RETURN_IF_ERROR(CheckVersions(proto));
+  auto model = std::make_unique<Model>();
+  model->base_dir = base_dir;
+  model->ir_version = proto.ir_version();
+  for (const auto& opset : proto.opset_import()) {
+    model->opsets.push_back({opset.domain(), opset.version()});
+  }
+  model->producer_name = proto.producer_name();
+  model->producer_version = proto.producer_version();
+  model->domain = proto.domain();
+  model->model_version = proto.model_version();
+  for (const auto& entry : proto.metadata_props()) {
+    model->metadata.emplace_back(entry.key(), entry.value());
+  }
+  for (const auto& function : proto.functions()) {
+    model->function_names.push_back(function.domain() + ":" + function.name());
+  }
+  ExternalDataResolver resolver(base_dir);
+  GraphBuilder builder(*model, resolver);
+  auto graph = builder.Build(*proto.mutable_graph(), nullptr);
+  if (!graph.ok()) return graph.status();
+  model->graph = std::move(graph).value();
+  model->external_data_files = resolver.OpenedLocations();
+  model->residual = ResidualOf<onnx::ModelProto>(proto, ClearModelModelled);
+  if (options.infer_shapes) InferShapes(*model);
+  return model;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError(std::string("cannot open: ") + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || S_ISDIR(info.st_mode)) {
+    ::close(fd);
+    return IoError("is a directory, not a model file");
+  }
+  if (info.st_size == 0) {
+    ::close(fd);
+    return InvalidModel("the file is empty");
+  }
+  onnx::ModelProto proto;
+  bool parsed;
+  {
+    google::protobuf::io::FileInputStream stream(fd);
+    google::protobuf::io::CodedInputStream coded(&stream);
+    coded.SetTotalBytesLimit(INT32_MAX);
+    parsed = proto.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!parsed) return InvalidModel("not a valid ONNX model (protobuf parsing failed: truncated or not a model)");
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return BuildModel(proto, base_dir.empty() ? "." : base_dir, options);
+}
+
+Result<std::unique_ptr<Model>> LoadModelFromBytes(std::string bytes, const std::string& base_dir,
+                                                  const LoadOptions& options) {
+  onnx::ModelProto proto;
+  if (bytes.empty()) return InvalidModel("the model is empty");
+  if (!proto.ParseFromString(bytes)) return InvalidModel("not a valid ONNX model (protobuf parsing failed)");
+  bytes.clear();
+  return BuildModel(proto, base_dir, options);
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,347 @@
+// Model → ModelProto → file, via a temporary file renamed into place.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "onnx_io/model_io.h"
+#include "onnx_io/proto_codec.h"
+
+namespace fusionopt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A file created next to its destination and renamed over it only on Commit(); removed
+// otherwise, so readers never see a partial file.
+class TempFile {
+ public:
+  static Result<std::unique_ptr<TempFile>> CreateFor(const std::string& destination) {
+    fs::path target(destination);
+    std::string pattern = (target.parent_path().empty() ? fs::path(".") : target.parent_path()) /
+                          ("." + target.filename().string() + ".tmp-XXXXXX");
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    int fd = ::mkstemp(buffer.data());
+    if (fd < 0) {
+      return IoError("cannot create a file next to '" + destination + "': " + std::strerror(errno));
+    }
+    ::fchmod(fd, 0644);
+    return std::unique_ptr<TempFile>(new TempFile(fd, buffer.data(), destination));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_path_.c_str());
+  }
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return written_; }
+
+  Status Write(const uint8_t* data, uint64_t length) {
+    while (length > 0) {
+      ssize_t count = ::write(fd_, data, std::min<uint64_t>(length, 1u << 30));
+      if (count < 0 && errno == EINTR) continue;
+      if (count <= 0) return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
+      data += count;
+      length -= static_cast<uint64_t>(count);
+      written_ += static_cast<uint64_t>(count);
+    }
+    return Status::Ok();
+  }
+
+  // Copies a range of another file in the kernel, without mapping its pages in.
+  Status CopyRange(int source_fd, uint64_t offset, uint64_t length, const uint8_t* fallback) {
+    auto in = static_cast<off64_t>(offset);
+    uint64_t done = 0;
+    while (done < length) {
+      ssize_t count = ::copy_file_range(source_fd, &in, fd_, nullptr, length - done, 0);
+      if (count < 0 && errno == EINTR) continue;
+      if (count <= 0) break;  // unsupported here: finish with plain writes
+      done += static_cast<uint64_t>(count);
+      written_ += static_cast<uint64_t>(count);
+    }
+    return Write(fallback + done, length - done);
+  }
+
+  Status Commit() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
+    }
+    fd_ = -1;
+    if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
+      return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
+    }
+    committed_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  TempFile(int fd, std::string temp_path, std::string destination)
+      : fd_(fd), temp_path_(std::move(temp_path)), destination_(std::move(destination)) {}
+
+  int fd_;
+  std::string temp_path_;
+  std::string destination_;
+  uint64_t written_ = 0;
+  bool committed_ = false;
+};
+
+class InlineSink : public TensorSink {
+ public:
+  Status Store(const Tensor& tensor, onnx::TensorProto& proto) override {
+    EncodeTensorDataInline(tensor, proto);
+    return Status::Ok();
+  }
+};
+
+// Appends tensors at or above a size threshold to one data file (64-byte aligned so a
+// runtime can map them directly); smaller ones stay inline.
+class ExternalSink : public TensorSink {
+ public:
+  ExternalSink(TempFile& file, std::string location, uint64_t threshold)
+      : file_(file), location_(std::move(location)), threshold_(threshold) {}
+
+  Status Store(const Tensor& tensor, onnx::TensorProto& proto) override {
+    if (tensor.dtype() == DataType::kString || tensor.nbytes() < threshold_) {
+      EncodeTensorDataInline(tensor, proto);
+      return Status::Ok();
+    }
+    static constexpr uint8_t kPadding[64] = {};
+    uint64_t padding = (64 - file_.size() % 64) % 64;
+    FUSIONOPT_RETURN_IF_ERROR(file_.Write(kPadding, padding));
+    uint64_t offset = file_.size();
+    const auto& source = tensor.external_source();
+    if (source) {
+      FUSIONOPT_RETURN_IF_ERROR(
+          file_.CopyRange(source->file->fd(), source->offset, tensor.nbytes(), tensor.bytes().data()));
+    } else {
+      FUSIONOPT_RETURN_IF_ERROR(file_.Write(tensor.bytes().data(), tensor.nbytes()));
+    }
+    proto.set_data_location(onnx::TensorProto::EXTERNAL);
+    AddEntry(proto, "location", location_);
+    AddEntry(proto, "offset", std::to_string(offset));
+    AddEntry(proto, "length", std::to_string(tensor.nbytes()));
+    return Status::Ok();
+  }
+
+ private:
+  static void AddEntry(onnx::TensorProto& proto, const std::string& key, const std::string& value) {
+    auto* entry = proto.add_external_data();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+
+  TempFile& file_;
+  std::string location_;
+  uint64_t threshold_;
+};
+
+class ProtoWriter {
+ public:
+  explicit ProtoWriter(TensorSink& sink) : sink_(sink) {}
+
+  Status EncodeModel(const Model& model, onnx::ModelProto& proto) {
+    RestoreResidual(model.residual, proto);
+    proto.set_ir_version(model.ir_version);
+    for (const auto& opset : model.opsets) {
+      auto* entry = proto.add_opset_import();
+      entry->set_domain(opset.domain);
+      entry->set_version(opset.version);
+    }
+    // The residual holds these as loaded (with their presence); write only changes.
+    if (model.producer_name != proto.producer_name()) proto.set_producer_name(model.producer_name);
+    if (model.producer_version != proto.producer_version()) proto.set_producer_version(model.producer_version);
+    if (model.domain != proto.domain()) proto.set_domain(model.domain);
+    if (model.model_version != proto.model_version()) proto.set_model_version(model.model_version);
+    for (const auto& [key, value] : model.metadata) {
+      auto* entry = proto.add_metadata_props();
+      entry->set_key(key);
+      entry->set_value(value);
+    }
+    return EncodeGraph(*model.graph, *proto.mutable_graph());
+  }
+
+  bool write_inferred_value_info = false;
+
+ private:
+  static void EncodeValueInfo(const Value& value, const ValueType* type,
+                              onnx::ValueInfoProto& proto) {
+    RestoreResidual(value.info_residual(), proto);
+    proto.set_name(value.name());
+    if (type != nullptr) EncodeType(*type, *proto.mutable_type());
+  }
+
+  // Declared values keep their declaration; values created by passes write what is known.
+  static const ValueType* TypeToWrite(const Value& value) {
+    if (value.declared_type()) return &*value.declared_type();
+    bool known = value.dtype() != DataType::kUndefined || !value.type().is_tensor();
+    return known ? &value.type() : nullptr;
+  }
+
+  Status EncodeTensor(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto) {
+    EncodeTensorHeader(tensor, proto);
+    if (!name.empty()) proto.set_name(name);
+    return sink_.Store(tensor, proto);
+  }
+
+  Status EncodeGraph(const Graph& graph, onnx::GraphProto& proto) {
+    RestoreResidual(graph.residual(), proto);
+    if (graph.name() != proto.name()) proto.set_name(graph.name());
+    for (const Node* node : NodesOf(graph)) FUSIONOPT_RETURN_IF_ERROR(EncodeNode(*node, *proto.add_node()));
+    for (const Value* value : graph.initializers()) {
+      FUSIONOPT_RETURN_IF_ERROR(EncodeTensor(*value->initializer(), value->name(), *proto.add_initializer()));
+    }
+    for (const Value* value : graph.inputs()) EncodeValueInfo(*value, TypeToWrite(*value), *proto.add_input());
+    for (const Value* value : graph.outputs()) EncodeValueInfo(*value, TypeToWrite(*value), *proto.add_output());
+    for (const Value* value : graph.IntermediateValuesInOrder()) {
+      EncodeValueInfo(*value, TypeToWrite(*value), *proto.add_value_info());
+    }
+    if (write_inferred_value_info) AddInferredValueInfo(graph, proto);
+    return Status::Ok();
+  }
+
+  static void AddInferredValueInfo(const Graph& graph, onnx::GraphProto& proto) {
+    for (const Node* node : NodesOf(graph)) {
+      for (const Value* value : node->outputs()) {
+        if (value == nullptr || value->has_declared_type() || value->is_graph_output()) continue;
+        if (value->dtype() == DataType::kUndefined) continue;
+        EncodeValueInfo(*value, &value->type(), *proto.add_value_info());
+      }
+    }
+  }
+
+  static std::vector<const Node*> NodesOf(const Graph& graph) {
+    std::vector<const Node*> out;
+    for (const auto& node : graph.nodes()) out.push_back(node.get());
+    return out;
+  }
+
+  Status EncodeNode(const Node& node, onnx::NodeProto& proto) {
+    RestoreResidual(node.residual(), proto);
+    for (const Value* input : node.inputs()) proto.add_input(input ? input->name() : "");
+    for (const Value* output : node.outputs()) proto.add_output(output ? output->name() : "");
+    if (node.name() != proto.name()) proto.set_name(node.name());
+    proto.set_op_type(node.op_type());
+    if (node.domain() != proto.domain()) proto.set_domain(node.domain());
+    for (const Attribute& attribute : node.attributes()) {
+      FUSIONOPT_RETURN_IF_ERROR(EncodeAttribute(attribute, *proto.add_attribute()));
+    }
+    return Status::Ok();
+  }
+
+  Status EncodeAttribute(const Attribute& attribute, onnx::AttributeProto& proto) {
+    using A = onnx::AttributeProto;
+    if (attribute.kind == AttributeKind::kOpaque) {
+      bool parsed = proto.ParseFromString(attribute.residual);
+      FUSIONOPT_CHECK(parsed, "opaque attribute was serialized by the loader");
+      return Status::Ok();
+    }
+    RestoreResidual(attribute.residual, proto);
+    proto.set_name(attribute.name);
+    if (!attribute.ref_attr_name.empty()) proto.set_ref_attr_name(attribute.ref_attr_name);
+    switch (attribute.kind) {
+      case AttributeKind::kFloat: proto.set_type(A::FLOAT); proto.set_f(attribute.f); break;
+      case AttributeKind::kInt: proto.set_type(A::INT); proto.set_i(attribute.i); break;
+      case AttributeKind::kString: proto.set_type(A::STRING); proto.set_s(attribute.s); break;
+      case AttributeKind::kFloats:
+        proto.set_type(A::FLOATS);
+        for (float value : attribute.floats) proto.add_floats(value);
+        break;
+      case AttributeKind::kInts:
+        proto.set_type(A::INTS);
+        for (int64_t value : attribute.ints) proto.add_ints(value);
+        break;
+      case AttributeKind::kStrings:
+        proto.set_type(A::STRINGS);
+        for (const auto& value : attribute.strings) proto.add_strings(value);
+        break;
+      case AttributeKind::kTensor:
+        proto.set_type(A::TENSOR);
+        return EncodeTensor(*attribute.t, "", *proto.mutable_t());
+      case AttributeKind::kTensors:
+        proto.set_type(A::TENSORS);
+        for (const auto& tensor : attribute.tensors) {
+          FUSIONOPT_RETURN_IF_ERROR(EncodeTensor(*tensor, "", *proto.add_tensors()));
+        }
+        break;
+      case AttributeKind::kGraph:
+        proto.set_type(A::GRAPH);
+        return EncodeGraph(*attribute.g, *proto.mutable_g());
+      case AttributeKind::kGraphs:
+        proto.set_type(A::GRAPHS);
+        for (const auto& graph : attribute.graphs) {
+          FUSIONOPT_RETURN_IF_ERROR(EncodeGraph(*graph, *proto.add_graphs()));
+        }
+        break;
+      case AttributeKind::kUndefined: case AttributeKind::kOpaque:
+        break;
+    }
+    return Status::Ok();
+  }
+
+  TensorSink& sink_;
+};
+
+void SumTensorBytes(const Graph& graph, uint64_t& total) {
+  for (const Value* value : graph.initializers()) total += value->initializer()->nbytes();
+  for (const auto& node : graph.nodes()) {
+    for (const Attribute& attribute : node->attributes()) {
+      if (attribute.t) total += attribute.t->nbytes();
+      for (const auto& tensor : attribute.tensors) total += tensor->nbytes();
+    }
+    for (const Graph* subgraph : node->Subgraphs()) SumTensorBytes(*subgraph, total);
+  }
+}
+
+}  // namespace
+
+Result<SaveReport> SaveModel(const Model& model, const std::string& path, const SaveOptions& options) {
+  FUSIONOPT_CHECK(model.graph != nullptr, "a model always has a graph");
+  SaveReport report;
+  uint64_t tensor_bytes = 0;
+  SumTensorBytes(*model.graph, tensor_bytes);
+  report.external_data = options.external_data || tensor_bytes >= kAutoExternalDataBytes;
+  report.external_data_forced = !options.external_data && report.external_data;
+
+  std::unique_ptr<TempFile> data_file;
+  std::unique_ptr<TensorSink> sink;
+  if (report.external_data) {
+    std::string file_name = options.external_file_name.empty()
+                                ? fs::path(path).filename().string() + ".data"
+                                : options.external_file_name;
+    if (fs::path(file_name).has_parent_path() || file_name == "." || file_name == "..") {
+      return UsageError("external data file name '" + file_name + "' must be a plain file name");
+    }
+    report.data_file = (fs::path(path).parent_path() / file_name).string();
+    FUSIONOPT_ASSIGN_OR_RETURN(data_file, TempFile::CreateFor(report.data_file));
+    uint64_t threshold = report.external_data_forced ? 1024 : options.external_threshold_bytes;
+    sink = std::make_unique<ExternalSink>(*data_file, file_name, threshold);
+  } else {
+    sink = std::make_unique<InlineSink>();
+  }
+
+  onnx::ModelProto proto;
+  ProtoWriter writer(*sink);
+  writer.write_inferred_value_info = options.write_inferred_value_info;
+  FUSIONOPT_RETURN_IF_ERROR(writer.EncodeModel(model, proto));
+  if (proto.ByteSizeLong() >= (uint64_t{2} << 30)) {
+    return Unsupported("the model is over 2 GiB even with external data; lower the threshold");
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, TempFile::CreateFor(path));
+  if (!proto.SerializeToFileDescriptor(model_file->fd())) {
+    return IoError("cannot write '" + path + "'");
+  }
+  report.model_bytes = proto.ByteSizeLong();
+  if (data_file) {
+    report.external_bytes = data_file->size();
+    FUSIONOPT_RETURN_IF_ERROR(data_file->Commit());
+  }
+  FUSIONOPT_RETURN_IF_ERROR(model_file->Commit());
+  return report;
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,342 @@
+"""Helpers for the end-to-end tests: model locations, tiny model builders, file
+snapshots, and comparisons of ONNX models written by fusionopt against their inputs."""
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_MODELS = REPO_ROOT / "models"
+SHARED_MODELS = REPO_ROOT / ".." / "shared" / "models"
+SHARED_MODELS_MISSING = (f"{SHARED_MODELS} is absent: the model-zoo models live outside the "
+                         "repository (../shared/models from the project root)")
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_IO, EXIT_UNSUPPORTED = 0, 1, 2, 3, 4
+
+
+# ---------------------------------------------------------------- model files
+
+def project_models():
+    return sorted(PROJECT_MODELS.glob("*.onnx"))
+
+
+def shared_models():
+    return sorted(SHARED_MODELS.glob("*.onnx")) if SHARED_MODELS.is_dir() else []
+
+
+def all_model_params():
+    """pytest params for every model in models/ and ../shared/models; a skipped param
+    stands in for the shared folder when it is absent, so the skip shows in the report."""
+    params = [pytest.param(path, id=path.stem) for path in project_models()]
+    if SHARED_MODELS.is_dir():
+        params += [pytest.param(path, id=path.stem) for path in shared_models()]
+    else:
+        params.append(pytest.param(None, id="shared-models",
+                                   marks=pytest.mark.skip(reason=SHARED_MODELS_MISSING)))
+    return params
+
+
+# ---------------------------------------------------------------- snapshots
+
+class FileSnapshot:
+    """Content hash and mtime of a file, to prove fusionopt left it alone."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.sha256, self.mtime_ns = self._read()
+
+    def _read(self):
+        data = self.path.read_bytes()
+        return hashlib.sha256(data).hexdigest(), os.stat(self.path).st_mtime_ns
+
+    def assert_unchanged(self):
+        sha256, mtime_ns = self._read()
+        assert sha256 == self.sha256, f"{self.path} was modified"
+        assert mtime_ns == self.mtime_ns, f"{self.path} was touched (mtime changed)"
+
+
+def folder_listing(folder):
+    return sorted(entry.name for entry in Path(folder).iterdir())
+
+
+def stray_temp_files(folder):
+    return [name for name in folder_listing(folder) if ".tmp" in name]
+
+
+# ---------------------------------------------------------------- error checks
+
+def assert_error(result, exit_code, file_name=None, *fragments):
+    """The error contract: the exit code, one stderr line `error: <file>: <problem>`,
+    nothing on stdout, and the problem mentions every fragment."""
+    rc, stdout, stderr = result
+    assert rc == exit_code, f"exit code {rc}, expected {exit_code}; stderr: {stderr!r}"
+    assert stdout == "", f"stdout should be empty on error: {stdout!r}"
+    lines = stderr.splitlines()
+    assert len(lines) == 1, f"expected exactly one stderr line, got {lines!r}"
+    line = lines[0]
+    assert line.startswith("error: "), line
+    problem = line[len("error: "):]
+    if file_name is not None:
+        prefix = f"error: {file_name}: "
+        assert line.startswith(prefix), f"error does not name {file_name}: {line}"
+        problem = line[len(prefix):]
+    for fragment in fragments:
+        assert fragment.lower() in problem.lower(), f"{fragment!r} missing from {line!r}"
+    return problem
+
+
+# ---------------------------------------------------------------- builders
+
+def float_input(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opsets=(("", 17),), ir_version=8,
+               **graph_kwargs):
+    graph = helper.make_graph(list(nodes), "g", list(inputs), list(outputs),
+                              initializer=list(initializers), **graph_kwargs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
+                              producer_name="fusionopt-tests")
+    model.ir_version = ir_version
+    return model
+
+
+def tiny_model(ir_version=8, opset=17):
+    """y = Relu(x + b): the smallest valid model with a node and an initializer."""
+    bias = numpy_helper.from_array(np.arange(4, dtype=np.float32), "b")
+    nodes = [helper.make_node("Add", ["x", "b"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    inputs = [float_input("x", [2, 4])]
+    if ir_version < 4:  # IR 3 requires initializers to be listed as graph inputs
+        inputs.append(float_input("b", [4]))
+    return make_model(nodes, inputs, [float_input("y", [2, 4])], [bias],
+                      opsets=(("", opset),), ir_version=ir_version)
+
+
+def save(model, path):
+    path = Path(path)
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+# ---------------------------------------------------------------- comparisons
+
+def assert_same_tensor_values(actual, expected):
+    assert actual.name == expected.name
+    assert actual.data_type == expected.data_type, actual.name
+    assert list(actual.dims) == list(expected.dims), actual.name
+    a, e = numpy_helper.to_array(actual), numpy_helper.to_array(expected)
+    assert a.dtype == e.dtype, actual.name
+    assert a.shape == e.shape, actual.name
+    if a.dtype.kind in "fc":
+        # Bit-identical, NaNs included: compare the raw bytes, not the values.
+        assert a.tobytes() == e.tobytes(), f"initializer {actual.name} differs"
+    else:
+        assert np.array_equal(a, e), f"initializer {actual.name} differs"
+
+
+def assert_same_initializers(actual_graph, expected_graph):
+    assert [t.name for t in actual_graph.initializer] == [t.name for t in expected_graph.initializer]
+    for actual, expected in zip(actual_graph.initializer, expected_graph.initializer):
+        assert_same_tensor_values(actual, expected)
+
+
+TYPED_FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def _graph_tensors(graph):
+    yield from graph.initializer
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node):
+    for attribute in node.attribute:
+        if attribute.HasField("t"):
+            yield attribute.t
+        yield from attribute.tensors
+        for subgraph in subgraphs_of(node):
+            yield from _graph_tensors(subgraph)
+
+
+def all_tensors(model):
+    """Every TensorProto of the model: initializers and attribute tensors, in subgraphs,
+    functions and training graphs too."""
+    yield from _graph_tensors(model.graph)
+    for function in model.functions:
+        for node in function.node:
+            yield from _node_tensors(node)
+    for training in model.training_info:
+        yield from _graph_tensors(training.initialization)
+        yield from _graph_tensors(training.algorithm)
+
+
+def uses_typed_fields(model):
+    return any(any(len(getattr(t, field)) for field in TYPED_FIELDS) for t in all_tensors(model))
+
+
+def _clear_explicit_defaults(message):
+    """Clears optional scalars set to their default value (`producer_version: ""`,
+    `data_location: DEFAULT`): ONNX reads them as unset. Oneof members keep their presence,
+    since `dim_value: 0` (a zero-size dim) differs from an unknown dim."""
+    for field, value in message.ListFields():
+        if field.message_type is not None:
+            for child in (value if field.is_repeated else [value]):
+                _clear_explicit_defaults(child)
+        elif (not field.is_repeated and field.containing_oneof is None
+              and value == field.default_value):
+            message.ClearField(field.name)
+
+
+def canonical_copy(model):
+    """A copy with one encoding for everything that may be re-encoded without loss: tensor
+    numbers in raw_data, optional fields set to their default value unset. The round trip may
+    re-encode this way (and onnx.load marks loaded external tensors DEFAULT explicitly);
+    nothing else may change."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for tensor in all_tensors(copy):
+        if any(len(getattr(tensor, field)) for field in TYPED_FIELDS):
+            little_endian = helper.tensor_dtype_to_np_dtype(tensor.data_type).newbyteorder("<")
+            raw = np.asarray(numpy_helper.to_array(tensor), dtype=little_endian).tobytes()
+            for field in TYPED_FIELDS:
+                tensor.ClearField(field)
+            tensor.raw_data = raw
+    _clear_explicit_defaults(copy)
+    return copy
+
+
+def assert_round_trip_equal(written, original, exact=None):
+    """Equal up to canonical encoding, and exactly equal (the whole ModelProto) unless the
+    original keeps numbers in typed fields, which the saver re-encodes as raw_data."""
+    canonical_written, canonical_original = canonical_copy(written), canonical_copy(original)
+    assert_same_model_parts(canonical_written, canonical_original)
+    assert canonical_written == canonical_original
+    if exact is None:
+        exact = not uses_typed_fields(original)
+    if exact:
+        assert written == original
+
+
+def assert_same_model_parts(actual, expected):
+    """Field-by-field comparison, so a failure names the part that differs before the
+    whole-message comparison does."""
+    assert actual.ir_version == expected.ir_version
+    assert list(actual.opset_import) == list(expected.opset_import)
+    assert actual.producer_name == expected.producer_name
+    assert actual.producer_version == expected.producer_version
+    assert actual.domain == expected.domain
+    assert actual.model_version == expected.model_version
+    assert actual.doc_string == expected.doc_string
+    assert list(actual.metadata_props) == list(expected.metadata_props)
+    assert list(actual.functions) == list(expected.functions)
+    a, e = actual.graph, expected.graph
+    assert a.name == e.name
+    assert a.doc_string == e.doc_string
+    assert len(a.node) == len(e.node)
+    for index, (node_a, node_e) in enumerate(zip(a.node, e.node)):
+        assert node_a == node_e, f"node {index} ({node_e.op_type} '{node_e.name}') differs"
+    assert list(a.input) == list(e.input)
+    assert list(a.output) == list(e.output)
+    assert list(a.value_info) == list(e.value_info)
+    assert_same_initializers(a, e)
+
+
+# ---------------------------------------------------------------- expected summaries
+
+def dtype_name(elem_type):
+    return TensorProto.DataType.Name(elem_type).lower()
+
+
+def shape_of(value_info):
+    tensor_type = value_info.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    dims = []
+    for dim in tensor_type.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(dim.dim_value)
+        elif dim.HasField("dim_param"):
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+def subgraphs_of(node):
+    for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.GRAPH:
+            yield attribute.g
+        elif attribute.type == onnx.AttributeProto.GRAPHS:
+            yield from attribute.graphs
+
+
+def walk_nodes(graph):
+    """Every node of the graph and of its subgraphs, with the number of subgraphs."""
+    nodes, subgraph_count = [], 0
+    for node in graph.node:
+        nodes.append(node)
+        for subgraph in subgraphs_of(node):
+            inner, inner_count = walk_nodes(subgraph)
+            nodes += inner
+            subgraph_count += 1 + inner_count
+    return nodes, subgraph_count
+
+
+SUB_BYTE_BITS = {TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.FLOAT4E2M1: 4,
+                 TensorProto.INT2: 2, TensorProto.UINT2: 2}
+
+
+def bits_per_element(data_type):
+    """Storage bits; 4- and 2-bit types are packed, so a tensor takes ceil(bits / 8) bytes."""
+    return SUB_BYTE_BITS.get(data_type, 8 * helper.tensor_dtype_to_np_dtype(data_type).itemsize)
+
+
+def expected_summary(model):
+    """What `fusionopt inspect --json` must report, computed with the onnx package."""
+    graph = model.graph
+    initializer_names = {t.name for t in graph.initializer}
+    all_nodes, subgraph_count = walk_nodes(graph)
+    histogram = {}
+    for node in all_nodes:
+        ops = histogram.setdefault(node.domain, {})
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    parameter_count = parameter_bytes = 0
+    for tensor in graph.initializer:
+        elements = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
+        parameter_count += elements
+        parameter_bytes += (elements * bits_per_element(tensor.data_type) + 7) // 8
+    return {
+        "ir_version": model.ir_version,
+        "producer_name": model.producer_name,
+        "producer_version": model.producer_version,
+        "domain": model.domain,
+        "model_version": model.model_version,
+        "opsets": [{"domain": o.domain, "version": o.version} for o in model.opset_import],
+        "inputs": [{"name": v.name, "dtype": dtype_name(v.type.tensor_type.elem_type),
+                    "shape": shape_of(v)} for v in graph.input if v.name not in initializer_names],
+        "node_count": len(graph.node),
+        "total_node_count": len(all_nodes),
+        "subgraph_count": subgraph_count,
+        "op_histogram": histogram,
+        "initializer_count": len(graph.initializer),
+        "parameter_count": parameter_count,
+        "parameter_bytes": parameter_bytes,
+        "functions": [f"{f.domain}:{f.name}" for f in model.functions],
+        "metadata": {p.key: p.value for p in model.metadata_props},
+    }
+
+
+def assert_refines(reported_shape, declared_shape, what):
+    """Inferred output shapes may fill in what the file leaves unknown, never contradict it."""
+    if declared_shape is None:
+        return
+    assert reported_shape is not None, f"{what}: declared rank {len(declared_shape)} lost"
+    assert len(reported_shape) == len(declared_shape), f"{what}: rank differs"
+    for reported, declared in zip(reported_shape, declared_shape):
+        if declared is not None:
+            assert reported == declared, f"{what}: {reported_shape} contradicts {declared_shape}"

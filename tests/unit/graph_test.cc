@@ -1,0 +1,147 @@
+#include <catch2/catch.hpp>
+
+#include "ir/graph.h"
+
+using namespace fusionopt;
+
+namespace {
+
+// x -> Relu -> a -> Neg -> b ; graph output b
+struct Chain {
+  Graph graph;
+  Value* x;
+  Value* a;
+  Value* b;
+  Node* relu;
+  Node* neg;
+  Chain() {
+    x = graph.CreateValue("x");
+    graph.AddInput(x);
+    a = graph.CreateValue("a");
+    b = graph.CreateValue("b");
+    relu = graph.CreateNode("Relu", "", {x}, {a}, "relu");
+    neg = graph.CreateNode("Neg", "", {a}, {b}, "neg");
+    graph.AddOutput(b);
+  }
+};
+
+std::vector<std::string> NodeNames(const Graph& graph) {
+  std::vector<std::string> names;
+  for (const auto& node : graph.nodes()) names.push_back(node->name());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("use lists and producers follow node creation", "[graph]") {
+  Chain chain;
+  REQUIRE(chain.a->producer() == chain.relu);
+  REQUIRE(chain.a->producer_output_index() == 0);
+  REQUIRE(chain.x->uses() == std::vector<Use>{{chain.relu, 0}});
+  REQUIRE(chain.a->uses() == std::vector<Use>{{chain.neg, 0}});
+  REQUIRE(chain.b->is_graph_output());
+  REQUIRE_FALSE(chain.a->is_graph_output());
+  REQUIRE(chain.x->is_graph_input());
+}
+
+TEST_CASE("ReplaceAllUses rewires consumers and graph outputs", "[graph]") {
+  Chain chain;
+  chain.graph.ReplaceAllUses(chain.b, chain.a);
+  REQUIRE(chain.graph.outputs() == std::vector<Value*>{chain.a});
+  chain.graph.RemoveNode(chain.neg);
+  REQUIRE(chain.graph.num_nodes() == 1);
+  REQUIRE(chain.a->uses().empty());
+  REQUIRE(chain.graph.FindValue("b") == nullptr);  // the removed node's output is erased
+}
+
+TEST_CASE("ReplaceInput keeps use lists exact", "[graph]") {
+  Chain chain;
+  chain.neg->ReplaceInput(0, chain.x);
+  REQUIRE(chain.a->uses().empty());
+  REQUIRE(chain.x->uses().size() == 2);
+  chain.neg->ReplaceInput(0, nullptr);
+  REQUIRE(chain.x->uses().size() == 1);
+}
+
+TEST_CASE("topological sort is stable and fixes out-of-order nodes", "[graph]") {
+  Graph graph;
+  Value* x = graph.CreateValue("x");
+  graph.AddInput(x);
+  Value* a = graph.CreateValue("a");
+  Value* b = graph.CreateValue("b");
+  Value* c = graph.CreateValue("c");
+  graph.CreateNode("Neg", "", {a}, {b}, "second");   // reads a before it is produced
+  graph.CreateNode("Relu", "", {x}, {a}, "first");
+  graph.CreateNode("Abs", "", {x}, {c}, "independent");
+  REQUIRE(graph.SortTopologically().ok());
+  REQUIRE(NodeNames(graph) == std::vector<std::string>{"first", "second", "independent"});
+
+  // Already sorted: order unchanged.
+  REQUIRE(graph.SortTopologically().ok());
+  REQUIRE(NodeNames(graph) == std::vector<std::string>{"first", "second", "independent"});
+}
+
+TEST_CASE("topological sort reports a cycle with node names", "[graph]") {
+  Graph graph;
+  Value* a = graph.CreateValue("a");
+  Value* b = graph.CreateValue("b");
+  graph.CreateNode("Neg", "", {b}, {a}, "n1");
+  graph.CreateNode("Neg", "", {a}, {b}, "n2");
+  Status status = graph.SortTopologically();
+  REQUIRE(status.code() == ErrorCode::kInvalidModel);
+  REQUIRE_THAT(status.message(), Catch::Contains("cycle") && Catch::Contains("'n1'") &&
+                                     Catch::Contains("'n2'"));
+}
+
+TEST_CASE("outer-scope reads order the owning node after the producer", "[graph]") {
+  Graph graph;
+  Value* cond = graph.CreateValue("cond");
+  graph.AddInput(cond);
+  Value* outer = graph.CreateValue("outer");
+  Value* result = graph.CreateValue("result");
+  Node* if_node = graph.CreateNode("If", "", {cond}, {result}, "if");
+  Attribute branch;
+  branch.name = "then_branch";
+  branch.kind = AttributeKind::kGraph;
+  branch.g = std::make_unique<Graph>();
+  branch.g->AttachTo(if_node);
+  Value* inner = branch.g->CreateValue("inner");
+  branch.g->CreateNode("Identity", "", {outer}, {inner}, "reads_outer");
+  branch.g->AddOutput(inner);
+  if_node->mutable_attributes().push_back(std::move(branch));
+  graph.CreateNode("Relu", "", {cond}, {outer}, "producer");
+
+  REQUIRE(outer->uses().size() == 1);
+  REQUIRE(outer->uses()[0].node->graph() != &graph);
+  REQUIRE(graph.SortTopologically().ok());
+  REQUIRE(NodeNames(graph) == std::vector<std::string>{"producer", "if"});
+  REQUIRE(if_node->Subgraphs().size() == 1);
+  REQUIRE(if_node->Subgraphs()[0]->LookupValue("outer") == outer);
+  REQUIRE(if_node->Subgraphs()[0]->FindValue("outer") == nullptr);
+}
+
+TEST_CASE("UniqueName avoids names of enclosing scopes", "[graph]") {
+  Chain chain;
+  REQUIRE(chain.graph.UniqueName("fresh") == "fresh");
+  REQUIRE(chain.graph.UniqueName("a") == "a_1");
+  chain.graph.CreateValue("a_1");
+  REQUIRE(chain.graph.UniqueName("a") == "a_2");
+}
+
+TEST_CASE("value_info declarations keep their order", "[graph]") {
+  Chain chain;
+  chain.b->MarkDeclared();  // an output: not an intermediate
+  chain.a->MarkDeclared();
+  Value* extra = chain.graph.CreateValue("extra");
+  extra->MarkDeclared();
+  auto values = chain.graph.IntermediateValuesInOrder();
+  REQUIRE(values == std::vector<Value*>{chain.a, extra});
+}
+
+TEST_CASE("Model::OpsetFor treats ai.onnx as the default domain", "[graph]") {
+  Model model;
+  model.opsets = {{"ai.onnx", 17}, {"com.microsoft", 1}};
+  REQUIRE(model.OpsetFor("") == 17);
+  REQUIRE(model.OpsetFor("com.microsoft") == 1);
+  REQUIRE_FALSE(model.OpsetFor("com.other").has_value());
+}

@@ -1,0 +1,405 @@
+// Shape inference: broadcasting, the merge contract, the report, elementwise ops, opset
+// differences and symbolic data propagation through PyTorch-style shape computations.
+#include <catch2/catch.hpp>
+
+#include "ir/shape_inference.h"
+#include "shape_inference_test_helpers.h"
+
+using namespace fusionopt;
+using namespace fusionopt::testing;
+
+namespace {
+
+std::string Broadcast(std::string_view a, std::string_view b) {
+  std::optional<Shape> result = BroadcastShapes(ParseShape(a), ParseShape(b));
+  return result ? ShapeToString(*result) : "mismatch";
+}
+
+bool HasWarningContaining(const ShapeInferenceReport& report, const std::string& text) {
+  for (const std::string& warning : report.warnings) {
+    if (warning.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("BroadcastShapes follows numpy rules on known dims", "[shape]") {
+  CHECK(Broadcast("[2,3,4]", "[4]") == "[2,3,4]");
+  CHECK(Broadcast("[2,1,4]", "[3,1]") == "[2,3,4]");
+  CHECK(Broadcast("[]", "[5,6]") == "[5,6]");
+  CHECK(Broadcast("[1]", "[1]") == "[1]");
+  CHECK(Broadcast("[3]", "[4]") == "mismatch");
+  CHECK(Broadcast("[2,3]", "[3,3]") == "mismatch");
+}
+
+TEST_CASE("BroadcastShapes keeps symbols where they are determined", "[shape]") {
+  CHECK(Broadcast("[batch,1]", "[1,seq]") == "[batch,seq]");
+  CHECK(Broadcast("[batch,seq]", "[batch,seq]") == "[batch,seq]");
+  // A known size other than 1 decides: the symbol must be that size or 1.
+  CHECK(Broadcast("[batch,64]", "[8,64]") == "[8,64]");
+  CHECK(Broadcast("[1,64]", "[batch,64]") == "[batch,64]");
+  // Two different symbols, or a symbol against an unknown dim, cannot be named.
+  CHECK(Broadcast("[a]", "[b]") == "[?]");
+  CHECK(Broadcast("[a]", "[?]") == "[?]");
+  CHECK(Broadcast("[?,3]", "[5,3]") == "[5,3]");
+}
+
+TEST_CASE("binary elementwise ops broadcast and keep or change the dtype", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[batch,3,1]");
+  Value* y = g.Input("y", DataType::kFloat, "[4]");
+  Value* exponent = g.Input("e", DataType::kInt32, "[]");
+  Value* sum = g.Apply("Add", {x, y}, "sum");
+  Value* less = g.Apply("Less", {x, y}, "less");
+  Value* power = g.Apply("Pow", {x, exponent}, "power");
+  Value* where = g.Apply("Where", {less, sum, y}, "where");
+  Value* largest = g.Apply("Max", {x, y, sum}, "largest");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(sum) == "float[batch,3,4]");
+  CHECK(TypeOf(less) == "bool[batch,3,4]");
+  CHECK(TypeOf(power) == "float[batch,3,1]");
+  CHECK(TypeOf(where) == "float[batch,3,4]");
+  CHECK(TypeOf(largest) == "float[batch,3,4]");
+  CHECK(report.warnings.empty());
+  CHECK(report.unsupported_ops.empty());
+  CHECK(report.values_inferred == 5);
+}
+
+TEST_CASE("shapes that do not broadcast warn and leave the shape unknown", "[shape]") {
+  TestGraph g;
+  Value* a = g.Input("a", DataType::kFloat, "[3]");
+  Value* b = g.Input("b", DataType::kFloat, "[4]");
+  Node* add = g.Op("Add", {a, b}, {"c"});
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(add->output(0)) == "float[*]");
+  REQUIRE(report.warnings.size() == 1);
+  CHECK(report.warnings[0] ==
+        "node '" + add->name() + "': input shapes [3] and [4] do not broadcast");
+}
+
+TEST_CASE("unary ops, casts and predicates", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat16, "[N,8]");
+  Value* like = g.Input("like", DataType::kDouble, "[1]");
+  g.Apply("Relu", {x}, "relu");
+  g.Apply("Cast", {x}, "cast", {IntAttr("to", 7)});
+  g.Apply("CastLike", {x, like}, "cast_like");
+  g.Apply("IsNaN", {x}, "nan");
+  g.Apply("Clip", {x}, "clip");
+  g.Apply("Softmax", {x}, "softmax", {IntAttr("axis", 1)});
+  Value* bad_cast = g.Apply("Cast", {x}, "bad_cast");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(g.graph().FindValue("relu")) == "float16[N,8]");
+  CHECK(TypeOf(g.graph().FindValue("cast")) == "int64[N,8]");
+  CHECK(TypeOf(g.graph().FindValue("cast_like")) == "double[N,8]");
+  CHECK(TypeOf(g.graph().FindValue("nan")) == "bool[N,8]");
+  CHECK(TypeOf(g.graph().FindValue("clip")) == "float16[N,8]");
+  CHECK(TypeOf(g.graph().FindValue("softmax")) == "float16[N,8]");
+  // Cast without 'to' keeps the shape but cannot know the type.
+  CHECK(TypeOf(bad_cast) == "undefined[N,8]");
+  CHECK(HasWarningContaining(report, "attribute 'to'"));
+}
+
+TEST_CASE("Dropout's mask is bool from opset 10 and the data type before", "[shape]") {
+  for (auto [opset, mask_type] : {std::pair<int64_t, std::string>{7, "float[2,5]"},
+                                  std::pair<int64_t, std::string>{13, "bool[2,5]"}}) {
+    TestGraph g(opset);
+    Value* x = g.Input("x", DataType::kFloat, "[2,5]");
+    Node* dropout = g.Op("Dropout", {x}, {"y", "mask"});
+    g.Infer();
+    CHECK(TypeOf(dropout->output(0)) == "float[2,5]");
+    CHECK(TypeOf(dropout->output(1)) == mask_type);
+  }
+}
+
+TEST_CASE("declared dims win over inferred ones and conflicts are reported", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[2,7]");
+  Node* relu = g.Op("Relu", {x}, {"y"});
+  Value* y = relu->output(0);
+  y->type().shape = ParseShape("[2,5]");  // the model's value_info disagrees on dim 1
+  Node* neg = g.Op("Neg", {y}, {"z"});
+  Value* z = neg->output(0);
+  z->type().shape = ParseShape("[batch,?]");  // a declared symbol and an unknown dim
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(y) == "float[2,5]");
+  CHECK(TypeOf(z) == "float[batch,5]");  // the symbol stays, the unknown dim is filled
+  REQUIRE(report.warnings.size() == 1);
+  CHECK(report.warnings[0] == "node '" + relu->name() +
+                                  "': value 'y' declares dim 1 as 5 but inference gives 7; "
+                                  "keeping 5");
+  CHECK(report.values_inferred == 2);  // y got its dtype, z its dtype and a dim
+}
+
+TEST_CASE("declared dtype and rank conflicts keep the declaration", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[2,3]");
+  Value* y = g.Apply("Relu", {x}, "y");
+  y->type().dtype = DataType::kInt32;
+  y->type().shape = ParseShape("[6]");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(y) == "int32[6]");
+  CHECK(report.warnings.size() == 2);
+  CHECK(HasWarningContaining(report, "declared int32 but inferred float"));
+  CHECK(HasWarningContaining(report, "declared with rank 1 but inferred [2,3]"));
+  CHECK(report.values_inferred == 0);
+}
+
+TEST_CASE("an op without a rule keeps its declared output and is reported", "[shape]") {
+  TestGraph g;
+  g.model().opsets.push_back(OpsetImport{"com.example", 3});
+  Value* x = g.Input("x", DataType::kFloat, "[4]");
+  Value* custom = g.Op("Frobnicate", {x}, {"custom"}, {}, "com.example")->output(0);
+  custom->type().dtype = DataType::kFloat;
+  custom->type().shape = ParseShape("[n]");
+  Value* unknown = g.Op("Mystery", {custom}, {"unknown"})->output(0);
+  Value* untyped = g.Op("Secret", {x}, {"untyped"}, {}, "org.undeclared")->output(0);
+  Value* after = g.Apply("Relu", {custom}, "after");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(custom) == "float[n]");
+  CHECK(TypeOf(unknown) == "undefined[*]");
+  CHECK(TypeOf(untyped) == "undefined[*]");
+  CHECK(TypeOf(after) == "float[n]");  // inference continues from the declared type
+  CHECK(report.unsupported_ops == std::vector<std::string>{"ai.onnx::Mystery@17",
+                                                           "com.example::Frobnicate@3",
+                                                           "org.undeclared::Secret@?"});
+  CHECK(report.warnings.empty());
+}
+
+TEST_CASE("initializers are typed from their tensors", "[shape]") {
+  TestGraph g;
+  Value* weights = g.Initializer("w", FloatVector({1, 2, 3}));
+  Value* x = g.Input("x", DataType::kFloat, "[2,3]");
+  Value* y = g.Apply("Mul", {x, weights}, "y");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(weights) == "float[3]");
+  CHECK(TypeOf(y) == "float[2,3]");
+  CHECK(report.values_inferred == 2);
+}
+
+TEST_CASE("Squeeze reads axes from the attribute before opset 13, the input after",
+          "[shape]") {
+  {
+    TestGraph g(11);
+    Value* x = g.Input("x", DataType::kFloat, "[1,3,1]");
+    Value* y = g.Apply("Squeeze", {x}, "y", {IntsAttr("axes", {0})});
+    g.Infer();
+    CHECK(TypeOf(y) == "float[3,1]");
+  }
+  {
+    TestGraph g(13);
+    Value* x = g.Input("x", DataType::kFloat, "[1,3,1]");
+    Value* y = g.Apply("Squeeze", {x, g.Ints("axes", {-1})}, "y");
+    // An axes attribute is not part of opset 13: without the input every 1 goes.
+    Value* z = g.Apply("Squeeze", {x}, "z", {IntsAttr("axes", {0})});
+    g.Infer();
+    CHECK(TypeOf(y) == "float[1,3]");
+    CHECK(TypeOf(z) == "float[3]");
+  }
+}
+
+TEST_CASE("Squeeze of a dim that is not 1 warns; unknown dims block axis-less squeeze",
+          "[shape]") {
+  TestGraph g(13);
+  Value* x = g.Input("x", DataType::kFloat, "[1,3,1]");
+  Value* bad = g.Apply("Squeeze", {x, g.Ints("axes", {1})}, "bad");
+  Value* s = g.Input("s", DataType::kFloat, "[1,n]");
+  Value* unclear = g.Apply("Squeeze", {s}, "unclear");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(bad) == "float[*]");
+  CHECK(HasWarningContaining(report, "cannot squeeze axis 1 of size 3"));
+  CHECK(TypeOf(unclear) == "float[*]");  // n might be 1
+}
+
+TEST_CASE("Unsqueeze at opset 11 and 13", "[shape]") {
+  TestGraph old_opset(11);
+  Value* a = old_opset.Input("a", DataType::kInt64, "[3,4]");
+  Value* a_out = old_opset.Apply("Unsqueeze", {a}, "out", {IntsAttr("axes", {0, -1})});
+  old_opset.Infer();
+  CHECK(TypeOf(a_out) == "int64[1,3,4,1]");
+
+  TestGraph new_opset(13);
+  Value* b = new_opset.Input("b", DataType::kInt64, "[3,4]");
+  Value* b_out = new_opset.Apply("Unsqueeze", {b, new_opset.Ints("axes", {1})}, "out");
+  Value* axes = new_opset.Input("computed_axes", DataType::kInt64, "[2]");
+  Value* computed = new_opset.Apply("Unsqueeze", {b, axes}, "computed");
+  new_opset.Infer();
+  CHECK(TypeOf(b_out) == "int64[3,1,4]");
+  CHECK(TypeOf(computed) == "int64[?,?,?,?]");  // rank from the axes' length only
+}
+
+TEST_CASE("ReduceMean takes axes as an attribute before opset 18, as an input from 18",
+          "[shape]") {
+  {
+    TestGraph g(17);
+    Value* x = g.Input("x", DataType::kFloat, "[B,S,64]");
+    Value* kept = g.Apply("ReduceMean", {x}, "kept", {IntsAttr("axes", {-1})});
+    Value* dropped =
+        g.Apply("ReduceMean", {x}, "dropped", {IntsAttr("axes", {1}), IntAttr("keepdims", 0)});
+    Value* all = g.Apply("ReduceMean", {x}, "all");
+    g.Infer();
+    CHECK(TypeOf(kept) == "float[B,S,1]");
+    CHECK(TypeOf(dropped) == "float[B,64]");
+    CHECK(TypeOf(all) == "float[1,1,1]");
+  }
+  {
+    TestGraph g(18);
+    Value* x = g.Input("x", DataType::kFloat, "[B,S,64]");
+    Value* kept = g.Apply("ReduceMean", {x, g.Ints("axes", {-1})}, "kept");
+    Value* noop = g.Apply("ReduceMean", {x}, "noop", {IntAttr("noop_with_empty_axes", 1)});
+    Value* axes = g.Input("computed_axes", DataType::kInt64, "[2]");
+    Value* computed =
+        g.Apply("ReduceMean", {x, axes}, "computed", {IntAttr("keepdims", 0)});
+    g.Infer();
+    CHECK(TypeOf(kept) == "float[B,S,1]");
+    CHECK(TypeOf(noop) == "float[B,S,64]");
+    CHECK(TypeOf(computed) == "float[?]");
+  }
+}
+
+TEST_CASE("ReduceSum moved its axes to an input at opset 13", "[shape]") {
+  TestGraph g(13);
+  Value* x = g.Input("x", DataType::kFloat, "[2,3,4]");
+  Value* summed = g.Apply("ReduceSum", {x, g.Ints("axes", {0, 2})}, "summed",
+                          {IntAttr("keepdims", 0)});
+  Value* out_of_range = g.Apply("ReduceSum", {x, g.Ints("bad_axes", {3})}, "bad");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(summed) == "float[3]");
+  CHECK(TypeOf(out_of_range) == "float[*]");
+  CHECK(HasWarningContaining(report, "axis 3 is out of range for rank 3"));
+}
+
+TEST_CASE("ArgMax produces int64 with or without the reduced axis", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[N,10]");
+  Value* kept = g.Apply("ArgMax", {x}, "kept", {IntAttr("axis", 1)});
+  Value* dropped = g.Apply("ArgMin", {x}, "dropped", {IntAttr("axis", -1), IntAttr("keepdims", 0)});
+  g.Infer();
+  CHECK(TypeOf(kept) == "int64[N,1]");
+  CHECK(TypeOf(dropped) == "int64[N]");
+}
+
+TEST_CASE("Split by sizes (input at 13), equal parts, and num_outputs at 18", "[shape]") {
+  {
+    TestGraph g(13);
+    Value* x = g.Input("x", DataType::kFloat, "[B,10]");
+    Node* by_sizes = g.Op("Split", {x, g.Ints("sizes", {3, 7})}, {"a", "b"}, {IntAttr("axis", 1)});
+    Node* uneven = g.Op("Split", {x}, {"c", "d", "e"}, {IntAttr("axis", 1)});
+    ShapeInferenceReport report = g.Infer();
+    CHECK(TypeOf(by_sizes->output(0)) == "float[B,3]");
+    CHECK(TypeOf(by_sizes->output(1)) == "float[B,7]");
+    // Before opset 18 the parts must be equal.
+    CHECK(TypeOf(uneven->output(0)) == "float[B,?]");
+    CHECK(HasWarningContaining(report, "size 10 does not split into 3 parts"));
+  }
+  {
+    TestGraph g(18);
+    Value* x = g.Input("x", DataType::kFloat, "[B,10]");
+    Node* split = g.Op("Split", {x}, {"a", "b", "c"}, {IntAttr("axis", 1), IntAttr("num_outputs", 3)});
+    ShapeInferenceReport report = g.Infer();
+    CHECK(TypeOf(split->output(0)) == "float[B,4]");
+    CHECK(TypeOf(split->output(1)) == "float[B,4]");
+    CHECK(TypeOf(split->output(2)) == "float[B,2]");
+    CHECK(report.warnings.empty());
+  }
+  {
+    TestGraph g(11);
+    Value* x = g.Input("x", DataType::kFloat, "[6,B]");
+    Node* split = g.Op("Split", {x}, {"a", "b"}, {IntsAttr("split", {2, 4})});
+    g.Infer();
+    CHECK(TypeOf(split->output(0)) == "float[2,B]");
+    CHECK(TypeOf(split->output(1)) == "float[4,B]");
+  }
+}
+
+// x: [batch, sequence, 64] -> [batch, sequence, 4, 16] through the shape arithmetic that
+// torch.onnx emits for view(x.size(0), x.size(1), 4, 16).
+TEST_CASE("Shape -> Gather -> Unsqueeze -> Concat -> Reshape keeps symbolic dims", "[shape]") {
+  TestGraph g(13);
+  Value* x = g.Input("x", DataType::kFloat, "[batch,sequence,64]");
+  Value* shape = g.Apply("Shape", {x}, "shape");
+  Value* zero = g.Initializer("zero", Int64Tensor({0}, {}));
+  Value* one = g.Initializer("one", Int64Tensor({1}, {}));
+  Value* batch = g.Apply("Gather", {shape, zero}, "batch", {IntAttr("axis", 0)});
+  Value* sequence = g.Apply("Gather", {shape, one}, "sequence", {IntAttr("axis", 0)});
+  Value* axes = g.Ints("axes", {0});
+  Value* batch_1d = g.Apply("Unsqueeze", {batch, axes}, "batch_1d");
+  Value* sequence_1d = g.Apply("Unsqueeze", {sequence, axes}, "sequence_1d");
+  Node* heads = g.Op("Constant", {}, {"heads"}, {TensorAttr("value", Int64Vector({4}))});
+  Value* target = g.Apply("Concat", {batch_1d, sequence_1d, heads->output(0), g.Ints("size", {16})},
+                          "target", {IntAttr("axis", 0)});
+  Value* split_heads = g.Apply("Reshape", {x, target}, "split_heads");
+  Value* transposed = g.Apply("Transpose", {split_heads}, "transposed", {IntsAttr("perm", {0, 2, 1, 3})});
+  // Back again with -1: batch * sequence * 64 / (batch * 64) leaves sequence.
+  Value* merge_target = g.Apply("Concat", {batch_1d, g.Ints("minus_one", {-1}), g.Ints("hidden", {64})},
+                                "merge_target", {IntAttr("axis", 0)});
+  Value* merged = g.Apply("Reshape", {split_heads, merge_target}, "merged");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(shape) == "int64[3]");
+  CHECK(TypeOf(batch) == "int64[]");
+  CHECK(TypeOf(batch_1d) == "int64[1]");
+  CHECK(TypeOf(target) == "int64[4]");
+  CHECK(TypeOf(split_heads) == "float[batch,sequence,4,16]");
+  CHECK(TypeOf(transposed) == "float[batch,4,sequence,16]");
+  CHECK(TypeOf(merged) == "float[batch,sequence,64]");
+  CHECK(report.warnings.empty());
+}
+
+TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/end",
+          "[shape]") {
+  TestGraph g(15);
+  Value* x = g.Input("x", DataType::kFloat, "[batch,sequence,12,64]");
+  Value* leading = g.Apply("Shape", {x}, "leading", {IntAttr("end", 2)});
+  Value* trailing = g.Apply("Shape", {x}, "trailing", {IntAttr("start", -2)});
+  Value* as_int32 = g.Apply("Cast", {trailing}, "as_int32", {IntAttr("to", 6)});
+  Value* back = g.Apply("Cast", {as_int32}, "back", {IntAttr("to", 7)});
+  // heads * head_size = 768, computed the way exports do it.
+  Value* heads = g.Apply("Slice", {back, g.Ints("s0", {0}), g.Ints("e0", {1})}, "heads");
+  Value* head_size = g.Apply("Slice", {back, g.Ints("s1", {-1}), g.Ints("e1", {9223372036854775807})},
+                             "head_size");
+  Value* hidden = g.Apply("Mul", {heads, head_size}, "hidden");
+  Value* target = g.Apply("Concat", {leading, hidden}, "target", {IntAttr("axis", 0)});
+  Value* merged = g.Apply("Reshape", {x, target}, "merged");
+  // Casting to float leaves shape arithmetic: the target is no longer tracked.
+  Value* as_float = g.Apply("Cast", {target}, "as_float", {IntAttr("to", 1)});
+  Value* round_trip = g.Apply("Cast", {as_float}, "round_trip", {IntAttr("to", 7)});
+  Value* opaque = g.Apply("Reshape", {x, round_trip}, "opaque");
+  g.Infer();
+  CHECK(TypeOf(leading) == "int64[2]");
+  CHECK(TypeOf(trailing) == "int64[2]");
+  CHECK(TypeOf(merged) == "float[batch,sequence,768]");
+  CHECK(TypeOf(opaque) == "float[?,?,?]");
+}
+
+TEST_CASE("Reshape: 0 copies, -1 infers, allowzero keeps zeros, computed shapes give rank",
+          "[shape]") {
+  TestGraph g(14);
+  Value* x = g.Input("x", DataType::kFloat, "[2,3,4]");
+  Value* copy_and_infer = g.Apply("Reshape", {x, g.Ints("t1", {0, -1})}, "copy_and_infer");
+  Value* allow_zero = g.Input("empty", DataType::kFloat, "[0,5]");
+  Value* zero_kept = g.Apply("Reshape", {allow_zero, g.Ints("t2", {0, 5})}, "zero_kept",
+                             {IntAttr("allowzero", 1)});
+  Value* computed = g.Input("computed_shape", DataType::kInt64, "[4]");
+  Value* rank_only = g.Apply("Reshape", {x, computed}, "rank_only");
+  Value* mismatch = g.Apply("Reshape", {x, g.Ints("t3", {5, 5})}, "mismatch");
+  Value* two_minus = g.Apply("Reshape", {x, g.Ints("t4", {-1, -1})}, "two_minus");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(copy_and_infer) == "float[2,12]");
+  CHECK(TypeOf(zero_kept) == "float[0,5]");
+  CHECK(TypeOf(rank_only) == "float[?,?,?,?]");
+  CHECK(TypeOf(mismatch) == "float[*]");
+  CHECK(HasWarningContaining(report, "cannot reshape [2,3,4] to [5,5]"));
+  CHECK(TypeOf(two_minus) == "float[*]");
+  CHECK(HasWarningContaining(report, "more than one -1"));
+}
+
+TEST_CASE("Reshape -1 over symbols that do not cancel stays unknown", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[batch,sequence,64]");
+  Value* flat = g.Apply("Reshape", {x, g.Ints("t", {-1, 64})}, "flat");
+  Value* halves = g.Apply("Reshape", {x, g.Ints("t2", {0, 0, 2, -1})}, "halves");
+  g.Infer();
+  CHECK(TypeOf(flat) == "float[?,64]");  // batch * sequence has no single name
+  CHECK(TypeOf(halves) == "float[batch,sequence,2,32]");
+}
