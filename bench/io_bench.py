@@ -43,6 +43,9 @@ def main():
     parser.add_argument("--work", default="/tmp/fusionopt-io-bench")
     parser.add_argument("--binary", default=str(ROOT / "build" / "fusionopt"))
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument("--embedded", action="store_true",
+                        help="also save with the weights embedded (above 2 GiB this switches "
+                             "to external data on its own)")
     args = parser.parse_args()
 
     work = pathlib.Path(args.work)
@@ -63,11 +66,16 @@ def main():
         "load + save (-O0, external data)": [args.binary, str(model), "-O0", "-o",
                                              str(out_dir / "model.onnx"), "--external-data"],
     }
+    if args.embedded:
+        commands["load + save (-O0, embedded in the .onnx)"] = [
+            args.binary, str(model), "-O0", "-o", str(out_dir / "embedded.onnx")]
     for label, command in commands.items():
         seconds, rss = run_measured(command)
         rows.append((label, seconds, rss))
 
     print(f"model: {model} ({model_bytes / 1e9:.3f} GB incl. external data)")
+    print(f"outputs: " + ", ".join(f"{p.name} {p.stat().st_size / 1e9:.3f} GB"
+                                   for p in sorted(out_dir.iterdir())))
     print("| command | wall time (s) | peak RSS (MB) | RSS / model size |")
     print("|---|---:|---:|---:|")
     for label, seconds, rss in rows:

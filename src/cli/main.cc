@@ -14,16 +14,21 @@ namespace {
 
 const std::set<std::string> kSubcommands = {"optimize", "inspect"};
 
-// `fusionopt MODEL ...` means `fusionopt optimize MODEL ...`: insert the subcommand before
-// the first positional argument when it names none.
+const std::set<std::string> kGlobalFlags = {"-h", "--help", "--version", "--list-passes",
+                                             "-v", "--verbose", "-q", "--quiet"};
+
+// `fusionopt [OPTIONS] MODEL ...` means `fusionopt optimize [OPTIONS] MODEL ...`: when no
+// argument names a subcommand and something other than global flags was given, the
+// subcommand is `optimize` (its options may appear before or after the model).
 std::vector<std::string> WithDefaultSubcommand(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.empty() || arg[0] == '-') continue;
-    if (kSubcommands.count(arg) == 0) args.insert(args.begin() + static_cast<long>(i), "optimize");
-    break;
+  bool names_subcommand = false;
+  bool only_global_flags = true;
+  for (const auto& arg : args) {
+    names_subcommand = names_subcommand || kSubcommands.count(arg) != 0;
+    only_global_flags = only_global_flags && kGlobalFlags.count(arg) != 0;
   }
+  if (!names_subcommand && !only_global_flags) args.insert(args.begin(), "optimize");
   return args;
 }
 

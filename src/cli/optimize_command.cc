@@ -57,7 +57,13 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_flag("--external-data", options.external_data,
                    "Store large tensors in a side file OUT.data (automatic above 2 GiB)");
   command.add_option("--external-data-threshold", options.external_threshold,
-                     "Smallest tensor (bytes) moved to the side file (default 1024)");
+                     "Smallest tensor (bytes) moved to the side file (default 1024)")
+      ->check(CLI::Validator(
+          [](const std::string& text) {
+            bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+            return digits ? std::string() : "must be a number of bytes (0 or more)";
+          },
+          "BYTES"));
   command.add_option("--external-data-name", options.external_name,
                      "Side file name, in the output's folder (default OUT.data)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
@@ -70,9 +76,6 @@ int RunOptimize(const OptimizeOptions& options) {
   Status destination = CheckDestination(options, **model);
   if (!destination.ok()) return ReportError(options.output, destination);
 
-  if (options.level > 0) {
-    spdlog::warn("no passes exist yet for -O{}; the model is written as with -O0", options.level);
-  }
   if (options.dump) std::cout << PrintModel(**model);
 
   SaveOptions save;
@@ -81,6 +84,9 @@ int RunOptimize(const OptimizeOptions& options) {
   save.external_file_name = options.external_name;
   auto report = SaveModel(**model, options.output, save);
   if (!report.ok()) return ReportError(options.output, report.status());
+  if (options.level > 0) {
+    spdlog::warn("no passes exist yet for -O{}; the model was written as with -O0", options.level);
+  }
   if (report->external_data_forced) {
     spdlog::warn("the model exceeds protobuf's 2 GiB limit; tensor data written to {}",
                  report->data_file);

@@ -245,14 +245,17 @@ const Node* AncestorIn(const Graph* graph, const Node* node) {
   return node;
 }
 
-// Nodes of `graph` whose results `node` (or anything in its subgraphs) reads.
-void CollectProducersIn(const Graph* graph, const Node* node, std::vector<const Node*>& out) {
+// Nodes of `graph` whose results `node` (or anything in its subgraphs) reads. Edges inside
+// a subgraph map back to `top` itself and are not dependencies.
+void CollectProducersIn(const Graph* graph, const Node* top, const Node* node,
+                        std::vector<const Node*>& out) {
   for (const Value* input : node->inputs()) {
     if (input == nullptr || input->producer() == nullptr) continue;
-    if (const Node* producer = AncestorIn(graph, input->producer())) out.push_back(producer);
+    const Node* producer = AncestorIn(graph, input->producer());
+    if (producer != nullptr && (producer != top || node == top)) out.push_back(producer);
   }
   for (const Graph* subgraph : node->Subgraphs()) {
-    for (const auto& inner : subgraph->nodes()) CollectProducersIn(graph, inner.get(), out);
+    for (const auto& inner : subgraph->nodes()) CollectProducersIn(graph, top, inner.get(), out);
   }
 }
 
@@ -269,7 +272,7 @@ Status Graph::SortTopologically() {
   std::vector<size_t> pending(order.size(), 0);
   for (size_t i = 0; i < order.size(); ++i) {
     std::vector<const Node*> producers;
-    CollectProducersIn(this, order[i], producers);
+    CollectProducersIn(this, order[i], order[i], producers);
     std::set<size_t> unique;
     for (const Node* producer : producers) {
       if (producer != order[i]) unique.insert(position.at(producer));

@@ -8,15 +8,19 @@ namespace {
 // Output 0 is X itself; shared by normalizations without statistics outputs.
 void NormalizedLikeInput(InferenceContext& context) { PropagateInput(context, 0, 0); }
 
-// Training-mode statistics: [C] where C is X's channel dim (or the mean input's own shape).
+// Training-mode statistics: [C] for X: [N, C, ...] (or the mean input's own shape).
 void BatchNormalizationRule(InferenceContext& context) {
   PropagateInput(context, 0, 0);
   const Shape* x = context.InputShape(0);
-  std::optional<Shape> per_channel;
-  if (x != nullptr && x->size() >= 2) {
-    per_channel = Shape{(*x)[1]};
+  std::optional<Shape> statistics_shape;
+  bool per_activation = context.opset() < 9 && context.node().GetInt("spatial", 1) == 0;
+  if (per_activation) {
+    // Opset 7's spatial=0 keeps statistics per activation, shaped like the mean input.
+    if (const Shape* mean = context.InputShape(3)) statistics_shape = *mean;
+  } else if (x != nullptr && x->size() >= 2) {
+    statistics_shape = Shape{(*x)[1]};
   } else if (const Shape* mean = context.InputShape(3)) {
-    per_channel = *mean;
+    statistics_shape = *mean;
   }
   DataType statistics_type = context.InputDtype(3) != DataType::kUndefined
                                  ? context.InputDtype(3)
@@ -24,7 +28,7 @@ void BatchNormalizationRule(InferenceContext& context) {
   // Opsets 7-13 have mean, var, saved_mean, saved_var; 14+ has running_mean, running_var.
   size_t statistics_outputs = context.opset() >= 14 ? 2 : 4;
   for (size_t output = 1; output <= statistics_outputs; ++output) {
-    context.SetOutputType(output, statistics_type, per_channel);
+    context.SetOutputType(output, statistics_type, statistics_shape);
   }
 }
 

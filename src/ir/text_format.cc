@@ -284,13 +284,14 @@ Result<NumberToken> Cursor::Number(std::string_view what) {
     token.is_float = true;
     end += word.size();
   } else {
-    size_t count = digits();
+    if (digits() == 0) {
+      return Error("expected " + std::string(what) + " but found " + DescribeNext());
+    }
     if (end < text_.size() && text_[end] == '.') {
       token.is_float = true;
       ++end;
-      count += digits();
+      digits();
     }
-    if (count == 0) return Error("expected " + std::string(what) + " but found " + DescribeNext());
     if (end < text_.size() && (text_[end] == 'e' || text_[end] == 'E')) {
       token.is_float = true;
       ++end;

@@ -28,7 +28,6 @@ struct TensorTypeSyntax {
   size_t offset = 0;
 };
 
-
 std::string Describe(const TensorTypeSyntax& type) {
   std::string out = std::string(NameOf(type.dtype)) + "[";
   for (size_t i = 0; i < type.dims.size(); ++i) {

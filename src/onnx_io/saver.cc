@@ -338,7 +338,9 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
   report.model_bytes = proto.ByteSizeLong();
   if (data_file) {
     report.external_bytes = data_file->size();
-    FUSIONOPT_RETURN_IF_ERROR(data_file->Commit());
+    // No tensor reached the threshold: leave no empty side file behind.
+    if (report.external_bytes > 0) FUSIONOPT_RETURN_IF_ERROR(data_file->Commit());
+    else report.external_data = false;
   }
   FUSIONOPT_RETURN_IF_ERROR(model_file->Commit());
   return report;

@@ -242,14 +242,6 @@ def typed_fields_model():
     return make_model(nodes, [], outputs, initializers)
 
 
-def lossless_params(known_bugs):
-    """LOSSLESS_MODELS as pytest params; the ones in `known_bugs` (id -> reason) are strict
-    xfails, so fixing the bug turns them into failures that ask for the mark's removal."""
-    return [pytest.param(build, id=name,
-                         marks=[pytest.mark.xfail(strict=True, reason=known_bugs[name])]
-                         if name in known_bugs else [])
-            for name, build in LOSSLESS_MODELS.items()]
-
-
-SUBGRAPH_BUG = ("bug: Graph::SortTopologically (src/ir/graph.cc) rejects every If/Loop whose "
-                "subgraph has an edge between two of its own nodes: 'node ... consumes its own output'")
+def lossless_params():
+    """LOSSLESS_MODELS as pytest params, named by their keys."""
+    return [pytest.param(build, id=name) for name, build in LOSSLESS_MODELS.items()]

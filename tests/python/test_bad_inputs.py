@@ -291,8 +291,6 @@ def test_output_is_a_directory(fusionopt, folders, good_model):
     assert lib.folder_listing(out) == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: at the default level -O2 the 'no passes exist yet' warning "
-                   "is printed before a save error, so stderr has two lines, not one")
 def test_save_error_at_the_default_level_is_one_line(fusionopt, folders, good_model):
     _, out_dir = folders
     (out_dir / "taken.onnx").mkdir()

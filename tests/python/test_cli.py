@@ -97,9 +97,6 @@ def test_optimize_subcommand_equals_the_default_form(fusionopt, tmp_path, model)
     assert options_first.read_bytes() == default_out.read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: without a subcommand, the value of an option given "
-                   "before the model (`fusionopt -o OUT MODEL`) is taken for the model: "
-                   "'error: --output is required', exit 2")
 def test_default_form_accepts_options_before_the_model(fusionopt, tmp_path, model):
     out = tmp_path / "out.onnx"
     rc, _, stderr = fusionopt("-O0", "-o", out, model)

@@ -169,8 +169,6 @@ def test_refuses_to_overwrite_the_input_data_file(fusionopt, external_model):
     assert lib.folder_listing(folder) == ["model.onnx", DATA_FILE]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a negative --external-data-threshold wraps around to "
-                   "2^64-5 and is accepted (exit 0, nothing moved, an empty OUT.data written)")
 def test_negative_threshold_is_a_usage_error(fusionopt, tmp_path, external_model):
     out_dir = tmp_path / "out"
     out_dir.mkdir()

@@ -5,10 +5,9 @@ import onnx
 import pytest
 
 import fusionopt_testlib as lib
-from lossless_models import (CUSTOM_DOMAIN, FUNCTION_DOMAIN, LOSSLESS_MODELS, SUBGRAPH_BUG,
+from lossless_models import (CUSTOM_DOMAIN, FUNCTION_DOMAIN, LOSSLESS_MODELS,
                              lossless_params)
 
-KNOWN_BUGS = {"if-outer-scope": SUBGRAPH_BUG, "loop": SUBGRAPH_BUG, "everything": SUBGRAPH_BUG}
 
 JSON_KEYS = ["file", "ir_version", "producer_name", "producer_version", "domain", "model_version",
              "opsets", "inputs", "outputs", "node_count", "total_node_count", "subgraph_count",
@@ -44,14 +43,13 @@ def test_inspect_json_matches_onnx(fusionopt, model_path):
     assert_summary_matches(summary, onnx.load(str(model_path)), model_path)
 
 
-@pytest.mark.parametrize("build", lossless_params(KNOWN_BUGS))
+@pytest.mark.parametrize("build", lossless_params())
 def test_inspect_json_matches_onnx_on_unusual_models(fusionopt, tmp_path, build):
     model = build()
     path = lib.save(model, tmp_path / "model.onnx")
     assert_summary_matches(inspect_json(fusionopt, path), model, path)
 
 
-@pytest.mark.xfail(strict=True, reason=SUBGRAPH_BUG)
 def test_inspect_counts_subgraphs(fusionopt, tmp_path):
     path = lib.save(LOSSLESS_MODELS["everything"](), tmp_path / "model.onnx")
     summary = inspect_json(fusionopt, path)

@@ -6,10 +6,9 @@ import pytest
 from onnx import helper, numpy_helper
 
 import fusionopt_testlib as lib
-from lossless_models import (SUBGRAPH_BUG, local_function_model, lossless_params,
+from lossless_models import (local_function_model, lossless_params,
                              typed_field_initializers, typed_fields_model)
 
-KNOWN_BUGS = {"if-outer-scope": SUBGRAPH_BUG, "loop": SUBGRAPH_BUG, "everything": SUBGRAPH_BUG}
 
 
 def _varint(value):
@@ -38,7 +37,7 @@ def round_trip(fusionopt, folder, model_bytes, name="in.onnx"):
     return out
 
 
-@pytest.mark.parametrize("build", lossless_params(KNOWN_BUGS))
+@pytest.mark.parametrize("build", lossless_params())
 def test_round_trip_keeps_every_field(fusionopt, tmp_path, build):
     model = build()
     onnx.checker.check_model(model, full_check=True)  # the fixture itself is valid ONNX
