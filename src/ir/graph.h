@@ -89,8 +89,13 @@ class Value {
 
   // The type exactly as the model declared it (input, output or value_info), kept apart
   // from `type()` — which inference refines — so an unoptimized model saves unchanged.
+  // A declaration without a type (legal in ONNX) is declared with `type` nullopt.
   const std::optional<ValueType>& declared_type() const { return declared_type_; }
-  void set_declared_type(ValueType type) { declared_type_ = std::move(type); }
+  bool is_declared() const { return is_declared_; }
+  void set_declared_type(std::optional<ValueType> type) {
+    declared_type_ = std::move(type);
+    is_declared_ = true;
+  }
 
   // Serialized ValueInfoProto residual (doc_string, metadata) for inputs/outputs/value_info.
   std::string& info_residual() { return info_residual_; }
@@ -111,6 +116,7 @@ class Value {
   bool is_graph_input_ = false;
   int64_t declaration_order_ = -1;
   std::optional<ValueType> declared_type_;
+  bool is_declared_ = false;
   std::string info_residual_;
 };
 
@@ -251,6 +257,7 @@ class Graph {
 struct OpsetImport {
   std::string domain;
   int64_t version = 0;
+  std::string residual;  // serialized OperatorSetIdProto less version (keeps domain presence)
   bool operator==(const OpsetImport& other) const = default;
 };
 

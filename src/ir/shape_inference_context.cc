@@ -1,6 +1,5 @@
 // InferenceContext (what a rule sees of its node) and helpers shared by the rule files.
 #include <algorithm>
-#include <limits>
 
 #include "ir/shape_inference_context.h"
 

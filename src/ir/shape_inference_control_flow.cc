@@ -93,30 +93,31 @@ void LoopRule(InferenceContext& context) {
   }
 }
 
-// Scan (opset 9+): inputs are N states then M scanned tensors; the body sees one slice of
-// each scanned tensor, and stacks its K per-iteration outputs along scan_output_axes.
-void ScanRule(InferenceContext& context) {
-  Graph* body = GraphAttribute(context.node(), "body");
-  if (body == nullptr) return;
-  auto scanned = static_cast<size_t>(context.node().GetInt("num_scan_inputs", 0));
-  const std::vector<Value*>& body_inputs = body->inputs();
-  if (context.opset() < 9 || scanned > context.num_inputs() ||
-      body_inputs.size() != context.num_inputs()) {
-    context.InferSubgraph(*body);  // opset 8's batched form is not modelled
-    return;
+// The axis of entry `index` in a scan axes attribute (default 0), normalized for `rank`.
+std::optional<int64_t> ScanAxis(const InferenceContext& context, std::string_view attribute,
+                                size_t index, size_t rank) {
+  std::optional<std::vector<int64_t>> axes = context.node().GetInts(attribute);
+  int64_t axis = 0;
+  if (axes) {
+    if (index >= axes->size()) return std::nullopt;
+    axis = (*axes)[index];
   }
-  size_t states = context.num_inputs() - scanned;
-  std::vector<int64_t> input_axes =
-      context.node().GetInts("scan_input_axes").value_or(std::vector<int64_t>(scanned, 0));
+  return NormalizeAxis(axis, static_cast<int64_t>(rank));
+}
+
+// Types the body inputs: states as given, scanned inputs without their scan axis. Returns
+// the sequence length (the first scanned input's scan dim).
+Dim TypeScanBodyInputs(InferenceContext& context, const std::vector<Value*>& body_inputs,
+                       size_t states) {
   Dim sequence_length = Dim::Unknown();
   for (size_t i = 0; i < context.num_inputs(); ++i) {
     const Shape* shape = context.InputShape(i);
     std::optional<Shape> body_shape = shape ? std::optional<Shape>(*shape) : std::nullopt;
-    if (i >= states && body_shape && i - states < input_axes.size()) {
+    if (i >= states && body_shape) {
       std::optional<int64_t> axis =
-          NormalizeAxis(input_axes[i - states], static_cast<int64_t>(body_shape->size()));
+          ScanAxis(context, "scan_input_axes", i - states, body_shape->size());
       if (!axis) {
-        context.Warn("scan input axis out of range");
+        context.Warn("scan input axis missing or out of range for input " + std::to_string(i));
         body_shape.reset();
       } else {
         if (i == states) sequence_length = (*body_shape)[static_cast<size_t>(*axis)];
@@ -125,22 +126,34 @@ void ScanRule(InferenceContext& context) {
     }
     context.MergeInto(*body_inputs[i], context.InputDtype(i), body_shape);
   }
+  return sequence_length;
+}
+
+// Scan (opset 9+): inputs are N states then M scanned tensors; the body sees one slice of
+// each scanned tensor, and its K per-iteration outputs are stacked along scan_output_axes.
+void ScanRule(InferenceContext& context) {
+  Graph* body = GraphAttribute(context.node(), "body");
+  if (body == nullptr) return;
+  auto scanned = static_cast<size_t>(context.node().GetInt("num_scan_inputs", 0));
+  if (context.opset() < 9 || scanned > context.num_inputs() ||
+      body->inputs().size() != context.num_inputs()) {
+    context.InferSubgraph(*body);  // opset 8's batched form is not modelled
+    return;
+  }
+  size_t states = context.num_inputs() - scanned;
+  Dim sequence_length = TypeScanBodyInputs(context, body->inputs(), states);
   context.InferSubgraph(*body);
   const std::vector<Value*>& body_outputs = body->outputs();
-  std::vector<int64_t> output_axes = context.node().GetInts("scan_output_axes").value_or(
-      std::vector<int64_t>(body_outputs.size() > states ? body_outputs.size() - states : 0, 0));
   for (size_t i = 0; i < context.num_outputs() && i < body_outputs.size(); ++i) {
     const Value* body_out = body_outputs[i];
     std::optional<Shape> shape = ShapeOf(body_out);
     if (i >= states && shape) {
-      std::optional<int64_t> axis;
-      if (i - states < output_axes.size()) {
-        axis = NormalizeAxis(output_axes[i - states], static_cast<int64_t>(shape->size()) + 1);
-      }
+      std::optional<int64_t> axis =
+          ScanAxis(context, "scan_output_axes", i - states, shape->size() + 1);
       if (axis) {
         shape->insert(shape->begin() + *axis, sequence_length);
       } else {
-        context.Warn("scan output axis missing or out of range");
+        context.Warn("scan output axis missing or out of range for output " + std::to_string(i));
         shape.reset();
       }
     }

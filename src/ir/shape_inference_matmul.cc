@@ -103,89 +103,109 @@ std::vector<std::string_view> SplitTerms(std::string_view text) {
   return terms;
 }
 
-// Letters bind to dims (a known size wins over a symbol; two known sizes must agree);
-// the "..." parts of all operands broadcast together.
+// What the operands tell about each subscript: letters bind to dims (a known size wins over
+// a symbol; two known sizes must agree) and the "..." parts of all operands broadcast.
+struct EinsumBindings {
+  std::map<char, Dim> letter_dims;
+  std::map<char, int> letter_counts;
+  std::optional<Shape> ellipsis;  // set once any operand has "..."
+
+  // Binds one operand; false (after a warning) when it does not fit.
+  bool Bind(const InferenceContext& context, std::string_view term, const Subscripts& subscripts,
+            const Shape& shape) {
+    size_t letters = subscripts.letters.size();
+    size_t ellipsis_rank = shape.size() - std::min(shape.size(), letters);
+    if (shape.size() != letters + (subscripts.ellipsis_at ? ellipsis_rank : 0)) {
+      context.Warn("term '" + std::string(term) + "' does not fit input shape " +
+                   ShapeToString(shape));
+      return false;
+    }
+    auto axis = shape.begin();
+    for (size_t i = 0; i <= letters; ++i) {
+      if (subscripts.ellipsis_at == i) {
+        Shape part(axis, axis + static_cast<std::ptrdiff_t>(ellipsis_rank));
+        std::optional<Shape> combined = BroadcastShapes(ellipsis.value_or(Shape{}), part);
+        if (!combined) {
+          context.Warn("'...' dims " + ShapeToString(part) + " do not broadcast");
+          return false;
+        }
+        ellipsis = std::move(combined);
+        axis += static_cast<std::ptrdiff_t>(ellipsis_rank);
+      }
+      if (i < letters && !BindLetter(context, subscripts.letters[i], *axis++)) return false;
+    }
+    return true;
+  }
+
+  bool BindLetter(const InferenceContext& context, char letter, const Dim& dim) {
+    ++letter_counts[letter];
+    auto [it, inserted] = letter_dims.emplace(letter, dim);
+    if (inserted) return true;
+    if (KnownAndDifferent(it->second, dim)) {
+      context.Warn("subscript '" + std::string(1, letter) + "' has sizes " +
+                   std::to_string(it->second.value) + " and " + std::to_string(dim.value));
+      return false;
+    }
+    if (!it->second.is_known()) it->second = dim;
+    return true;
+  }
+
+  std::optional<Shape> ExplicitOutput(const InferenceContext& context,
+                                      const Subscripts& output) const {
+    Shape out;
+    for (size_t i = 0; i <= output.letters.size(); ++i) {
+      if (output.ellipsis_at == i && ellipsis) out.insert(out.end(), ellipsis->begin(), ellipsis->end());
+      if (i == output.letters.size()) break;
+      auto it = letter_dims.find(output.letters[i]);
+      if (it == letter_dims.end()) {
+        context.Warn("output subscript '" + std::string(1, output.letters[i]) +
+                     "' is not in any input");
+        return std::nullopt;
+      }
+      out.push_back(it->second);
+    }
+    return out;
+  }
+
+  // Without "->": the "..." dims, then the letters used once, in alphabetical order.
+  Shape ImplicitOutput() const {
+    Shape out = ellipsis.value_or(Shape{});
+    for (const auto& [letter, count] : letter_counts) {
+      if (count == 1) out.push_back(letter_dims.at(letter));
+    }
+    return out;
+  }
+};
+
 void EinsumRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
   std::string equation = context.node().GetString("equation", "");
   size_t arrow = equation.find("->");
-  std::string_view inputs_text = std::string_view(equation).substr(0, arrow);
-  std::vector<std::string_view> terms = SplitTerms(inputs_text);
+  std::vector<std::string_view> terms = SplitTerms(std::string_view(equation).substr(0, arrow));
   if (terms.size() != context.num_inputs()) {
     context.Warn("equation '" + equation + "' does not match the number of inputs");
     return;
   }
-  std::map<char, Dim> letter_dims;
-  std::map<char, int> letter_counts;
-  Shape ellipsis;
-  bool any_ellipsis = false;
+  EinsumBindings bindings;
   for (size_t input = 0; input < terms.size(); ++input) {
     std::optional<Subscripts> subscripts = ParseSubscripts(terms[input]);
-    const Shape* shape = context.InputShape(input);
     if (!subscripts) {
       context.Warn("cannot parse equation '" + equation + "'");
       return;
     }
-    if (shape == nullptr) return;
-    size_t ellipsis_rank = shape->size() - std::min(shape->size(), subscripts->letters.size());
-    if (shape->size() != subscripts->letters.size() + (subscripts->ellipsis_at ? ellipsis_rank : 0)) {
-      context.Warn("term '" + std::string(terms[input]) + "' does not fit input shape " +
-                   ShapeToString(*shape));
-      return;
-    }
-    size_t axis = 0;
-    for (size_t i = 0; i <= subscripts->letters.size(); ++i) {
-      if (subscripts->ellipsis_at == i) {
-        Shape part(shape->begin() + static_cast<std::ptrdiff_t>(axis),
-                   shape->begin() + static_cast<std::ptrdiff_t>(axis + ellipsis_rank));
-        std::optional<Shape> combined = BroadcastShapes(ellipsis, part);
-        if (!combined) {
-          context.Warn("'...' dims " + ShapeToString(part) + " do not broadcast");
-          return;
-        }
-        ellipsis = *combined;
-        any_ellipsis = true;
-        axis += ellipsis_rank;
-      }
-      if (i == subscripts->letters.size()) break;
-      char letter = subscripts->letters[i];
-      const Dim& dim = (*shape)[axis++];
-      ++letter_counts[letter];
-      auto [it, inserted] = letter_dims.emplace(letter, dim);
-      if (!inserted && KnownAndDifferent(it->second, dim)) {
-        context.Warn("subscript '" + std::string(1, letter) + "' has sizes " +
-                     std::to_string(it->second.value) + " and " + std::to_string(dim.value));
-        return;
-      }
-      if (!inserted && !it->second.is_known()) it->second = dim;
-    }
+    const Shape* shape = context.InputShape(input);
+    if (shape == nullptr || !bindings.Bind(context, terms[input], *subscripts, *shape)) return;
   }
-  Shape out;
-  if (arrow != std::string::npos) {
-    std::optional<Subscripts> output = ParseSubscripts(std::string_view(equation).substr(arrow + 2));
-    if (!output) {
-      context.Warn("cannot parse equation '" + equation + "'");
-      return;
-    }
-    for (size_t i = 0; i <= output->letters.size(); ++i) {
-      if (output->ellipsis_at == i) out.insert(out.end(), ellipsis.begin(), ellipsis.end());
-      if (i == output->letters.size()) break;
-      auto it = letter_dims.find(output->letters[i]);
-      if (it == letter_dims.end()) {
-        context.Warn("output subscript '" + std::string(1, output->letters[i]) +
-                     "' is not in any input");
-        return;
-      }
-      out.push_back(it->second);
-    }
-  } else {
-    // Implicit output: the "..." dims, then letters used once, in alphabetical order.
-    if (any_ellipsis) out = ellipsis;
-    for (const auto& [letter, count] : letter_counts) {
-      if (count == 1) out.push_back(letter_dims[letter]);
-    }
+  if (arrow == std::string::npos) {
+    context.SetOutputShape(0, bindings.ImplicitOutput());
+    return;
   }
-  context.SetOutputShape(0, out);
+  std::optional<Subscripts> output = ParseSubscripts(std::string_view(equation).substr(arrow + 2));
+  if (!output) {
+    context.Warn("cannot parse equation '" + equation + "'");
+    return;
+  }
+  if (auto shape = bindings.ExplicitOutput(context, *output)) context.SetOutputShape(0, *shape);
 }
 
 }  // namespace

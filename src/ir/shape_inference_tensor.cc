@@ -19,6 +19,50 @@ void InferMinusOne(const Shape& data, size_t infer_at, Shape& out) {
   if (quotient) out[infer_at] = quotient->ToDim();
 }
 
+struct ReshapeTarget {
+  Shape dims;
+  std::optional<size_t> infer_at;  // position of the -1
+};
+
+// The target with 0s copied from `data` and the -1 still unknown; nullopt after a warning.
+std::optional<ReshapeTarget> ReadReshapeTarget(const InferenceContext& context,
+                                               const SymbolicData& target, const Shape* data) {
+  bool allow_zero = context.opset() >= 14 && context.node().GetInt("allowzero", 0) != 0;
+  ReshapeTarget out;
+  for (size_t axis = 0; axis < target.elements.size(); ++axis) {
+    const SymbolicInt& element = target.elements[axis];
+    if (!element.is_known()) {
+      out.dims.push_back(element.is_symbolic() ? Dim::Symbol(element.symbol) : Dim::Unknown());
+    } else if (*element.value == -1) {
+      if (out.infer_at) {
+        context.Warn("shape has more than one -1");
+        return std::nullopt;
+      }
+      out.infer_at = axis;
+      out.dims.push_back(Dim::Unknown());
+    } else if (*element.value == 0 && !allow_zero) {
+      if (data != nullptr && axis >= data->size()) {
+        context.Warn("0 at position " + std::to_string(axis) + " has no input dim to copy");
+        return std::nullopt;
+      }
+      out.dims.push_back(data != nullptr ? (*data)[axis] : Dim::Unknown());
+    } else if (*element.value < 0) {
+      context.Warn("invalid shape value " + std::to_string(*element.value));
+      return std::nullopt;
+    } else {
+      out.dims.push_back(Dim::Known(*element.value));
+    }
+  }
+  return out;
+}
+
+bool KnownCountsDiffer(const Shape& a, const Shape& b) {
+  DimProduct left = ProductOf(a, 0, a.size());
+  DimProduct right = ProductOf(b, 0, b.size());
+  return left.symbols.empty() && right.symbols.empty() && !left.has_unknown &&
+         !right.has_unknown && left.constant != right.constant;
+}
+
 void ReshapeRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
   std::optional<SymbolicData> target = context.InputData(1);
@@ -30,45 +74,14 @@ void ReshapeRule(InferenceContext& context) {
     return;
   }
   const Shape* data = context.InputShape(0);
-  bool allow_zero = context.opset() >= 14 && context.node().GetInt("allowzero", 0) != 0;
-  Shape out;
-  std::optional<size_t> infer_at;
-  for (size_t axis = 0; axis < target->elements.size(); ++axis) {
-    const SymbolicInt& element = target->elements[axis];
-    if (!element.is_known()) {
-      out.push_back(element.is_symbolic() ? Dim::Symbol(element.symbol) : Dim::Unknown());
-    } else if (*element.value == -1) {
-      if (infer_at) {
-        context.Warn("shape has more than one -1");
-        return;
-      }
-      infer_at = axis;
-      out.push_back(Dim::Unknown());
-    } else if (*element.value == 0 && !allow_zero) {
-      // 0 copies the input dim at the same position.
-      if (data != nullptr && axis >= data->size()) {
-        context.Warn("0 at position " + std::to_string(axis) + " has no input dim to copy");
-        return;
-      }
-      out.push_back(data != nullptr ? (*data)[axis] : Dim::Unknown());
-    } else if (*element.value < 0) {
-      context.Warn("invalid shape value " + std::to_string(*element.value));
-      return;
-    } else {
-      out.push_back(Dim::Known(*element.value));
-    }
+  std::optional<ReshapeTarget> out = ReadReshapeTarget(context, *target, data);
+  if (!out) return;
+  if (data != nullptr && out->infer_at) InferMinusOne(*data, *out->infer_at, out->dims);
+  if (data != nullptr && !out->infer_at && KnownCountsDiffer(*data, out->dims)) {
+    context.Warn("cannot reshape " + ShapeToString(*data) + " to " + ShapeToString(out->dims));
+    return;
   }
-  if (infer_at && data != nullptr) InferMinusOne(*data, *infer_at, out);
-  if (data != nullptr && !infer_at) {
-    DimProduct in = ProductOf(*data, 0, data->size());
-    DimProduct result = ProductOf(out, 0, out.size());
-    if (in.symbols.empty() && result.symbols.empty() && !in.has_unknown && !result.has_unknown &&
-        in.constant != result.constant) {
-      context.Warn("cannot reshape " + ShapeToString(*data) + " to " + ShapeToString(out));
-      return;
-    }
-  }
-  context.SetOutputShape(0, out);
+  context.SetOutputShape(0, out->dims);
 }
 
 // [d0 ... d(axis-1), d(axis) ... dn] -> [d0 * ... * d(axis-1), d(axis) * ... * dn].

@@ -116,6 +116,8 @@ class GraphBuilder {
       if (!type.ok()) return type.status().WithContext("value '" + info.name() + "'");
       value.type() = type.value();
       value.set_declared_type(std::move(type).value());
+    } else {
+      value.set_declared_type(std::nullopt);
     }
     value.info_residual() = ResidualOf<onnx::ValueInfoProto>(info, ClearValueInfoModelled);
     return Status::Ok();
@@ -354,7 +356,9 @@ Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::st
   model->base_dir = base_dir;
   model->ir_version = proto.ir_version();
   for (const auto& opset : proto.opset_import()) {
-    model->opsets.push_back({opset.domain(), opset.version()});
+    onnx::OperatorSetIdProto residual = opset;
+    residual.clear_version();
+    model->opsets.push_back({opset.domain(), opset.version(), residual.SerializeAsString()});
   }
   model->producer_name = proto.producer_name();
   model->producer_version = proto.producer_version();

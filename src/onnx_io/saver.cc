@@ -149,7 +149,8 @@ class ProtoWriter {
     proto.set_ir_version(model.ir_version);
     for (const auto& opset : model.opsets) {
       auto* entry = proto.add_opset_import();
-      entry->set_domain(opset.domain);
+      RestoreResidual(opset.residual, *entry);
+      if (entry->domain() != opset.domain) entry->set_domain(opset.domain);
       entry->set_version(opset.version);
     }
     // The residual holds these as loaded (with their presence); write only changes.
@@ -177,7 +178,7 @@ class ProtoWriter {
 
   // Declared values keep their declaration; values created by passes write what is known.
   static const ValueType* TypeToWrite(const Value& value) {
-    if (value.declared_type()) return &*value.declared_type();
+    if (value.is_declared()) return value.declared_type() ? &*value.declared_type() : nullptr;
     bool known = value.dtype() != DataType::kUndefined || !value.type().is_tensor();
     return known ? &value.type() : nullptr;
   }

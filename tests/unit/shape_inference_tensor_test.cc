@@ -352,7 +352,7 @@ TEST_CASE("Scan slices its inputs for the body and stacks outputs on the scan ax
 
 TEST_CASE("onnxruntime contrib ops in com.microsoft", "[shape]") {
   TestGraph g;
-  g.model().opsets.push_back(OpsetImport{"com.microsoft", 1});
+  g.ImportOpset("com.microsoft", 1);
   Value* x = g.Input("x", DataType::kFloat16, "[batch,seq,16]");
   Value* skip = g.Input("skip", DataType::kFloat16, "[batch,seq,16]");
   Value* gamma = g.Input("gamma", DataType::kFloat16, "[16]");

@@ -148,7 +148,7 @@ TEST_CASE("declared dtype and rank conflicts keep the declaration", "[shape]") {
 
 TEST_CASE("an op without a rule keeps its declared output and is reported", "[shape]") {
   TestGraph g;
-  g.model().opsets.push_back(OpsetImport{"com.example", 3});
+  g.ImportOpset("com.example", 3);
   Value* x = g.Input("x", DataType::kFloat, "[4]");
   Value* custom = g.Op("Frobnicate", {x}, {"custom"}, {}, "com.example")->output(0);
   custom->type().dtype = DataType::kFloat;

@@ -128,8 +128,15 @@ inline Tensor FloatVector(std::vector<float> values) {
 class TestGraph {
  public:
   explicit TestGraph(int64_t opset = 17) {
-    model_.opsets.push_back(OpsetImport{"", opset});
+    ImportOpset("", opset);
     model_.graph = std::make_unique<Graph>();
+  }
+
+  void ImportOpset(const std::string& domain, int64_t version) {
+    OpsetImport opset;
+    opset.domain = domain;
+    opset.version = version;
+    model_.opsets.push_back(opset);
   }
 
   Model& model() { return model_; }
