@@ -21,6 +21,7 @@ struct OptimizeOptions {
   uint64_t external_threshold = 1024;
   std::string external_name;
   bool dump = false;
+  bool write_shapes = false;
 };
 
 struct InspectOptions {

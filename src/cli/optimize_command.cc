@@ -67,6 +67,8 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--external-data-name", options.external_name,
                      "Side file name, in the output's folder (default OUT.data)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
+  command.add_flag("--write-shapes", options.write_shapes,
+                   "Record inferred dtypes/shapes of intermediate values as value_info");
 }
 
 int RunOptimize(const OptimizeOptions& options) {
@@ -82,6 +84,7 @@ int RunOptimize(const OptimizeOptions& options) {
   save.external_data = options.external_data;
   save.external_threshold_bytes = options.external_threshold;
   save.external_file_name = options.external_name;
+  save.write_inferred_value_info = options.write_shapes;
   auto report = SaveModel(**model, options.output, save);
   if (!report.ok()) return ReportError(options.output, report.status());
   if (options.level > 0) {

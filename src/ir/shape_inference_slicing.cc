@@ -83,11 +83,12 @@ void SplitRule(InferenceContext& context) {
     context.SetOutputDtype(i, context.InputDtype(0));
   }
   const Shape* data = context.InputShape(0);
-  if (data == nullptr) return;
+  if (data == nullptr || parts == 0) return;
   int64_t requested = context.node().GetInt("axis", 0);
   std::optional<int64_t> axis = NormalizeAxis(requested, static_cast<int64_t>(data->size()));
   if (!axis) {
-    context.Warn("axis " + std::to_string(requested) + " is out of range");
+    context.Warn("axis " + std::to_string(requested) + " is out of range for rank " +
+                 std::to_string(data->size()));
     return;
   }
   const Dim& dim = (*data)[static_cast<size_t>(*axis)];
@@ -135,52 +136,55 @@ Dim SlicedDim(const Dim& dim, int64_t start, int64_t end, int64_t step) {
   }
   start = std::clamp<int64_t>(start, 0, size - 1);
   end = std::clamp<int64_t>(end, -1, size - 1);
-  return Dim::Known(start > end ? (start - end - 1) / -step + 1 : 0);
+  // -step would overflow for the most negative step; any step beyond the size takes one.
+  int64_t stride = step < -size ? size + 1 : -step;
+  return Dim::Known(start > end ? (start - end - 1) / stride + 1 : 0);
 }
 
+std::vector<int64_t> FirstAxes(size_t count) {
+  std::vector<int64_t> axes(count);
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+// Opsets < 10 take starts/ends/axes as attributes, later ones starts/ends/axes/steps as
+// inputs 1-4. Computed bounds leave the sliced axes unknown (all axes if those are unknown).
 void SliceRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
   const Shape* data = context.InputShape(0);
   if (data == nullptr) return;
-  auto rank = static_cast<int64_t>(data->size());
-  // Opsets < 10 take starts/ends/axes as attributes, later ones as inputs 1-4.
   IntListArgument starts = context.ReadIntList("starts", 1, 10);
   IntListArgument ends = context.ReadIntList("ends", 2, 10);
-  IntListArgument axes_argument = context.ReadIntList("axes", 3, 10);
-  IntListArgument steps_argument = context.ReadIntList("steps", 4, 10);
-  std::vector<int64_t> axes(starts.values ? starts.values->size() : 0);
-  std::iota(axes.begin(), axes.end(), 0);
-  if (axes_argument.present && !axes_argument.values) {
+  IntListArgument axes = context.ReadIntList("axes", 3, 10);
+  IntListArgument steps = context.ReadIntList("steps", 4, 10);
+  std::optional<std::vector<int64_t>> sliced_axes = axes.values;
+  if (!axes.present && starts.length) sliced_axes = FirstAxes(static_cast<size_t>(*starts.length));
+  if (!sliced_axes) {
     context.SetOutputRank(0, data->size());
     return;
   }
-  if (axes_argument.values) axes = *axes_argument.values;
-  std::optional<std::vector<int64_t>> normalized = NormalizeAxes(context, axes, rank);
-  if (!normalized) return;
+  sliced_axes = NormalizeAxes(context, *sliced_axes, static_cast<int64_t>(data->size()));
+  if (!sliced_axes) return;
   Shape out = *data;
-  if (!starts.values || !ends.values || (steps_argument.present && !steps_argument.values)) {
-    // Computed bounds: the sliced axes lose their size, the others keep it.
-    if (!axes_argument.values) {
-      out = UnknownDims(data->size());
-    } else {
-      for (int64_t axis : *normalized) out[static_cast<size_t>(axis)] = Dim::Unknown();
-    }
+  if (!starts.values || !ends.values || (steps.present && !steps.values)) {
+    for (int64_t axis : *sliced_axes) out[static_cast<size_t>(axis)] = Dim::Unknown();
     context.SetOutputShape(0, out);
     return;
   }
-  std::vector<int64_t> steps = steps_argument.values.value_or(std::vector<int64_t>(axes.size(), 1));
-  if (starts.values->size() != axes.size() || ends.values->size() != axes.size() ||
-      steps.size() != axes.size()) {
+  size_t count = sliced_axes->size();
+  std::vector<int64_t> step_values = steps.values.value_or(std::vector<int64_t>(count, 1));
+  if (starts.values->size() != count || ends.values->size() != count ||
+      step_values.size() != count) {
     context.Warn("starts, ends, axes and steps differ in length");
     return;
   }
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (steps[i] == 0) {
+  for (size_t i = 0; i < count; ++i) {
+    if (step_values[i] == 0) {
       context.Warn("step 0 is invalid");
       return;
     }
-    auto axis = static_cast<size_t>((*normalized)[i]);
-    out[axis] = SlicedDim((*data)[axis], (*starts.values)[i], (*ends.values)[i], steps[i]);
+    auto axis = static_cast<size_t>((*sliced_axes)[i]);
+    out[axis] = SlicedDim((*data)[axis], (*starts.values)[i], (*ends.values)[i], step_values[i]);
   }
   context.SetOutputShape(0, out);
 }

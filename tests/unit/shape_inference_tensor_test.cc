@@ -32,6 +32,8 @@ TEST_CASE("Slice with inputs: negative starts, reverse steps, open ends", "[shap
   Value* part = g.Apply("Slice", {x, g.Ints("s1", {1}), g.Ints("e1", {kInt64Max})}, "part");
   Value* starts = g.Input("computed_starts", DataType::kInt64, "[1]");
   Value* computed = g.Apply("Slice", {x, starts, g.Ints("e2", {2}), g.Ints("a2", {3})}, "computed");
+  // Without axes, the starts' length says which leading axes are sliced.
+  Value* leading = g.Apply("Slice", {x, starts, g.Ints("e4", {2})}, "leading");
   Value* zero_step = g.Apply("Slice", {x, g.Ints("s3", {0}), g.Ints("e3", {2}), g.Ints("a3", {1}),
                                        g.Ints("t3", {0})},
                              "zero_step");
@@ -40,6 +42,7 @@ TEST_CASE("Slice with inputs: negative starts, reverse steps, open ends", "[shap
   CHECK(TypeOf(whole) == "float[N,3,9,9]");
   CHECK(TypeOf(part) == "float[?,3,9,9]");
   CHECK(TypeOf(computed) == "float[N,3,9,?]");
+  CHECK(TypeOf(leading) == "float[?,3,9,9]");
   CHECK(TypeOf(zero_step) == "float[*]");
   CHECK(HasWarningContaining(report, "step 0 is invalid"));
 }

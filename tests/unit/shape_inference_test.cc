@@ -344,6 +344,13 @@ TEST_CASE("Shape -> Gather -> Unsqueeze -> Concat -> Reshape keeps symbolic dims
   CHECK(TypeOf(transposed) == "float[batch,4,sequence,16]");
   CHECK(TypeOf(merged) == "float[batch,sequence,64]");
   CHECK(report.warnings.empty());
+  CHECK(report.values_inferred == 17);  // 11 node outputs and 6 initializers
+
+  // A second run finds everything known and changes nothing.
+  ShapeInferenceReport again = g.Infer();
+  CHECK(again.values_inferred == 0);
+  CHECK(again.warnings.empty());
+  CHECK(TypeOf(merged) == "float[batch,sequence,64]");
 }
 
 TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/end",
