@@ -39,8 +39,7 @@ std::optional<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
 
 namespace shape_inference {
 
-std::optional<Shape> BroadcastInputs(InferenceContext& context,
-                                     const std::vector<size_t>& inputs) {
+std::optional<Shape> BroadcastInputs(InferenceContext& context, const std::vector<size_t>& inputs) {
   std::optional<Shape> result;
   for (size_t input : inputs) {
     const Shape* shape = context.InputShape(input);

@@ -1,7 +1,8 @@
 // InferenceContext (what a rule sees of its node) and helpers shared by the rule files.
-#include <algorithm>
-
 #include "ir/shape_inference_context.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace fusionopt::shape_inference {
 namespace {
@@ -135,8 +136,8 @@ IntListArgument InferenceContext::ReadIntList(std::string_view attribute, size_t
   if (!HasInput(input_index)) return argument;
   argument.present = true;
   argument.values = InputInts(input_index);
-  argument.length = argument.values ? static_cast<int64_t>(argument.values->size())
-                                    : InputLength(input_index);
+  argument.length =
+      argument.values ? static_cast<int64_t>(argument.values->size()) : InputLength(input_index);
   return argument;
 }
 
@@ -156,8 +157,12 @@ void InferenceContext::SetOutputType(size_t index, DataType dtype,
   if (shape) SetOutputShape(index, *shape);
 }
 
-void InferenceContext::SetOutputRank(size_t index, size_t rank) {
-  SetOutputShape(index, UnknownDims(rank));
+void InferenceContext::SetOutputRank(size_t index, int64_t rank) {
+  if (rank < 0 || rank > kMaxRank) {
+    Warn("implausible output rank " + std::to_string(rank));
+    return;
+  }
+  SetOutputShape(index, UnknownDims(static_cast<size_t>(rank)));
 }
 
 void InferenceContext::SetOutputData(size_t index, SymbolicData data) {
@@ -178,8 +183,7 @@ void InferenceContext::Warn(const std::string& message) const {
 
 void InferenceContext::InferSubgraph(Graph& graph) { state_.InferGraph(graph); }
 
-void InferenceContext::MergeInto(Value& value, DataType dtype,
-                                 const std::optional<Shape>& shape) {
+void InferenceContext::MergeInto(Value& value, DataType dtype, const std::optional<Shape>& shape) {
   state_.MergeDtype(value, dtype, NodeLabel(node_));
   if (shape) state_.MergeShape(value, *shape, NodeLabel(node_));
 }
@@ -192,8 +196,7 @@ std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
 }
 
 std::optional<std::vector<int64_t>> NormalizeAxes(const InferenceContext& context,
-                                                  const std::vector<int64_t>& axes,
-                                                  int64_t rank) {
+                                                  const std::vector<int64_t>& axes, int64_t rank) {
   std::vector<int64_t> normalized;
   for (int64_t axis : axes) {
     std::optional<int64_t> valid = NormalizeAxis(axis, rank);
@@ -221,7 +224,7 @@ void PropagateInput(InferenceContext& context, size_t input, size_t output) {
 
 void DimProduct::Multiply(const Dim& dim) {
   if (dim.is_known()) {
-    constant *= dim.value;
+    if (__builtin_mul_overflow(constant, dim.value, &constant)) has_unknown = true;
   } else if (dim.is_symbolic()) {
     symbols.insert(dim.symbol);
   } else {
@@ -230,8 +233,7 @@ void DimProduct::Multiply(const Dim& dim) {
 }
 
 std::optional<DimProduct> DimProduct::DividedBy(const DimProduct& other) const {
-  if (has_unknown || other.has_unknown || other.constant == 0 ||
-      constant % other.constant != 0) {
+  if (has_unknown || other.has_unknown || other.constant == 0 || constant % other.constant != 0) {
     return std::nullopt;
   }
   DimProduct quotient{constant / other.constant, symbols, false};
@@ -258,8 +260,35 @@ DimProduct ProductOf(const Shape& shape, size_t begin, size_t end) {
   return product;
 }
 
+SliceRange ClampSlice(int64_t size, int64_t start, int64_t end, int64_t step) {
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, 0, size);
+    return {start, end > start ? (end - start - 1) / step + 1 : 0};
+  }
+  start = std::clamp<int64_t>(start, 0, size - 1);
+  end = std::clamp<int64_t>(end, -1, size - 1);
+  // -step overflows for the most negative step; any step longer than the axis takes one.
+  int64_t stride = step < -size ? size + 1 : -step;
+  return {start, start > end ? (start - end - 1) / stride + 1 : 0};
+}
+
 Dim KnownOrUnknown(std::optional<int64_t> size) {
   return size && *size >= 0 ? Dim::Known(*size) : Dim::Unknown();
+}
+
+Dim SizeFromFloat(double size) {
+  constexpr double kLargestDim = 4.6e18;  // below INT64_MAX, so the cast is defined
+  if (!std::isfinite(size) || size < 0 || size > kLargestDim) return Dim::Unknown();
+  return Dim::Known(static_cast<int64_t>(size));
+}
+
+Dim MultiplyDims(const Dim& a, int64_t factor) {
+  int64_t product = 0;
+  if (!a.is_known() || __builtin_mul_overflow(a.value, factor, &product)) return Dim::Unknown();
+  return KnownOrUnknown(product);
 }
 
 std::optional<int64_t> KnownSize(const Dim& dim) {

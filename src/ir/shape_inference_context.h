@@ -26,6 +26,10 @@ namespace fusionopt::shape_inference {
 // Integer tensors longer than this are data, not shape arithmetic; they are not tracked.
 constexpr size_t kMaxSymbolicElements = 64;
 
+// Ranks computed from argument lengths beyond this come from malformed models; such outputs
+// stay unknown rather than being materialised as huge shapes.
+constexpr int64_t kMaxRank = 64;
+
 // One element of a small integer tensor: a number (negative allowed, unlike Dim), a
 // symbolic dimension, or unknown.
 struct SymbolicInt {
@@ -93,7 +97,8 @@ class InferenceContext {
   void SetOutputDtype(size_t index, DataType dtype);
   void SetOutputShape(size_t index, const Shape& shape);
   void SetOutputType(size_t index, DataType dtype, const std::optional<Shape>& shape);
-  void SetOutputRank(size_t index, size_t rank);  // dims unknown
+  // Rank known, dims unknown; a negative or implausible rank (> kMaxRank) is a warning.
+  void SetOutputRank(size_t index, int64_t rank);
   void SetOutputData(size_t index, SymbolicData data);
   // The output's type after merging (what later nodes will see).
   const ValueType* OutputType(size_t index) const;
@@ -188,8 +193,7 @@ void RegisterContribRules(RuleRegistry& registry);
 std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
 // Every axis normalized and unique; nullopt (after a warning) when any is invalid.
 std::optional<std::vector<int64_t>> NormalizeAxes(const InferenceContext& context,
-                                                  const std::vector<int64_t>& axes,
-                                                  int64_t rank);
+                                                  const std::vector<int64_t>& axes, int64_t rank);
 Shape UnknownDims(size_t rank);
 
 // Same dtype and shape as input `input` (unknown parts stay unknown).
@@ -201,8 +205,7 @@ void SetNormalizationStatistics(InferenceContext& context, int64_t axis,
                                 const std::vector<size_t>& outputs);
 
 // Broadcast of several inputs; warns and returns nullopt on a mismatch or unknown rank.
-std::optional<Shape> BroadcastInputs(InferenceContext& context,
-                                     const std::vector<size_t>& inputs);
+std::optional<Shape> BroadcastInputs(InferenceContext& context, const std::vector<size_t>& inputs);
 
 // A product of dims as constant × symbols, for -1 in Reshape and Flatten's merged dims.
 struct DimProduct {
@@ -218,8 +221,21 @@ struct DimProduct {
 };
 DimProduct ProductOf(const Shape& shape, size_t begin, size_t end);
 
+// ONNX Slice on one axis of known `size` (negative bounds count from the end, bounds are
+// clamped, step != 0): the first index taken and how many elements are taken.
+struct SliceRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+SliceRange ClampSlice(int64_t size, int64_t start, int64_t end, int64_t step);
+
 // Known dim arithmetic that stays unknown when an operand is not known.
 Dim KnownOrUnknown(std::optional<int64_t> size);
+// A size computed in floating point (Resize, Range, a float OneHot depth): truncated, and
+// unknown when negative, not finite or too large to be a dim.
+Dim SizeFromFloat(double size);
+// a * b, unknown when either is unknown or the product overflows.
+Dim MultiplyDims(const Dim& a, int64_t factor);
 std::optional<int64_t> KnownSize(const Dim& dim);
 
 // "node '<name>'" or, for unnamed nodes, "node <OpType> -> '<first output>'".

@@ -29,8 +29,7 @@ void SimplifiedLayerNormalizationRule(InferenceContext& context) {
 void RegisterContribRules(RuleRegistry& registry) {
   registry.AddTypeRule(kMicrosoft, {"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "BiasAdd"},
                        SameAsFirstInput);
-  registry.AddTypeRule(kMicrosoft,
-                       {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"},
+  registry.AddTypeRule(kMicrosoft, {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"},
                        SkipLayerNormalizationRule);
   // onnxruntime registers SimplifiedLayerNormalization in the default domain as well.
   registry.AddTypeRule(kMicrosoft, {"SimplifiedLayerNormalization"},

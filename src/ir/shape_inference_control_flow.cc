@@ -8,7 +8,7 @@ namespace {
 Graph* GraphAttribute(const Node& node, std::string_view name) {
   const Attribute* attribute = node.FindAttribute(name);
   return attribute != nullptr && attribute->kind == AttributeKind::kGraph ? attribute->g.get()
-                                                                           : nullptr;
+                                                                          : nullptr;
 }
 
 // Dims two possible results share; nullopt when a rank is unknown or they differ.

@@ -139,15 +139,14 @@ void ConvRule(InferenceContext& context) {
                  ShapeToString(*w) + " with group " + std::to_string(group));
   }
   Shape out{(*x)[0], w != nullptr && !w->empty() ? (*w)[0] : Dim::Unknown()};
-  Shape spatial = SpatialOutput(context, *x, ReadWindow(context, x->size() - 2,
-                                                        KernelFromWeights(w)));
+  Shape spatial =
+      SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, KernelFromWeights(w)));
   out.insert(out.end(), spatial.begin(), spatial.end());
   context.SetOutputShape(0, out);
 }
 
 Dim TransposedOutputDim(const Dim& input, const Window& window,
-                        const std::vector<int64_t>& output_padding, size_t axis,
-                        size_t spatial) {
+                        const std::vector<int64_t>& output_padding, size_t axis, size_t spatial) {
   if (!input.is_known()) return Dim::Unknown();
   int64_t stride = window.strides[axis];
   if (window.auto_pad == "SAME_UPPER" || window.auto_pad == "SAME_LOWER") {
@@ -174,13 +173,12 @@ void ConvTransposeRule(InferenceContext& context) {
   }
   Shape out{(*x)[0], channels};
   std::optional<std::vector<int64_t>> output_shape = context.node().GetInts("output_shape");
-  std::vector<int64_t> output_padding =
-      IntsOr(context.node(), "output_padding", spatial, 0);
+  std::vector<int64_t> output_padding = IntsOr(context.node(), "output_padding", spatial, 0);
   std::optional<Window> window = ReadWindow(context, spatial, KernelFromWeights(w));
   if (output_shape && output_shape->size() >= spatial) {
     // Some exporters include N and C; the spatial sizes are the last entries.
     for (size_t axis = output_shape->size() - spatial; axis < output_shape->size(); ++axis) {
-      out.push_back(Dim::Known((*output_shape)[axis]));
+      out.push_back(KnownOrUnknown((*output_shape)[axis]));
     }
   } else if (window && output_padding.size() == spatial) {
     for (size_t axis = 0; axis < spatial; ++axis) {
@@ -207,8 +205,7 @@ void PoolRule(InferenceContext& context) {
     context.Warn("attribute 'kernel_shape' is required");
   }
   Shape out{(*x)[0], (*x)[1]};
-  Shape spatial =
-      SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, std::nullopt));
+  Shape spatial = SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, std::nullopt));
   out.insert(out.end(), spatial.begin(), spatial.end());
   context.SetOutputShape(0, out);
   context.SetOutputShape(1, out);
@@ -230,8 +227,7 @@ void RegisterConvPoolRules(RuleRegistry& registry) {
   registry.AddTypeRule("", {"Conv"}, ConvRule);
   registry.AddTypeRule("", {"ConvTranspose"}, ConvTransposeRule);
   registry.AddTypeRule("", {"AveragePool", "MaxPool", "LpPool"}, PoolRule);
-  registry.AddTypeRule("", {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"},
-                       GlobalPoolRule);
+  registry.AddTypeRule("", {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}, GlobalPoolRule);
 }
 
 }  // namespace fusionopt::shape_inference

@@ -81,8 +81,7 @@ void SliceData(InferenceContext& context) {
   IntListArgument ends = context.ReadIntList("ends", 2, 10);
   IntListArgument axes = context.ReadIntList("axes", 3, 10);
   IntListArgument steps = context.ReadIntList("steps", 4, 10);
-  if (!starts.values || !ends.values || starts.values->size() != 1 ||
-      ends.values->size() != 1) {
+  if (!starts.values || !ends.values || starts.values->size() != 1 || ends.values->size() != 1) {
     return;
   }
   if (axes.present && (!axes.values || axes.values->size() != 1 ||
@@ -94,20 +93,11 @@ void SliceData(InferenceContext& context) {
     if (!steps.values || steps.values->size() != 1 || steps.values->front() == 0) return;
     step = steps.values->front();
   }
-  auto size = static_cast<int64_t>(data->elements.size());
-  int64_t start = starts.values->front();
-  int64_t end = ends.values->front();
-  if (start < 0) start += size;
-  if (end < 0) end += size;
+  SliceRange range = ClampSlice(static_cast<int64_t>(data->elements.size()), starts.values->front(),
+                                ends.values->front(), step);
   SymbolicData out;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    for (int64_t i = start; i < end; i += step) out.elements.push_back(data->elements[i]);
-  } else {
-    start = std::clamp<int64_t>(start, 0, size - 1);
-    end = std::clamp<int64_t>(end, -1, size - 1);
-    for (int64_t i = start; i > end; i += step) out.elements.push_back(data->elements[i]);
+  for (int64_t k = 0; k < range.count; ++k) {
+    out.elements.push_back(data->elements[static_cast<size_t>(range.first + k * step)]);
   }
   context.SetOutputData(0, std::move(out));
 }
@@ -119,10 +109,13 @@ SymbolicInt Combine(const std::string& op, const SymbolicInt& a, const SymbolicI
   if (a.is_known() && b.is_known()) {
     int64_t x = *a.value;
     int64_t y = *b.value;
-    if (op == "Add") return SymbolicInt::Known(x + y);
-    if (op == "Sub") return SymbolicInt::Known(x - y);
-    if (op == "Mul") return SymbolicInt::Known(x * y);
-    return y == 0 ? SymbolicInt::Unknown() : SymbolicInt::Known(x / y);
+    int64_t result = 0;
+    bool overflow = op == "Add"   ? __builtin_add_overflow(x, y, &result)
+                    : op == "Sub" ? __builtin_sub_overflow(x, y, &result)
+                    : op == "Mul" ? __builtin_mul_overflow(x, y, &result)
+                                  : (y == 0 || (x == INT64_MIN && y == -1));
+    if (op == "Div" && !overflow) result = x / y;  // integer Div truncates, like C++
+    return overflow ? SymbolicInt::Unknown() : SymbolicInt::Known(result);
   }
   if ((op == "Add" || op == "Sub") && Is(b, 0)) return a;
   if (op == "Add" && Is(a, 0)) return b;
@@ -144,8 +137,8 @@ void ArithmeticData(InferenceContext& context) {
   out.is_scalar = a->is_scalar && b->is_scalar;
   const std::string& op = context.node().op_type();
   for (size_t i = 0; i < std::max(size_a, size_b); ++i) {
-    out.elements.push_back(Combine(op, a->elements[size_a == 1 ? 0 : i],
-                                   b->elements[size_b == 1 ? 0 : i]));
+    out.elements.push_back(
+        Combine(op, a->elements[size_a == 1 ? 0 : i], b->elements[size_b == 1 ? 0 : i]));
   }
   context.SetOutputData(0, std::move(out));
 }

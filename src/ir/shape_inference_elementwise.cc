@@ -45,8 +45,7 @@ void IsFiniteTestRule(InferenceContext& context) {
 
 // Where(condition, X, Y): all three broadcast; the output takes X/Y's type.
 void WhereRule(InferenceContext& context) {
-  context.SetOutputType(0, FirstKnownDtype(context, {1, 2}),
-                        BroadcastInputs(context, {0, 1, 2}));
+  context.SetOutputType(0, FirstKnownDtype(context, {1, 2}), BroadcastInputs(context, {0, 1, 2}));
 }
 
 // PRelu's slope broadcasts unidirectionally to X, so the output is X's shape.
@@ -91,23 +90,28 @@ void DropoutRule(InferenceContext& context) {
 }  // namespace
 
 void RegisterElementwiseRules(RuleRegistry& registry) {
-  registry.AddTypeRule("", {"Abs",      "Acos",     "Acosh",   "Asin",      "Asinh",
-                            "Atan",     "Atanh",    "Ceil",    "Celu",      "Cos",
-                            "Cosh",     "Elu",      "Erf",     "Exp",       "Floor",
-                            "Gelu",     "HardSigmoid", "HardSwish", "Identity", "LeakyRelu",
-                            "Log",      "Mish",     "Neg",     "Not",       "Reciprocal",
-                            "Relu",     "Round",    "Selu",    "Shrink",    "Sigmoid",
-                            "Sign",     "Sin",      "Sinh",    "Softplus",  "Softsign",
-                            "Sqrt",     "Tan",      "Tanh",    "ThresholdedRelu",
-                            "Clip",     "CumSum",   "Trilu"},
+  registry.AddTypeRule("", {"Abs",        "Acos",        "Acosh",
+                            "Asin",       "Asinh",       "Atan",
+                            "Atanh",      "Ceil",        "Celu",
+                            "Cos",        "Cosh",        "Elu",
+                            "Erf",        "Exp",         "Floor",
+                            "Gelu",       "HardSigmoid", "HardSwish",
+                            "Identity",   "LeakyRelu",   "Log",
+                            "Mish",       "Neg",         "Not",
+                            "Reciprocal", "Relu",        "Round",
+                            "Selu",       "Shrink",      "Sigmoid",
+                            "Sign",       "Sin",         "Sinh",
+                            "Softplus",   "Softsign",    "Sqrt",
+                            "Tan",        "Tanh",        "ThresholdedRelu",
+                            "Clip",       "CumSum",      "Trilu"},
                        SameAsFirstInput);
-  registry.AddTypeRule("", {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "Max", "Min", "Mean",
-                            "Sum"},
+  registry.AddTypeRule("",
+                       {"Add", "Sub", "Mul", "Div", "Mod", "BitShift", "Max", "Min", "Mean", "Sum"},
                        BroadcastKeepType);
   registry.AddTypeRule("", {"Pow"}, PowRule);
-  registry.AddTypeRule("", {"And", "Or", "Xor", "Equal", "Greater", "GreaterOrEqual", "Less",
-                            "LessOrEqual"},
-                       BroadcastToBool);
+  registry.AddTypeRule(
+      "", {"And", "Or", "Xor", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"},
+      BroadcastToBool);
   registry.AddTypeRule("", {"IsInf", "IsNaN"}, IsFiniteTestRule);
   registry.AddTypeRule("", {"Where"}, WhereRule);
   registry.AddTypeRule("", {"PRelu"}, PReluRule);

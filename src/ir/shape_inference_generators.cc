@@ -61,7 +61,7 @@ void ConstantOfShapeRule(InferenceContext& context) {
   if (std::optional<SymbolicData> data = context.InputData(0)) {
     if (auto shape = ShapeFromData(context, *data)) context.SetOutputShape(0, *shape);
   } else if (auto length = context.InputLength(0); length && context.InputRank(0) == 1u) {
-    context.SetOutputRank(0, static_cast<size_t>(*length));
+    context.SetOutputRank(0, *length);
   }
 }
 
@@ -77,7 +77,7 @@ std::optional<Dim> CountRange(const InferenceContext& context, double start, dou
     context.Warn("delta is 0");
     return std::nullopt;
   }
-  return Dim::Known(static_cast<int64_t>(std::max(std::ceil((limit - start) / delta), 0.0)));
+  return SizeFromFloat(std::max(std::ceil((limit - start) / delta), 0.0));
 }
 
 // max(ceil((limit - start) / delta), 0) elements; Range(0, n, 1) over a symbolic n has n.
@@ -156,9 +156,7 @@ void ShapeData(InferenceContext& context) {
   context.SetOutputData(0, std::move(data));
 }
 
-void SizeRule(InferenceContext& context) {
-  context.SetOutputType(0, DataType::kInt64, Shape{});
-}
+void SizeRule(InferenceContext& context) { context.SetOutputType(0, DataType::kInt64, Shape{}); }
 
 void SizeData(InferenceContext& context) {
   const Shape* shape = context.InputShape(0);

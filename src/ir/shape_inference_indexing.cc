@@ -70,7 +70,7 @@ void OneHotRule(InferenceContext& context) {
   // depth may be any numeric type; a float depth is truncated like the runtime does.
   Dim depth = Dim::Unknown();
   if (auto values = context.InputFloats(1); values && values->size() == 1) {
-    depth = KnownOrUnknown(static_cast<int64_t>((*values)[0]));
+    depth = SizeFromFloat((*values)[0]);
   }
   Shape out = *indices;
   out.insert(out.begin() + *axis, depth);
@@ -80,9 +80,9 @@ void OneHotRule(InferenceContext& context) {
 // One row per input axis, one column per nonzero element (count known only at run time).
 void NonZeroRule(InferenceContext& context) {
   std::optional<size_t> rank = context.InputRank(0);
-  context.SetOutputType(0, DataType::kInt64,
-                        Shape{rank ? Dim::Known(static_cast<int64_t>(*rank)) : Dim::Unknown(),
-                              Dim::Unknown()});
+  context.SetOutputType(
+      0, DataType::kInt64,
+      Shape{rank ? Dim::Known(static_cast<int64_t>(*rank)) : Dim::Unknown(), Dim::Unknown()});
 }
 
 // Values and Indices: the input's shape with the axis dim replaced by k.

@@ -154,7 +154,8 @@ struct EinsumBindings {
                                       const Subscripts& output) const {
     Shape out;
     for (size_t i = 0; i <= output.letters.size(); ++i) {
-      if (output.ellipsis_at == i && ellipsis) out.insert(out.end(), ellipsis->begin(), ellipsis->end());
+      if (output.ellipsis_at == i && ellipsis)
+        out.insert(out.end(), ellipsis->begin(), ellipsis->end());
       if (i == output.letters.size()) break;
       auto it = letter_dims.find(output.letters[i]);
       if (it == letter_dims.end()) {

@@ -22,9 +22,8 @@ void BatchNormalizationRule(InferenceContext& context) {
   } else if (const Shape* mean = context.InputShape(3)) {
     statistics_shape = *mean;
   }
-  DataType statistics_type = context.InputDtype(3) != DataType::kUndefined
-                                 ? context.InputDtype(3)
-                                 : context.InputDtype(0);
+  DataType statistics_type =
+      context.InputDtype(3) != DataType::kUndefined ? context.InputDtype(3) : context.InputDtype(0);
   // Opsets 7-13 have mean, var, saved_mean, saved_var; 14+ has running_mean, running_var.
   size_t statistics_outputs = context.opset() >= 14 ? 2 : 4;
   for (size_t output = 1; output <= statistics_outputs; ++output) {

@@ -36,9 +36,9 @@ void ReduceRule(InferenceContext& context) {
   if (axes.present && !axes.values) {
     // Computed axes: kept dims keep the rank; dropped ones need the number of axes.
     if (keep_dims) {
-      context.SetOutputRank(0, input->size());
+      context.SetOutputRank(0, rank);
     } else if (axes.length && *axes.length > 0) {
-      context.SetOutputRank(0, static_cast<size_t>(rank - *axes.length));
+      context.SetOutputRank(0, rank - *axes.length);
     }
     return;
   }
@@ -74,9 +74,9 @@ void ArgReduceRule(InferenceContext& context) {
 }  // namespace
 
 void RegisterReduceRules(RuleRegistry& registry) {
-  registry.AddTypeRule("", {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
-                            "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-                            "ReduceSumSquare"},
+  registry.AddTypeRule("",
+                       {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+                        "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare"},
                        ReduceRule);
   registry.AddTypeRule("", {"ArgMax", "ArgMin"}, ArgReduceRule);
 }

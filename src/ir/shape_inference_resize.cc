@@ -15,8 +15,7 @@ namespace {
 Dim ScaledDim(const Dim& dim, double scale) {
   if (scale == 1.0) return dim;
   if (!dim.is_known()) return Dim::Unknown();
-  return Dim::Known(static_cast<int64_t>(
-      std::floor(static_cast<float>(dim.value) * static_cast<float>(scale))));
+  return SizeFromFloat(std::floor(static_cast<float>(dim.value) * static_cast<float>(scale)));
 }
 
 void ApplyScales(InferenceContext& context, const Shape& x, const std::vector<int64_t>& axes,
@@ -62,16 +61,16 @@ void ApplySizes(InferenceContext& context, const Shape& x, const std::vector<int
                  std::to_string(axes.size()) + " axes");
     return;
   }
-  std::string policy =
-      context.opset() >= 18 ? context.node().GetString("keep_aspect_ratio_policy", "stretch")
-                            : "stretch";
+  std::string policy = context.opset() >= 18
+                           ? context.node().GetString("keep_aspect_ratio_policy", "stretch")
+                           : "stretch";
   Shape out = x;
   if (policy == "not_larger" || policy == "not_smaller") {
     std::optional<double> scale = AspectScale(x, axes, sizes, policy == "not_larger");
     for (int64_t axis : axes) {
       const Dim& in = x[static_cast<size_t>(axis)];
       out[static_cast<size_t>(axis)] =
-          scale ? Dim::Known(static_cast<int64_t>(std::floor(*scale * in.value + 0.5)))
+          scale ? SizeFromFloat(std::floor(*scale * static_cast<double>(in.value) + 0.5))
                 : Dim::Unknown();
     }
   } else {
@@ -140,7 +139,7 @@ void UpsampleRule(InferenceContext& context) {
   if (scales) {
     ApplyScales(context, *x, axes, *scales);
   } else {
-    context.SetOutputRank(0, x->size());
+    context.SetOutputRank(0, static_cast<int64_t>(x->size()));
   }
 }
 

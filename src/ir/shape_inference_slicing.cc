@@ -46,8 +46,7 @@ void ConcatRule(InferenceContext& context) {
     for (size_t i = 0; i < shape->size(); ++i) {
       const Dim& dim = (*shape)[i];
       if (static_cast<int64_t>(i) == *axis) {
-        total = total && dim.is_known() ? std::optional<int64_t>(*total + dim.value)
-                                        : std::nullopt;
+        total = total && dim.is_known() ? std::optional<int64_t>(*total + dim.value) : std::nullopt;
       } else if (out[i].is_known() && dim.is_known() && out[i].value != dim.value) {
         context.Warn("inputs differ in dim " + std::to_string(i) + " (" +
                      std::to_string(out[i].value) + " vs " + std::to_string(dim.value) + ")");
@@ -68,8 +67,8 @@ std::optional<std::vector<int64_t>> EqualParts(const InferenceContext& context, 
   if (size % parts == 0) return std::vector<int64_t>(static_cast<size_t>(parts), size / parts);
   int64_t chunk = (size + parts - 1) / parts;
   if (context.opset() < 18 || chunk * (parts - 1) > size) {
-    context.Warn("size " + std::to_string(size) + " does not split into " +
-                 std::to_string(parts) + " parts");
+    context.Warn("size " + std::to_string(size) + " does not split into " + std::to_string(parts) +
+                 " parts");
     return std::nullopt;
   }
   std::vector<int64_t> sizes(static_cast<size_t>(parts), chunk);
@@ -100,7 +99,8 @@ void SplitRule(InferenceContext& context) {
   std::optional<std::vector<int64_t>> sizes;
   if (split.values) {
     int64_t sum = std::accumulate(split.values->begin(), split.values->end(), int64_t{0});
-    if (static_cast<int64_t>(split.values->size()) != parts || (dim.is_known() && sum != dim.value)) {
+    if (static_cast<int64_t>(split.values->size()) != parts ||
+        (dim.is_known() && sum != dim.value)) {
       context.Warn("split sizes do not match " + std::to_string(parts) + " outputs of dim " +
                    ShapeToString({dim}));
     } else {
@@ -111,7 +111,7 @@ void SplitRule(InferenceContext& context) {
   }
   for (size_t i = 0; i < context.num_outputs(); ++i) {
     Shape out = *data;
-    out[static_cast<size_t>(*axis)] = sizes ? Dim::Known((*sizes)[i]) : Dim::Unknown();
+    out[static_cast<size_t>(*axis)] = sizes ? KnownOrUnknown((*sizes)[i]) : Dim::Unknown();
     context.SetOutputShape(i, out);
   }
 }
@@ -126,19 +126,7 @@ Dim SlicedDim(const Dim& dim, int64_t start, int64_t end, int64_t step) {
     bool whole_backward = step == -1 && start == -1 && end <= -kOpenEnd;
     return whole_forward || whole_backward ? dim : Dim::Unknown();
   }
-  int64_t size = dim.value;
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, size);
-    end = std::clamp<int64_t>(end, 0, size);
-    return Dim::Known(end > start ? (end - start - 1) / step + 1 : 0);
-  }
-  start = std::clamp<int64_t>(start, 0, size - 1);
-  end = std::clamp<int64_t>(end, -1, size - 1);
-  // -step would overflow for the most negative step; any step beyond the size takes one.
-  int64_t stride = step < -size ? size + 1 : -step;
-  return Dim::Known(start > end ? (start - end - 1) / stride + 1 : 0);
+  return Dim::Known(ClampSlice(dim.value, start, end, step).count);
 }
 
 std::vector<int64_t> FirstAxes(size_t count) {
@@ -160,7 +148,7 @@ void SliceRule(InferenceContext& context) {
   std::optional<std::vector<int64_t>> sliced_axes = axes.values;
   if (!axes.present && starts.length) sliced_axes = FirstAxes(static_cast<size_t>(*starts.length));
   if (!sliced_axes) {
-    context.SetOutputRank(0, data->size());
+    context.SetOutputRank(0, static_cast<int64_t>(data->size()));
     return;
   }
   sliced_axes = NormalizeAxes(context, *sliced_axes, static_cast<int64_t>(data->size()));
@@ -209,7 +197,7 @@ void PadRule(InferenceContext& context) {
     }
   }
   if (!axes_known) {
-    context.SetOutputRank(0, data->size());
+    context.SetOutputRank(0, rank);
     return;
   }
   Shape out = *data;

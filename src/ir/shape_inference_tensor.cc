@@ -59,8 +59,8 @@ std::optional<ReshapeTarget> ReadReshapeTarget(const InferenceContext& context,
 bool KnownCountsDiffer(const Shape& a, const Shape& b) {
   DimProduct left = ProductOf(a, 0, a.size());
   DimProduct right = ProductOf(b, 0, b.size());
-  return left.symbols.empty() && right.symbols.empty() && !left.has_unknown &&
-         !right.has_unknown && left.constant != right.constant;
+  return left.symbols.empty() && right.symbols.empty() && !left.has_unknown && !right.has_unknown &&
+         left.constant != right.constant;
 }
 
 void ReshapeRule(InferenceContext& context) {
@@ -95,8 +95,8 @@ void FlattenRule(InferenceContext& context) {
   auto rank = static_cast<int64_t>(data->size());
   int64_t axis = context.node().GetInt("axis", 1);
   // Flatten's axis may equal the rank (everything goes to the first dim).
-  std::optional<int64_t> split = axis == rank ? std::optional<int64_t>(rank)
-                                              : NormalizeAxis(axis, rank);
+  std::optional<int64_t> split =
+      axis == rank ? std::optional<int64_t>(rank) : NormalizeAxis(axis, rank);
   if (!split) {
     context.Warn("axis " + std::to_string(axis) + " is out of range for rank " +
                  std::to_string(rank));
@@ -104,8 +104,8 @@ void FlattenRule(InferenceContext& context) {
     return;
   }
   auto at = static_cast<size_t>(*split);
-  context.SetOutputShape(0, {ProductOf(*data, 0, at).ToDim(),
-                             ProductOf(*data, at, data->size()).ToDim()});
+  context.SetOutputShape(
+      0, {ProductOf(*data, 0, at).ToDim(), ProductOf(*data, at, data->size()).ToDim()});
 }
 
 void SqueezeRule(InferenceContext& context) {
@@ -125,7 +125,7 @@ void SqueezeRule(InferenceContext& context) {
     return;
   }
   if (!axes.values) {
-    if (axes.length) context.SetOutputRank(0, static_cast<size_t>(rank - *axes.length));
+    if (axes.length) context.SetOutputRank(0, rank - *axes.length);
     return;
   }
   std::optional<std::vector<int64_t>> normalized = NormalizeAxes(context, *axes.values, rank);
@@ -155,11 +155,10 @@ void UnsqueezeRule(InferenceContext& context) {
   if (data == nullptr || !axes.length) return;
   auto out_rank = static_cast<int64_t>(data->size()) + *axes.length;
   if (!axes.values) {
-    context.SetOutputRank(0, static_cast<size_t>(out_rank));
+    context.SetOutputRank(0, out_rank);
     return;
   }
-  std::optional<std::vector<int64_t>> normalized =
-      NormalizeAxes(context, *axes.values, out_rank);
+  std::optional<std::vector<int64_t>> normalized = NormalizeAxes(context, *axes.values, out_rank);
   if (!normalized) return;
   Shape out;
   auto next_input_dim = data->begin();
@@ -201,7 +200,7 @@ void ExpandRule(InferenceContext& context) {
   if (data == nullptr) return;
   if (!target) {
     std::optional<int64_t> length = context.InputLength(1);
-    if (!length || context.InputRank(1) != 1u) return;
+    if (!length || context.InputRank(1) != 1u || *length > kMaxRank) return;
     // Only input dims other than 1 survive an unknown target.
     size_t rank = std::max(data->size(), static_cast<size_t>(*length));
     Shape out = UnknownDims(rank);
@@ -214,9 +213,9 @@ void ExpandRule(InferenceContext& context) {
   }
   Shape target_shape;
   for (const SymbolicInt& element : target->elements) {
-    target_shape.push_back(element.is_known() ? KnownOrUnknown(element.value)
-                                              : element.is_symbolic() ? Dim::Symbol(element.symbol)
-                                                                      : Dim::Unknown());
+    target_shape.push_back(element.is_known()      ? KnownOrUnknown(element.value)
+                           : element.is_symbolic() ? Dim::Symbol(element.symbol)
+                                                   : Dim::Unknown());
   }
   std::optional<Shape> out = BroadcastShapes(*data, target_shape);
   if (!out) {
@@ -233,7 +232,7 @@ void TileRule(InferenceContext& context) {
   if (data == nullptr) return;
   std::optional<std::vector<int64_t>> repeats = context.InputInts(1);
   if (!repeats) {
-    context.SetOutputRank(0, data->size());
+    context.SetOutputRank(0, static_cast<int64_t>(data->size()));
     return;
   }
   if (repeats->size() != data->size()) {
@@ -245,17 +244,9 @@ void TileRule(InferenceContext& context) {
   for (size_t axis = 0; axis < data->size(); ++axis) {
     const Dim& dim = (*data)[axis];
     int64_t times = (*repeats)[axis];
-    if (times == 1) {
-      out.push_back(dim);
-    } else {
-      out.push_back(dim.is_known() ? Dim::Known(dim.value * times) : Dim::Unknown());
-    }
+    out.push_back(times == 1 ? dim : MultiplyDims(dim, times));
   }
   context.SetOutputShape(0, out);
-}
-
-Dim MultiplyDim(const Dim& dim, int64_t factor) {
-  return dim.is_known() ? Dim::Known(dim.value * factor) : Dim::Unknown();
 }
 
 Dim DivideDim(const InferenceContext& context, const Dim& dim, int64_t divisor) {
@@ -274,16 +265,17 @@ void DepthSpaceRule(InferenceContext& context) {
   const Shape* data = context.InputShape(0);
   if (data == nullptr) return;
   int64_t block = context.node().GetInt("blocksize", 0);
-  if (data->size() != 4 || block <= 0) {
+  constexpr int64_t kLargestBlock = 1 << 16;  // keeps block * block far from overflow
+  if (data->size() != 4 || block <= 0 || block > kLargestBlock) {
     context.Warn("needs a 4-D input and a positive blocksize");
     return;
   }
   const Shape& x = *data;
   if (context.node().op_type() == "DepthToSpace") {
     context.SetOutputShape(0, {x[0], DivideDim(context, x[1], block * block),
-                               MultiplyDim(x[2], block), MultiplyDim(x[3], block)});
+                               MultiplyDims(x[2], block), MultiplyDims(x[3], block)});
   } else {
-    context.SetOutputShape(0, {x[0], MultiplyDim(x[1], block * block),
+    context.SetOutputShape(0, {x[0], MultiplyDims(x[1], block * block),
                                DivideDim(context, x[2], block), DivideDim(context, x[3], block)});
   }
 }

@@ -31,9 +31,9 @@ TEST_CASE("Conv with explicit pads, strides and dilations", "[shape]") {
   Value* x = g.Input("x", DataType::kFloat, "[N,3,9,9]");
   Value* w = g.Initializer("w", Weights({4, 3, 3, 2}));
   // H: (9 + 1 + 2 - 5) / 2 + 1 = 4; W: (9 + 0 + 1 - 2) / 3 + 1 = 3.
-  Value* y = g.Apply("Conv", {x, w}, "y",
-                     {IntsAttr("pads", {1, 0, 2, 1}), IntsAttr("strides", {2, 3}),
-                      IntsAttr("dilations", {2, 1})});
+  Value* y = g.Apply(
+      "Conv", {x, w}, "y",
+      {IntsAttr("pads", {1, 0, 2, 1}), IntsAttr("strides", {2, 3}), IntsAttr("dilations", {2, 1})});
   Value* x1d = g.Input("x1d", DataType::kFloat, "[1,2,10]");
   Value* y1d = g.Apply("Conv", {x1d, g.Initializer("w1d", Weights({5, 2, 3}))}, "y1d",
                        {IntsAttr("kernel_shape", {3}), IntsAttr("pads", {1, 1})});
@@ -49,9 +49,9 @@ TEST_CASE("Conv with SAME_UPPER and VALID auto_pad", "[shape]") {
   Value* same = g.Apply("Conv", {x, g.Initializer("w", Weights({8, 3, 3, 3}))}, "same",
                         {StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2, 2})});
   // group 3: each group sees one input channel.
-  Value* valid = g.Apply("Conv", {x, g.Initializer("wg", Weights({6, 1, 4, 2}))}, "valid",
-                         {StringAttr("auto_pad", "VALID"), IntAttr("group", 3),
-                          IntsAttr("strides", {2, 1})});
+  Value* valid =
+      g.Apply("Conv", {x, g.Initializer("wg", Weights({6, 1, 4, 2}))}, "valid",
+              {StringAttr("auto_pad", "VALID"), IntAttr("group", 3), IntsAttr("strides", {2, 1})});
   g.Infer();
   CHECK(TypeOf(same) == "float[N,8,8,5]");
   CHECK(TypeOf(valid) == "float[N,6,6,8]");
@@ -63,7 +63,8 @@ TEST_CASE("Conv negative cases: channel mismatch, window larger than input", "[s
   Value* mismatch = g.Apply("Conv", {x, g.Initializer("w", Weights({8, 3, 1, 1}))}, "mismatch");
   Value* too_big = g.Apply("Conv", {x, g.Initializer("big", Weights({8, 4, 5, 5}))}, "too_big");
   Value* symbolic = g.Input("s", DataType::kFloat, "[1,4,H,3]");
-  Value* partial = g.Apply("Conv", {symbolic, g.Initializer("w3", Weights({2, 4, 3, 3}))}, "partial");
+  Value* partial =
+      g.Apply("Conv", {symbolic, g.Initializer("w3", Weights({2, 4, 3, 3}))}, "partial");
   ShapeInferenceReport report = g.Infer();
   CHECK(HasWarningContaining(report, "input channels 4 do not match weights [8,3,1,1]"));
   CHECK(TypeOf(mismatch) == "float[1,8,3,3]");
@@ -82,16 +83,16 @@ TEST_CASE("ConvTranspose with output_padding, group, SAME and output_shape", "[s
                            IntsAttr("output_padding", {1, 0}), IntAttr("group", 3)});
   Value* same = g.Apply("ConvTranspose", {x, w}, "same",
                         {IntsAttr("strides", {2, 3}), StringAttr("auto_pad", "SAME_UPPER")});
-  Value* explicit_shape = g.Apply("ConvTranspose", {x, w}, "explicit",
-                                  {IntsAttr("strides", {2, 2}), IntsAttr("output_shape", {19, 20})});
+  Value* explicit_shape =
+      g.Apply("ConvTranspose", {x, w}, "explicit",
+              {IntsAttr("strides", {2, 2}), IntsAttr("output_shape", {19, 20})});
   g.Infer();
   CHECK(TypeOf(padded) == "float[2,6,19,18]");
   CHECK(TypeOf(same) == "float[2,2,18,27]");
   CHECK(TypeOf(explicit_shape) == "float[2,2,19,20]");
 }
 
-TEST_CASE("MaxPool ceil_mode rounds up but drops a window starting in the padding",
-          "[shape]") {
+TEST_CASE("MaxPool ceil_mode rounds up but drops a window starting in the padding", "[shape]") {
   TestGraph g(12);
   Value* x = g.Input("x", DataType::kFloat, "[1,1,6,4]");
   auto pool = [&](const std::string& name, int64_t ceil_mode) {
@@ -152,9 +153,9 @@ TEST_CASE("LayerNormalization statistics keep leading dims; other norms keep X",
   TestGraph g(21);
   Value* x = g.Input("x", DataType::kFloat16, "[B,S,8,8]");
   Value* scale = g.Input("scale", DataType::kFloat16, "[8,8]");
-  Node* ln = g.Op("LayerNormalization", {x, scale}, {"y", "mean", "inv_std"},
-                  {IntAttr("axis", 2)});
-  Value* group = g.Apply("GroupNormalization", {x, scale, scale}, "group", {IntAttr("num_groups", 2)});
+  Node* ln = g.Op("LayerNormalization", {x, scale}, {"y", "mean", "inv_std"}, {IntAttr("axis", 2)});
+  Value* group =
+      g.Apply("GroupNormalization", {x, scale, scale}, "group", {IntAttr("num_groups", 2)});
   Value* instance = g.Apply("InstanceNormalization", {x, scale, scale}, "instance");
   Node* bad_axis = g.Op("LayerNormalization", {x, scale}, {"y2", "mean2"}, {IntAttr("axis", 4)});
   ShapeInferenceReport report = g.Infer();
@@ -209,7 +210,8 @@ TEST_CASE("Einsum with explicit and implicit outputs", "[shape]") {
   Value* matrix = g.Input("matrix", DataType::kFloat, "[4,5]");
   Value* square = g.Input("square", DataType::kFloat, "[3,3]");
   Value* bmm = g.Apply("Einsum", {a, b}, "bmm", {StringAttr("equation", "bij,bjk->bik")});
-  Value* implicit = g.Apply("Einsum", {batched, matrix}, "implicit", {StringAttr("equation", "...ij,jk")});
+  Value* implicit =
+      g.Apply("Einsum", {batched, matrix}, "implicit", {StringAttr("equation", "...ij,jk")});
   Value* diagonal = g.Apply("Einsum", {square}, "diagonal", {StringAttr("equation", "ii->i")});
   Value* clash = g.Apply("Einsum", {a, a}, "clash", {StringAttr("equation", "bij,bij->ij")});
   Value* wrong = g.Apply("Einsum", {a, matrix}, "wrong", {StringAttr("equation", "bij,kj->bik")});

@@ -24,8 +24,9 @@ TEST_CASE("Slice with inputs: negative starts, reverse steps, open ends", "[shap
   TestGraph g(13);
   Value* x = g.Input("x", DataType::kFloat, "[N,3,9,9]");
   // axis 1: [1:] -> 2; axis 2: [-1::-2] over 9 -> 5; axis 3: [0:100:4] -> 3.
-  Value* y = g.Apply("Slice", {x, g.Ints("starts", {1, -1, 0}), g.Ints("ends", {kInt64Max, -kInt64Max, 100}),
-                               g.Ints("axes", {1, 2, -1}), g.Ints("steps", {1, -2, 4})},
+  Value* y = g.Apply("Slice",
+                     {x, g.Ints("starts", {1, -1, 0}), g.Ints("ends", {kInt64Max, -kInt64Max, 100}),
+                      g.Ints("axes", {1, 2, -1}), g.Ints("steps", {1, -2, 4})},
                      "y");
   // The whole of a symbolic dim stays symbolic; part of it becomes unknown.
   Value* whole = g.Apply("Slice", {x, g.Ints("s0", {0}), g.Ints("e0", {kInt64Max})}, "whole");
@@ -34,9 +35,9 @@ TEST_CASE("Slice with inputs: negative starts, reverse steps, open ends", "[shap
   Value* computed = g.Apply("Slice", {x, starts, g.Ints("e2", {2}), g.Ints("a2", {3})}, "computed");
   // Without axes, the starts' length says which leading axes are sliced.
   Value* leading = g.Apply("Slice", {x, starts, g.Ints("e4", {2})}, "leading");
-  Value* zero_step = g.Apply("Slice", {x, g.Ints("s3", {0}), g.Ints("e3", {2}), g.Ints("a3", {1}),
-                                       g.Ints("t3", {0})},
-                             "zero_step");
+  Value* zero_step = g.Apply(
+      "Slice", {x, g.Ints("s3", {0}), g.Ints("e3", {2}), g.Ints("a3", {1}), g.Ints("t3", {0})},
+      "zero_step");
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(y) == "float[N,2,5,3]");
   CHECK(TypeOf(whole) == "float[N,3,9,9]");
@@ -50,8 +51,9 @@ TEST_CASE("Slice with inputs: negative starts, reverse steps, open ends", "[shap
 TEST_CASE("Slice before opset 10 takes attributes", "[shape]") {
   TestGraph g(9);
   Value* x = g.Input("x", DataType::kFloat, "[2,3,9,9]");
-  Value* y = g.Apply("Slice", {x}, "y",
-                     {IntsAttr("starts", {1, 2}), IntsAttr("ends", {3, -1}), IntsAttr("axes", {2, 3})});
+  Value* y =
+      g.Apply("Slice", {x}, "y",
+              {IntsAttr("starts", {1, 2}), IntsAttr("ends", {3, -1}), IntsAttr("axes", {2, 3})});
   g.Infer();
   CHECK(TypeOf(y) == "float[2,3,2,6]");
 }
@@ -84,8 +86,8 @@ TEST_CASE("Pad: attribute before 11, input from 11, axes input from 18", "[shape
     TestGraph g(18);
     Value* x = g.Input("x", DataType::kFloat, "[N,3,9,9]");
     Value* full = g.Apply("Pad", {x, g.Ints("pads", {0, 1, 2, 3, 0, 1, -1, 0})}, "full");
-    Value* by_axes = g.Apply("Pad", {x, g.Ints("p2", {1, 2, 3, 4}), nullptr, g.Ints("axes", {3, 1})},
-                             "by_axes");
+    Value* by_axes =
+        g.Apply("Pad", {x, g.Ints("p2", {1, 2, 3, 4}), nullptr, g.Ints("axes", {3, 1})}, "by_axes");
     Value* computed = g.Apply("Pad", {x, g.Input("pads_in", DataType::kInt64, "[8]")}, "computed");
     Value* wrong = g.Apply("Pad", {x, g.Ints("p3", {1, 1})}, "wrong");
     ShapeInferenceReport report = g.Infer();
@@ -145,13 +147,15 @@ TEST_CASE("Gather, GatherElements, GatherND and scatters", "[shape]") {
   Value* scalar = g.Apply("Gather", {x, g.Initializer("i", Int64Tensor({1}, {}))}, "scalar",
                           {IntAttr("axis", -1)});
   Value* bad_axis = g.Apply("Gather", {x, indices}, "bad_axis", {IntAttr("axis", 3)});
-  Value* elements = g.Apply("GatherElements", {x, g.Input("ei", DataType::kInt64, "[N,3,2]")}, "elements");
+  Value* elements =
+      g.Apply("GatherElements", {x, g.Input("ei", DataType::kInt64, "[N,3,2]")}, "elements");
   Value* data = g.Input("data", DataType::kFloat, "[2,3,4,5]");
   Value* nd = g.Apply("GatherND", {data, g.Input("ndi", DataType::kInt64, "[2,6,2]")}, "nd",
                       {IntAttr("batch_dims", 1)});
-  Value* scattered = g.Apply("ScatterND", {data, g.Input("si", DataType::kInt64, "[1,4]"),
-                                           g.Input("su", DataType::kFloat, "[1]")},
-                             "scattered");
+  Value* scattered = g.Apply(
+      "ScatterND",
+      {data, g.Input("si", DataType::kInt64, "[1,4]"), g.Input("su", DataType::kFloat, "[1]")},
+      "scattered");
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(gathered) == "float[N,2,5,9]");
   CHECK(TypeOf(scalar) == "float[N,3]");
@@ -202,25 +206,29 @@ TEST_CASE("OneHot inserts the depth axis; NonZero has rank rows", "[shape]") {
 TEST_CASE("Constant, ConstantOfShape, Range, EyeLike, Size", "[shape]") {
   TestGraph g(13);
   Value* ints = g.Op("Constant", {}, {"ints"}, {IntsAttr("value_ints", {1, 2, 3})})->output(0);
-  Value* tensor = g.Op("Constant", {}, {"tensor"},
-                       {TensorAttr("value", Tensor::FromValues<float>(DataType::kFloat, {2, 2},
-                                                                      {1, 2, 3, 4}))})
-                      ->output(0);
-  Value* filled = g.Apply("ConstantOfShape", {g.Ints("shape", {2, 3})}, "filled",
-                          {TensorAttr("value", Tensor::FromValues<int32_t>(DataType::kInt32, {1}, {1}))});
+  Value* tensor =
+      g.Op("Constant", {}, {"tensor"},
+           {TensorAttr("value", Tensor::FromValues<float>(DataType::kFloat, {2, 2}, {1, 2, 3, 4}))})
+          ->output(0);
+  Value* filled =
+      g.Apply("ConstantOfShape", {g.Ints("shape", {2, 3})}, "filled",
+              {TensorAttr("value", Tensor::FromValues<int32_t>(DataType::kInt32, {1}, {1}))});
   Value* default_fill = g.Apply("ConstantOfShape", {ints}, "default_fill");
   auto scalar_float = [](float value) {
     return Tensor::FromValues<float>(DataType::kFloat, {}, {value});
   };
-  Value* range = g.Apply("Range", {g.Initializer("r0", scalar_float(1)),
-                                   g.Initializer("r1", scalar_float(9.5f)),
-                                   g.Initializer("r2", scalar_float(2))},
-                         "range");
+  Value* range =
+      g.Apply("Range",
+              {g.Initializer("r0", scalar_float(1)), g.Initializer("r1", scalar_float(9.5f)),
+               g.Initializer("r2", scalar_float(2))},
+              "range");
   Value* x = g.Input("x", DataType::kFloat, "[batch,seq]");
-  Value* seq = g.Apply("Gather", {g.Apply("Shape", {x}, "shape_x"), g.Initializer("one", Int64Tensor({1}, {}))},
-                       "seq");
-  Value* positions = g.Apply("Range", {g.Initializer("zero", Int64Tensor({0}, {})), seq,
-                                       g.Initializer("step", Int64Tensor({1}, {}))},
+  Value* seq = g.Apply(
+      "Gather", {g.Apply("Shape", {x}, "shape_x"), g.Initializer("one", Int64Tensor({1}, {}))},
+      "seq");
+  Value* positions = g.Apply("Range",
+                             {g.Initializer("zero", Int64Tensor({0}, {})), seq,
+                              g.Initializer("step", Int64Tensor({1}, {}))},
                              "positions");
   Value* eye = g.Apply("EyeLike", {x}, "eye", {IntAttr("dtype", 11)});
   Value* size = g.Apply("Size", {x}, "size");
@@ -235,18 +243,22 @@ TEST_CASE("Constant, ConstantOfShape, Range, EyeLike, Size", "[shape]") {
   CHECK(TypeOf(size) == "int64[]");
 }
 
-TEST_CASE("Resize by scales, sizes and keep_aspect_ratio_policy; Upsample by opset",
-          "[shape]") {
+TEST_CASE("Resize by scales, sizes and keep_aspect_ratio_policy; Upsample by opset", "[shape]") {
   TestGraph g(18);
   Value* x = g.Input("x", DataType::kFloat, "[N,3,9,9]");
-  Value* by_scales = g.Apply("Resize", {x, nullptr, g.Initializer("scales", FloatVector({1, 1, 1.5f, 0.7f}))},
-                             "by_scales");
-  Value* by_sizes = g.Apply("Resize", {x, nullptr, nullptr, g.Ints("sizes", {2, 3, 5, 17})}, "by_sizes");
-  Value* not_larger = g.Apply("Resize", {x, nullptr, nullptr, g.Ints("axes_sizes", {5, 17})}, "not_larger",
-                              {IntsAttr("axes", {3, 2}), StringAttr("keep_aspect_ratio_policy", "not_larger")});
-  Value* not_smaller = g.Apply("Resize", {x, nullptr, nullptr, g.Ints("axes_sizes2", {5, 17})}, "not_smaller",
-                               {IntsAttr("axes", {3, 2}), StringAttr("keep_aspect_ratio_policy", "not_smaller")});
-  Value* computed = g.Apply("Resize", {x, nullptr, g.Input("s_in", DataType::kFloat, "[4]")}, "computed");
+  Value* by_scales =
+      g.Apply("Resize", {x, nullptr, g.Initializer("scales", FloatVector({1, 1, 1.5f, 0.7f}))},
+              "by_scales");
+  Value* by_sizes =
+      g.Apply("Resize", {x, nullptr, nullptr, g.Ints("sizes", {2, 3, 5, 17})}, "by_sizes");
+  Value* not_larger =
+      g.Apply("Resize", {x, nullptr, nullptr, g.Ints("axes_sizes", {5, 17})}, "not_larger",
+              {IntsAttr("axes", {3, 2}), StringAttr("keep_aspect_ratio_policy", "not_larger")});
+  Value* not_smaller =
+      g.Apply("Resize", {x, nullptr, nullptr, g.Ints("axes_sizes2", {5, 17})}, "not_smaller",
+              {IntsAttr("axes", {3, 2}), StringAttr("keep_aspect_ratio_policy", "not_smaller")});
+  Value* computed =
+      g.Apply("Resize", {x, nullptr, g.Input("s_in", DataType::kFloat, "[4]")}, "computed");
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(by_scales) == "float[N,3,13,6]");
   CHECK(TypeOf(by_sizes) == "float[2,3,5,17]");
@@ -263,9 +275,11 @@ TEST_CASE("Resize by scales, sizes and keep_aspect_ratio_policy; Upsample by ops
 
   TestGraph opset9(9);
   Value* x9 = opset9.Input("x", DataType::kFloat, "[1,3,4,4]");
-  Value* up9 = opset9.Apply("Upsample", {x9, opset9.Initializer("s", FloatVector({1, 1, 2, 2.5f}))}, "up");
-  Value* ignored_attribute = opset9.Apply("Upsample", {x9, opset9.Input("s_in", DataType::kFloat, "[4]")},
-                                          "ignored", {FloatsAttr("scales", {1, 1, 2, 2})});
+  Value* up9 =
+      opset9.Apply("Upsample", {x9, opset9.Initializer("s", FloatVector({1, 1, 2, 2.5f}))}, "up");
+  Value* ignored_attribute =
+      opset9.Apply("Upsample", {x9, opset9.Input("s_in", DataType::kFloat, "[4]")}, "ignored",
+                   {FloatsAttr("scales", {1, 1, 2, 2})});
   opset9.Infer();
   CHECK(TypeOf(up9) == "float[1,3,8,10]");
   CHECK(TypeOf(ignored_attribute) == "float[?,?,?,?]");
@@ -322,13 +336,12 @@ TEST_CASE("Loop types its body and stacks scan outputs", "[shape]") {
   CHECK(TypeOf(iteration) == "int64[]");
   CHECK(TypeOf(cond_in) == "bool[]");
   CHECK(TypeOf(carried) == "float[?,?]");  // carried values may change shape per iteration
-  CHECK(TypeOf(next) == "float[?,8]");  // x's 8 pins the last dim; batch against ? is open
+  CHECK(TypeOf(next) == "float[?,8]");     // x's 8 pins the last dim; batch against ? is open
   CHECK(TypeOf(loop->output(0)) == "float[?,8]");
   CHECK(TypeOf(loop->output(1)) == "float[?]");  // one scalar per iteration
 }
 
-TEST_CASE("Scan slices its inputs for the body and stacks outputs on the scan axis",
-          "[shape]") {
+TEST_CASE("Scan slices its inputs for the body and stacks outputs on the scan axis", "[shape]") {
   TestGraph g;
   Value* init = g.Input("init", DataType::kFloat, "[3]");
   Value* x = g.Input("x", DataType::kFloat, "[3,7]");
@@ -359,8 +372,8 @@ TEST_CASE("onnxruntime contrib ops in com.microsoft", "[shape]") {
   Value* x = g.Input("x", DataType::kFloat16, "[batch,seq,16]");
   Value* skip = g.Input("skip", DataType::kFloat16, "[batch,seq,16]");
   Value* gamma = g.Input("gamma", DataType::kFloat16, "[16]");
-  Node* skip_ln = g.Op("SkipLayerNormalization", {x, skip, gamma}, {"y", "mean", "inv_std", "sum"}, {},
-                       "com.microsoft");
+  Node* skip_ln = g.Op("SkipLayerNormalization", {x, skip, gamma}, {"y", "mean", "inv_std", "sum"},
+                       {}, "com.microsoft");
   Node* gelu = g.Op("FastGelu", {skip_ln->output(0)}, {"gelu"}, {}, "com.microsoft");
   Node* rms = g.Op("SimplifiedLayerNormalization", {gelu->output(0), gamma}, {"rms", "rms_inv"});
   Node* fused = g.Op("FusedMatMul", {x, x}, {"fused"}, {}, "com.microsoft");

@@ -1,8 +1,11 @@
 // Shape inference: broadcasting, the merge contract, the report, elementwise ops, opset
 // differences and symbolic data propagation through PyTorch-style shape computations.
-#include <catch2/catch.hpp>
-
 #include "ir/shape_inference.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+
 #include "shape_inference_test_helpers.h"
 
 using namespace fusionopt;
@@ -178,8 +181,7 @@ TEST_CASE("initializers are typed from their tensors", "[shape]") {
   CHECK(report.values_inferred == 2);
 }
 
-TEST_CASE("Squeeze reads axes from the attribute before opset 13, the input after",
-          "[shape]") {
+TEST_CASE("Squeeze reads axes from the attribute before opset 13, the input after", "[shape]") {
   {
     TestGraph g(11);
     Value* x = g.Input("x", DataType::kFloat, "[1,3,1]");
@@ -199,8 +201,7 @@ TEST_CASE("Squeeze reads axes from the attribute before opset 13, the input afte
   }
 }
 
-TEST_CASE("Squeeze of a dim that is not 1 warns; unknown dims block axis-less squeeze",
-          "[shape]") {
+TEST_CASE("Squeeze of a dim that is not 1 warns; unknown dims block axis-less squeeze", "[shape]") {
   TestGraph g(13);
   Value* x = g.Input("x", DataType::kFloat, "[1,3,1]");
   Value* bad = g.Apply("Squeeze", {x, g.Ints("axes", {1})}, "bad");
@@ -229,8 +230,7 @@ TEST_CASE("Unsqueeze at opset 11 and 13", "[shape]") {
   CHECK(TypeOf(computed) == "int64[?,?,?,?]");  // rank from the axes' length only
 }
 
-TEST_CASE("ReduceMean takes axes as an attribute before opset 18, as an input from 18",
-          "[shape]") {
+TEST_CASE("ReduceMean takes axes as an attribute before opset 18, as an input from 18", "[shape]") {
   {
     TestGraph g(17);
     Value* x = g.Input("x", DataType::kFloat, "[B,S,64]");
@@ -249,8 +249,7 @@ TEST_CASE("ReduceMean takes axes as an attribute before opset 18, as an input fr
     Value* kept = g.Apply("ReduceMean", {x, g.Ints("axes", {-1})}, "kept");
     Value* noop = g.Apply("ReduceMean", {x}, "noop", {IntAttr("noop_with_empty_axes", 1)});
     Value* axes = g.Input("computed_axes", DataType::kInt64, "[2]");
-    Value* computed =
-        g.Apply("ReduceMean", {x, axes}, "computed", {IntAttr("keepdims", 0)});
+    Value* computed = g.Apply("ReduceMean", {x, axes}, "computed", {IntAttr("keepdims", 0)});
     g.Infer();
     CHECK(TypeOf(kept) == "float[B,S,1]");
     CHECK(TypeOf(noop) == "float[B,S,64]");
@@ -261,8 +260,8 @@ TEST_CASE("ReduceMean takes axes as an attribute before opset 18, as an input fr
 TEST_CASE("ReduceSum moved its axes to an input at opset 13", "[shape]") {
   TestGraph g(13);
   Value* x = g.Input("x", DataType::kFloat, "[2,3,4]");
-  Value* summed = g.Apply("ReduceSum", {x, g.Ints("axes", {0, 2})}, "summed",
-                          {IntAttr("keepdims", 0)});
+  Value* summed =
+      g.Apply("ReduceSum", {x, g.Ints("axes", {0, 2})}, "summed", {IntAttr("keepdims", 0)});
   Value* out_of_range = g.Apply("ReduceSum", {x, g.Ints("bad_axes", {3})}, "bad");
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(summed) == "float[3]");
@@ -296,7 +295,8 @@ TEST_CASE("Split by sizes (input at 13), equal parts, and num_outputs at 18", "[
   {
     TestGraph g(18);
     Value* x = g.Input("x", DataType::kFloat, "[B,10]");
-    Node* split = g.Op("Split", {x}, {"a", "b", "c"}, {IntAttr("axis", 1), IntAttr("num_outputs", 3)});
+    Node* split =
+        g.Op("Split", {x}, {"a", "b", "c"}, {IntAttr("axis", 1), IntAttr("num_outputs", 3)});
     ShapeInferenceReport report = g.Infer();
     CHECK(TypeOf(split->output(0)) == "float[B,4]");
     CHECK(TypeOf(split->output(1)) == "float[B,4]");
@@ -330,10 +330,12 @@ TEST_CASE("Shape -> Gather -> Unsqueeze -> Concat -> Reshape keeps symbolic dims
   Value* target = g.Apply("Concat", {batch_1d, sequence_1d, heads->output(0), g.Ints("size", {16})},
                           "target", {IntAttr("axis", 0)});
   Value* split_heads = g.Apply("Reshape", {x, target}, "split_heads");
-  Value* transposed = g.Apply("Transpose", {split_heads}, "transposed", {IntsAttr("perm", {0, 2, 1, 3})});
+  Value* transposed =
+      g.Apply("Transpose", {split_heads}, "transposed", {IntsAttr("perm", {0, 2, 1, 3})});
   // Back again with -1: batch * sequence * 64 / (batch * 64) leaves sequence.
-  Value* merge_target = g.Apply("Concat", {batch_1d, g.Ints("minus_one", {-1}), g.Ints("hidden", {64})},
-                                "merge_target", {IntAttr("axis", 0)});
+  Value* merge_target =
+      g.Apply("Concat", {batch_1d, g.Ints("minus_one", {-1}), g.Ints("hidden", {64})},
+              "merge_target", {IntAttr("axis", 0)});
   Value* merged = g.Apply("Reshape", {split_heads, merge_target}, "merged");
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(shape) == "int64[3]");
@@ -353,8 +355,7 @@ TEST_CASE("Shape -> Gather -> Unsqueeze -> Concat -> Reshape keeps symbolic dims
   CHECK(TypeOf(merged) == "float[batch,sequence,64]");
 }
 
-TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/end",
-          "[shape]") {
+TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/end", "[shape]") {
   TestGraph g(15);
   Value* x = g.Input("x", DataType::kFloat, "[batch,sequence,12,64]");
   Value* leading = g.Apply("Shape", {x}, "leading", {IntAttr("end", 2)});
@@ -363,8 +364,8 @@ TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/
   Value* back = g.Apply("Cast", {as_int32}, "back", {IntAttr("to", 7)});
   // heads * head_size = 768, computed the way exports do it.
   Value* heads = g.Apply("Slice", {back, g.Ints("s0", {0}), g.Ints("e0", {1})}, "heads");
-  Value* head_size = g.Apply("Slice", {back, g.Ints("s1", {-1}), g.Ints("e1", {9223372036854775807})},
-                             "head_size");
+  Value* head_size = g.Apply(
+      "Slice", {back, g.Ints("s1", {-1}), g.Ints("e1", {9223372036854775807})}, "head_size");
   Value* hidden = g.Apply("Mul", {heads, head_size}, "hidden");
   Value* target = g.Apply("Concat", {leading, hidden}, "target", {IntAttr("axis", 0)});
   Value* merged = g.Apply("Reshape", {x, target}, "merged");
@@ -409,4 +410,36 @@ TEST_CASE("Reshape -1 over symbols that do not cancel stays unknown", "[shape]")
   g.Infer();
   CHECK(TypeOf(flat) == "float[?,64]");  // batch * sequence has no single name
   CHECK(TypeOf(halves) == "float[batch,sequence,2,32]");
+}
+
+TEST_CASE("malformed arguments warn and leave outputs unknown instead of failing", "[shape]") {
+  TestGraph g(13);
+  Value* x = g.Input("x", DataType::kFloat, "[2,3]");
+  // Three computed axes cannot be squeezed from a rank-2 tensor.
+  Value* squeezed = g.Apply("Squeeze", {x, g.Input("axes", DataType::kInt64, "[3]")}, "squeezed");
+  // A computed target of a million elements is not a plausible rank.
+  Value* reshaped =
+      g.Apply("Reshape", {x, g.Input("huge", DataType::kInt64, "[1000000]")}, "reshaped");
+  Value* nan_depth = g.Apply("OneHot",
+                             {g.Input("indices", DataType::kInt64, "[4]"),
+                              g.Initializer("depth", FloatVector({std::nanf("")})),
+                              g.Initializer("values", FloatVector({0, 1}))},
+                             "nan_depth");
+  auto scalar = [](int64_t value) { return Int64Tensor({value}, {}); };
+  Value* no_step = g.Apply("Range",
+                           {g.Initializer("start", scalar(0)), g.Initializer("limit", scalar(5)),
+                            g.Initializer("delta", scalar(0))},
+                           "no_step");
+  Value* overflow =
+      g.Apply("Mul", {g.Apply("Shape", {x}, "shape"), g.Ints("big", {INT64_MAX})}, "overflow");
+  Value* filled = g.Apply("ConstantOfShape", {overflow}, "filled");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(squeezed) == "float[*]");
+  CHECK(HasWarningContaining(report, "implausible output rank -1"));
+  CHECK(TypeOf(reshaped) == "float[*]");
+  CHECK(HasWarningContaining(report, "implausible output rank 1000000"));
+  CHECK(TypeOf(nan_depth) == "float[4,?]");
+  CHECK(TypeOf(no_step) == "int64[?]");
+  CHECK(HasWarningContaining(report, "delta is 0"));
+  CHECK(TypeOf(filled) == "float[?,?]");  // 2 * INT64_MAX overflows: unknown, not wrapped
 }

@@ -170,8 +170,8 @@ class TestGraph {
     for (const std::string& name : outputs) {
       created.push_back(name.empty() ? nullptr : graph().CreateValue(name));
     }
-    Node* node = graph().CreateNode(op_type, domain, inputs, created, "/" + op_type + "_" +
-                                                                         std::to_string(++count_));
+    Node* node = graph().CreateNode(op_type, domain, inputs, created,
+                                    "/" + op_type + "_" + std::to_string(++count_));
     for (const AttrSpec& attribute : attributes) node->SetAttribute(attribute.Make());
     return node;
   }
