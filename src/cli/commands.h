@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "cli/feeds.h"
+#include "cpu_runtime/compare.h"
 #include "ir/status.h"
 
 namespace CLI {
@@ -29,12 +31,38 @@ struct InspectOptions {
   bool json = false;
 };
 
+struct RunOptions {
+  std::string model;
+  FeedOptions feeds;
+  std::string output_dir;
+  int threads = 0;
+  int warmup = 0;
+  int repeat = 1;
+};
+
+struct VerifyOptions {
+  std::string reference;
+  std::string candidate;
+  cpu::Tolerance tolerance;
+  int runs = 3;
+  FeedOptions feeds;
+  int threads = 0;
+};
+
+void AddRunOptions(CLI::App& command, RunOptions& options);
+void AddVerifyOptions(CLI::App& command, VerifyOptions& options);
+int RunRun(const RunOptions& options);
+int RunVerify(const VerifyOptions& options);
+
 void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options);
 void AddInspectOptions(CLI::App& command, InspectOptions& options);
 
 int RunOptimize(const OptimizeOptions& options);
 int RunInspect(const InspectOptions& options);
 int ListPasses();
+
+// `text` with control characters and invalid UTF-8 escaped as \xNN (one printable line).
+std::string OneLine(const std::string& text);
 
 // Prints `error: <file>: <message>` and returns the exit code for the status.
 int ReportError(const std::string& file, const Status& status);

@@ -6,12 +6,45 @@
 
 namespace fusionopt::cli {
 
-int ReportError(const std::string& file, const Status& status) {
-  std::string message = status.message();
-  for (char& c : message) {
-    if (c == '\n') c = ' ';  // the contract is one line per error
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0.
+size_t Utf8Length(const std::string& text, size_t i) {
+  auto byte = static_cast<unsigned char>(text[i]);
+  size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
+  if (length == 0 || i + length > text.size()) return 0;
+  for (size_t k = 1; k < length; ++k) {
+    if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return 0;
   }
-  std::fprintf(stderr, "error: %s: %s\n", file.c_str(), message.c_str());
+  return length;
+}
+
+}  // namespace
+
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = Utf8Length(text, i);
+    // Control characters, invalid UTF-8 and the Unicode line/paragraph separators would
+    // break the one-line contract (or a terminal): escape them.
+    bool separator = length == 3 && byte == 0xe2 && text[i + 1] == '\x80' &&
+                     (text[i + 2] == '\xa8' || text[i + 2] == '\xa9');
+    if (length == 0 || byte < 0x20 || byte == 0x7f || separator) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", byte);
+      out += escaped;
+      ++i;
+      continue;
+    }
+    out.append(text, i, length);
+    i += length;
+  }
+  return out;
+}
+
+int ReportError(const std::string& file, const Status& status) {
+  std::fprintf(stderr, "error: %s: %s\n", OneLine(file).c_str(), OneLine(status.message()).c_str());
   return static_cast<int>(status.code());
 }
 

@@ -110,7 +110,7 @@ int RunInspect(const InspectOptions& options) {
   if (!model.ok()) return ReportError(options.input, model.status());
   ModelSummary summary = Summarize(**model);
   if (options.json) {
-    std::cout << SummaryJson(options.input, **model, summary).dump(2) << "\n";
+    std::cout << SummaryJson(options.input, **model, summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     PrintText(options.input, **model, summary);
   }

@@ -12,7 +12,7 @@
 
 namespace {
 
-const std::set<std::string> kSubcommands = {"optimize", "inspect"};
+const std::set<std::string> kSubcommands = {"optimize", "inspect", "run", "verify"};
 
 const std::set<std::string> kGlobalFlags = {"-h", "--help", "--version", "--list-passes",
                                              "-v", "--verbose", "-q", "--quiet"};
@@ -44,13 +44,16 @@ void ConfigureLogging(int verbosity, bool quiet) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int Main(int argc, char** argv) {
   using namespace fusionopt;
   CLI::App app{"fusionopt: ahead-of-time operator fusion for ONNX models", "fusionopt"};
   app.set_version_flag("--version", std::string("fusionopt ") + FUSIONOPT_VERSION);
   app.footer(
       "Without a subcommand, `fusionopt MODEL.onnx -o OUT.onnx` runs `optimize`.\n"
-      "Exit codes: 0 ok, 1 invalid model, 2 usage, 3 I/O error, 4 unsupported model.");
+      "Exit codes: 0 ok, 1 invalid model, 2 usage, 3 I/O error, 4 unsupported model,\n"
+      "5 verify found different outputs.");
   int verbosity = 0;
   bool quiet = false;
   bool list_passes = false;
@@ -64,7 +67,13 @@ int main(int argc, char** argv) {
   cli::InspectOptions inspect;
   auto* inspect_command = app.add_subcommand("inspect", "Summarize a model");
   cli::AddInspectOptions(*inspect_command, inspect);
-  for (auto* command : {optimize_command, inspect_command}) command->fallthrough();
+  cli::RunOptions run;
+  auto* run_command = app.add_subcommand("run", "Run a model on the CPU runtime");
+  cli::AddRunOptions(*run_command, run);
+  cli::VerifyOptions verify;
+  auto* verify_command = app.add_subcommand("verify", "Compare two models' outputs on the same inputs");
+  cli::AddVerifyOptions(*verify_command, verify);
+  for (auto* command : {optimize_command, inspect_command, run_command, verify_command}) command->fallthrough();
 
   std::vector<std::string> args = WithDefaultSubcommand(argc, argv);
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
@@ -84,6 +93,23 @@ int main(int argc, char** argv) {
   if (list_passes) return cli::ListPasses();
   if (optimize_command->parsed()) return cli::RunOptimize(optimize);
   if (inspect_command->parsed()) return cli::RunInspect(inspect);
+  if (run_command->parsed()) return cli::RunRun(run);
+  if (verify_command->parsed()) return cli::RunVerify(verify);
   std::fprintf(stderr, "error: no model given (see fusionopt --help)\n");
   return static_cast<int>(ErrorCode::kUsage);
+}
+
+}  // namespace
+
+// Errors travel as Status; an exception reaching here is a bug (or memory exhaustion), and
+// is still reported as one line with the internal-error code rather than a core dump.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "error: internal error: %s\n", fusionopt::cli::OneLine(error.what()).c_str());
+  }
+  return static_cast<int>(fusionopt::ErrorCode::kInternal);
 }

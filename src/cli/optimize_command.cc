@@ -31,17 +31,19 @@ Status CheckDestination(const OptimizeOptions& options, const Model& model) {
   if (!fs::is_directory(output_dir, error)) {
     return IoError("output folder '" + output_dir.string() + "' does not exist");
   }
-  if (!options.external_data) return Status::Ok();
-  std::string data_name = options.external_name.empty()
-                              ? fs::path(options.output).filename().string() + ".data"
-                              : options.external_name;
-  fs::path data_path = output_dir / data_name;
-  if (SameFile(options.input, data_path.string())) {
-    return UsageError("refusing to overwrite the input model with external data");
+  if (fs::is_directory(options.output, error)) return IoError("is a directory");
+  std::vector<std::string> written = {options.output};
+  if (options.external_data) {
+    written.push_back((output_dir / (options.external_name.empty()
+                                         ? fs::path(options.output).filename().string() + ".data"
+                                         : options.external_name)).string());
   }
-  for (const auto& location : model.external_data_files) {
-    if (SameFile((fs::path(model.base_dir) / location).string(), data_path.string())) {
-      return UsageError("refusing to overwrite the input's external data file '" + location + "'");
+  for (const auto& path : written) {
+    if (SameFile(options.input, path)) return UsageError("refusing to overwrite the input model");
+    for (const auto& location : model.external_data_files) {
+      if (SameFile((fs::path(model.base_dir) / location).string(), path)) {
+        return UsageError("refusing to overwrite the input's external data file '" + location + "'");
+      }
     }
   }
   return Status::Ok();

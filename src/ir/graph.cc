@@ -252,7 +252,10 @@ void CollectProducersIn(const Graph* graph, const Node* top, const Node* node,
   for (const Value* input : node->inputs()) {
     if (input == nullptr || input->producer() == nullptr) continue;
     const Node* producer = AncestorIn(graph, input->producer());
-    if (producer != nullptr && (producer != top || node == top)) out.push_back(producer);
+    // An edge between two nodes inside `top`'s subgraphs maps back to `top` and is not a
+    // dependency; `top` reading its own output (directly or from a subgraph) is a cycle.
+    bool internal_edge = producer == top && input->producer() != top;
+    if (producer != nullptr && !internal_edge) out.push_back(producer);
   }
   for (const Graph* subgraph : node->Subgraphs()) {
     for (const auto& inner : subgraph->nodes()) CollectProducersIn(graph, top, inner.get(), out);

@@ -1,42 +1,12 @@
 // InferenceContext (what a rule sees of its node) and helpers shared by the rule files.
 #include "ir/shape_inference_context.h"
 
+#include "ir/constant_value.h"
+
 #include <algorithm>
 #include <cmath>
 
 namespace fusionopt::shape_inference {
-namespace {
-
-bool IsDefaultDomain(std::string_view domain) { return domain.empty() || domain == "ai.onnx"; }
-
-// A Constant node's value, whichever attribute spells it.
-TensorPtr ConstantNodeValue(const Node& node) {
-  for (const Attribute& attribute : node.attributes()) {
-    if (attribute.name == "value" && attribute.kind == AttributeKind::kTensor) return attribute.t;
-    if (attribute.name == "value_int" && attribute.kind == AttributeKind::kInt) {
-      return std::make_shared<Tensor>(
-          Tensor::FromValues<int64_t>(DataType::kInt64, {}, {attribute.i}));
-    }
-    if (attribute.name == "value_ints" && attribute.kind == AttributeKind::kInts) {
-      auto count = static_cast<int64_t>(attribute.ints.size());
-      return std::make_shared<Tensor>(
-          Tensor::FromValues<int64_t>(DataType::kInt64, {count}, attribute.ints));
-    }
-    if (attribute.name == "value_float" && attribute.kind == AttributeKind::kFloat) {
-      return std::make_shared<Tensor>(
-          Tensor::FromValues<float>(DataType::kFloat, {}, {attribute.f}));
-    }
-    if (attribute.name == "value_floats" && attribute.kind == AttributeKind::kFloats) {
-      auto count = static_cast<int64_t>(attribute.floats.size());
-      return std::make_shared<Tensor>(
-          Tensor::FromValues<float>(DataType::kFloat, {count}, attribute.floats));
-    }
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 SymbolicInt SymbolicInt::FromDim(const Dim& dim) {
   if (dim.is_known()) return Known(dim.value);
   return dim.is_symbolic() ? Symbol(dim.symbol) : Unknown();
@@ -72,20 +42,25 @@ std::optional<int64_t> InferenceContext::InputLength(size_t index) const {
 TensorPtr InferenceContext::InputConstant(size_t index) const {
   const Value* value = node_.input(index);
   if (value == nullptr) return nullptr;
-  if (value->is_initializer()) {
-    return value->is_graph_input() && state_.InitializersOverridable() ? nullptr
-                                                                       : value->initializer();
-  }
-  const Node* producer = value->producer();
-  if (producer != nullptr && producer->op_type() == "Constant" &&
-      IsDefaultDomain(producer->domain())) {
-    return ConstantNodeValue(*producer);
-  }
-  return nullptr;
+  return ConstantValueOf(*value, state_.InitializersOverridable());
 }
 
+namespace {
+
+// Shape arguments (axes, pads, sizes, scales) are short; a huge constant in their place is a
+// malformed model, and reading it would only waste memory.
+constexpr int64_t kMaxArgumentElements = 1 << 16;
+
+bool IsArgumentSized(const TensorPtr& constant) {
+  return constant->NumElements() <= kMaxArgumentElements;
+}
+
+}  // namespace
+
 std::optional<std::vector<int64_t>> InferenceContext::InputInts(size_t index) const {
-  if (TensorPtr constant = InputConstant(index)) return constant->AsInt64s();
+  if (TensorPtr constant = InputConstant(index)) {
+    return IsArgumentSized(constant) ? constant->AsInt64s() : std::nullopt;
+  }
   std::optional<SymbolicData> data = InputData(index);
   if (!data) return std::nullopt;
   std::vector<int64_t> ints;
@@ -98,7 +73,7 @@ std::optional<std::vector<int64_t>> InferenceContext::InputInts(size_t index) co
 
 std::optional<std::vector<double>> InferenceContext::InputFloats(size_t index) const {
   TensorPtr constant = InputConstant(index);
-  if (constant == nullptr) return std::nullopt;
+  if (constant == nullptr || !IsArgumentSized(constant)) return std::nullopt;
   if (auto floats = constant->AsDoubles()) return floats;
   auto ints = constant->AsInt64s();
   if (!ints) return std::nullopt;
@@ -198,6 +173,10 @@ std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
 std::optional<std::vector<int64_t>> NormalizeAxes(const InferenceContext& context,
                                                   const std::vector<int64_t>& axes, int64_t rank) {
   std::vector<int64_t> normalized;
+  if (axes.size() > static_cast<size_t>(kMaxRank)) {
+    context.Warn(std::to_string(axes.size()) + " axes are more than any tensor has");
+    return std::nullopt;
+  }
   for (int64_t axis : axes) {
     std::optional<int64_t> valid = NormalizeAxis(axis, rank);
     if (!valid) {

@@ -133,6 +133,7 @@ void ArithmeticData(InferenceContext& context) {
   size_t size_a = a->elements.size();
   size_t size_b = b->elements.size();
   if (size_a != size_b && size_a != 1 && size_b != 1) return;
+  if (size_a == 0 || size_b == 0) return;  // an empty operand: nothing to track
   SymbolicData out;
   out.is_scalar = a->is_scalar && b->is_scalar;
   const std::string& op = context.node().op_type();

@@ -146,7 +146,9 @@ void SliceRule(InferenceContext& context) {
   IntListArgument axes = context.ReadIntList("axes", 3, 10);
   IntListArgument steps = context.ReadIntList("steps", 4, 10);
   std::optional<std::vector<int64_t>> sliced_axes = axes.values;
-  if (!axes.present && starts.length) sliced_axes = FirstAxes(static_cast<size_t>(*starts.length));
+  if (!axes.present && starts.length && *starts.length <= kMaxRank) {
+    sliced_axes = FirstAxes(static_cast<size_t>(*starts.length));
+  }
   if (!sliced_axes) {
     context.SetOutputRank(0, static_cast<int64_t>(data->size()));
     return;

@@ -1,5 +1,6 @@
 #include "ir/tensor.h"
 
+#include "ir/float16.h"
 #include "ir/status.h"
 
 namespace fusionopt {
@@ -66,38 +67,6 @@ std::optional<std::vector<int64_t>> Tensor::AsInt64s() const {
   return out;
 }
 
-namespace {
-
-float HalfToFloat(uint16_t half) {
-  uint32_t sign = (half >> 15) & 1, exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign << 31;
-    } else {  // subnormal: renormalise
-      int shift = 0;
-      while ((mantissa & 0x400) == 0) { mantissa <<= 1; ++shift; }
-      mantissa &= 0x3ff;
-      bits = (sign << 31) | ((127 - 15 - shift + 1) << 23) | (mantissa << 13);
-    }
-  } else if (exponent == 0x1f) {
-    bits = (sign << 31) | 0x7f800000 | (mantissa << 13);
-  } else {
-    bits = (sign << 31) | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
-
-float BFloat16ToFloat(uint16_t value) {
-  uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof(out));
-  return out;
-}
-
-}  // namespace
 
 std::optional<std::vector<double>> Tensor::AsDoubles() const {
   std::vector<double> out;

@@ -104,12 +104,30 @@ class GraphBuilder {
     FUSIONOPT_RETURN_IF_ERROR(AddValueInfo(proto, *graph));
     FUSIONOPT_RETURN_IF_ERROR(CreateNodes(proto, *graph));
     FUSIONOPT_RETURN_IF_ERROR(AddOutputs(proto, *graph));
+    FUSIONOPT_RETURN_IF_ERROR(CheckEveryReadIsDefined(*graph));
     FUSIONOPT_RETURN_IF_ERROR(graph->SortTopologically());
     graph->residual() = ResidualOf<onnx::GraphProto>(proto, ClearGraphModelled);
     return graph;
   }
 
  private:
+  // value_info may name values nothing defines (kept for a lossless round trip), but nothing
+  // may read them: a read needs a node, a graph input or an initializer behind it.
+  static Status CheckEveryReadIsDefined(const Graph& graph) {
+    for (const Value* value : graph.AllValues()) {
+      if (value->producer() != nullptr || value->is_graph_input() || value->is_initializer()) continue;
+      if (value->is_graph_output()) {
+        return InvalidModel("graph output '" + value->name() + "' is not produced by any node");
+      }
+      if (!value->uses().empty()) {
+        const Node& reader = *value->uses().front().node;
+        return InvalidModel("node '" + reader.name() + "' (" + reader.op_type() + ") reads '" + value->name() +
+                            "', which no node, input or initializer defines");
+      }
+    }
+    return Status::Ok();
+  }
+
   Status ApplyValueInfo(const onnx::ValueInfoProto& info, Value& value) {
     if (info.has_type()) {
       auto type = DecodeType(info.type());

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -318,6 +319,9 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
       return UsageError("external data file name '" + file_name + "' must be a plain file name");
     }
     report.data_file = (fs::path(path).parent_path() / file_name).string();
+    if (fs::path(file_name) == fs::path(path).filename()) {
+      return UsageError("the external data file would have the output's own name '" + file_name + "'");
+    }
     FUSIONOPT_ASSIGN_OR_RETURN(data_file, TempFile::CreateFor(report.data_file));
     uint64_t threshold = report.external_data_forced ? 1024 : options.external_threshold_bytes;
     sink = std::make_unique<ExternalSink>(*data_file, file_name, threshold);
@@ -343,7 +347,11 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
     if (report.external_bytes > 0) FUSIONOPT_RETURN_IF_ERROR(data_file->Commit());
     else report.external_data = false;
   }
-  FUSIONOPT_RETURN_IF_ERROR(model_file->Commit());
+  // The data file goes first so the model never names missing data; if the model cannot be
+  // put in place, the data file written for it goes too.
+  Status committed = model_file->Commit();
+  if (!committed.ok() && report.external_data) std::remove(report.data_file.c_str());
+  FUSIONOPT_RETURN_IF_ERROR(committed);
   return report;
 }
 

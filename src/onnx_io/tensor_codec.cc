@@ -182,6 +182,12 @@ Result<Tensor> DecodeTensor(onnx::TensorProto& proto, ExternalDataResolver& reso
     }
     count *= static_cast<uint64_t>(dim);
   }
+  // No tensor of a petabyte exists; beyond that, byte counts could also wrap around.
+  constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 50;
+  uint64_t bits = 0;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(BitsOf(dtype)), &bits) || bits / 8 > kMaxTensorBytes) {
+    return InvalidModel(DescribeTensor(proto, dtype) + " is larger than any tensor can be");
+  }
   std::string residual = ResidualOf<onnx::TensorProto>(proto, ClearTensorModelled);
   auto finish = [&](Tensor tensor) -> Result<Tensor> {
     tensor.set_residual(std::move(residual));

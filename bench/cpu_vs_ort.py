@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""CPU runtime vs onnxruntime (graph optimizations disabled), measured in one run.
+
+For each benchmark model: the same inputs, the same thread count, warm-up runs, then the
+median of --repeat timed runs on each side; the ratio ours/ORT is the figure of merit
+(issue 3's target: <= 1.5). Also an elementwise bandwidth check: y = x + z over 64 MB
+float32 tensors against a plain 64 MB copy timed in the same script (target: >= 50% of the
+copy's bandwidth).
+
+    .venv/bin/python bench/cpu_vs_ort.py --threads 2 --repeat 20
+"""
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCH_MODELS = ROOT / "models" / "bench"
+
+
+def ensure_bench_models(names):
+    missing = [n for n in names if not (BENCH_MODELS / f"{n}.onnx").exists()]
+    if missing:
+        subprocess.run([sys.executable, str(ROOT / "models" / "generate.py"), "--bench", "--only", *missing],
+                       check=True)
+
+
+def make_inputs(model, seed, sequence):
+    rng = np.random.default_rng(seed)
+    initializers = {i.name for i in model.graph.initializer}
+    vocab = 1
+    for init in model.graph.initializer:
+        if "word_embeddings" in init.name:
+            vocab = init.dims[0]
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        dims = []
+        for d in tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(d.dim_value)
+            else:
+                dims.append(sequence if "seq" in d.dim_param else 1)
+        if tensor_type.elem_type == TensorProto.INT64:
+            if "mask" in value.name:
+                feeds[value.name] = np.ones(dims, np.int64)
+            else:
+                feeds[value.name] = rng.integers(0, max(vocab, 2), dims, dtype=np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+def time_ort(path, feeds, threads, warmup, repeat):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    for _ in range(warmup):
+        session.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def time_fusionopt(binary, path, feeds, threads, warmup, repeat, folder):
+    args = [binary, "run", str(path), "--threads", str(threads), "--warmup", str(warmup),
+            "--repeat", str(repeat), "-q"]
+    for name, array in feeds.items():
+        file = pathlib.Path(folder) / f"{abs(hash(name))}.pb"
+        file.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+        args += ["--input", f"{name}={file}"]
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"fusionopt run failed on {path}: {result.stderr}")
+    match = re.search(r"latency_ms runs=\d+ min=([\d.]+) median=([\d.]+)", result.stdout)
+    return float(match.group(2))
+
+
+def elementwise_model(path, elements):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [elements])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [elements])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements])
+    graph = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"])], "add", [x, z], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def copy_bandwidth(elements, repeat):
+    source = np.ones(elements, np.float32)
+    target = np.empty_like(source)
+    np.copyto(target, source)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        times.append(time.perf_counter() - start)
+    return 2 * source.nbytes / float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--sequence", type=int, default=128)
+    parser.add_argument("--models", nargs="*", default=["resnet_style", "bert_style"])
+    parser.add_argument("--binary", default=str(ROOT / "build" / "fusionopt"))
+    args = parser.parse_args()
+
+    ensure_bench_models(args.models)
+    print(f"threads={args.threads} warmup={args.warmup} repeat={args.repeat} (median latency)")
+    print("| model | onnxruntime ORT_DISABLE_ALL (ms) | fusionopt CPU runtime (ms) | ours / ORT |")
+    print("|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models:
+            path = BENCH_MODELS / f"{name}.onnx"
+            feeds = make_inputs(onnx.load(str(path)), 0, args.sequence)
+            ort_ms = time_ort(path, feeds, args.threads, args.warmup, args.repeat)
+            our_ms = time_fusionopt(args.binary, path, feeds, args.threads, args.warmup, args.repeat, folder)
+            print(f"| {name} | {ort_ms:.2f} | {our_ms:.2f} | {our_ms / ort_ms:.2f} |")
+
+        elements = 16 * 1024 * 1024  # 64 MB of float32 per tensor
+        path = pathlib.Path(folder) / "add.onnx"
+        elementwise_model(path, elements)
+        feeds = {"x": np.ones(elements, np.float32), "z": np.ones(elements, np.float32)}
+        copy = copy_bandwidth(elements, args.repeat)
+        our_ms = time_fusionopt(args.binary, path, feeds, args.threads, args.warmup, args.repeat, folder)
+        ort_ms = time_ort(path, feeds, args.threads, args.warmup, args.repeat)
+        ours = 3 * elements * 4 / (our_ms / 1e3)
+        theirs = 3 * elements * 4 / (ort_ms / 1e3)
+        print()
+        print("| 64 MB elementwise Add | GB/s | share of plain-copy bandwidth |")
+        print("|---|---:|---:|")
+        print(f"| plain copy (numpy copyto, 2 x 64 MB moved) | {copy / 1e9:.2f} | 1.00 |")
+        print(f"| fusionopt Add (3 x 64 MB moved) | {ours / 1e9:.2f} | {ours / copy:.2f} |")
+        print(f"| onnxruntime Add | {theirs / 1e9:.2f} | {theirs / copy:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+#include "cli/feeds.h"
+
+#include "cpu_runtime/inputs.h"
+#include "onnx_io/tensor_files.h"
+
+namespace fusionopt::cli {
+
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
+                                                uint64_t run_index) {
+  std::map<std::string, std::vector<int64_t>> overrides;
+  for (const auto& spec : options.shapes) {
+    FUSIONOPT_ASSIGN_OR_RETURN(auto parsed, cpu::ParseShapeSpec(spec));
+    overrides[parsed.first] = parsed.second;
+  }
+  std::map<std::string, std::string> files;
+  for (const auto& spec : options.input_files) {
+    size_t split = spec.find('=');
+    if (split == std::string::npos || split == 0 || split + 1 == spec.size()) {
+      return UsageError("--input '" + spec + "' is not NAME=FILE");
+    }
+    files[spec.substr(0, split)] = spec.substr(split + 1);
+  }
+  for (const auto& [name, dims] : overrides) {
+    bool known = false;
+    for (const Value* input : session.inputs()) known = known || input->name() == name;
+    if (!known) return UsageError("--shape names '" + name + "', which is not an input of the model");
+  }
+  std::vector<cpu::NamedTensor> feeds;
+  for (size_t i = 0; i < session.inputs().size(); ++i) {
+    const Value& input = *session.inputs()[i];
+    auto file = files.find(input.name());
+    if (file != files.end()) {
+      FUSIONOPT_ASSIGN_OR_RETURN(TensorPtr tensor, ReadTensorFile(file->second));
+      if (tensor->dtype() == DataType::kString) return Unsupported("string inputs are not supported");
+      feeds.push_back({input.name(), cpu::RtTensor::WrapConstant(tensor)});
+      files.erase(file);
+      continue;
+    }
+    if (input.is_initializer()) continue;  // keeps its default value
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, cpu::ConcreteDims(input, overrides));
+    DataType dtype = input.dtype() == DataType::kUndefined ? DataType::kFloat : input.dtype();
+    uint64_t seed = options.seed * 1000003u + run_index * 7919u + i;
+    FUSIONOPT_ASSIGN_OR_RETURN(cpu::RtTensor tensor, cpu::RandomTensor(dtype, dims, seed));
+    feeds.push_back({input.name(), std::move(tensor)});
+  }
+  if (!files.empty()) {
+    return UsageError("--input names '" + files.begin()->first + "', which is not an input of the model");
+  }
+  return feeds;
+}
+
+}  // namespace fusionopt::cli

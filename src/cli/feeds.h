@@ -1,0 +1,25 @@
+// Building a session's feeds from --input files, --shape overrides and a seed (shared by
+// `run` and `verify`).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cpu_runtime/session.h"
+
+namespace fusionopt::cli {
+
+struct FeedOptions {
+  std::vector<std::string> input_files;  // NAME=FILE
+  std::vector<std::string> shapes;       // NAME=D1xD2...
+  uint64_t seed = 0;
+};
+
+// Feeds for every input of `session`: files where given, seeded random data otherwise. The
+// seed is mixed with the input's position so inputs differ from each other.
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
+                                                uint64_t run_index = 0);
+
+}  // namespace fusionopt::cli

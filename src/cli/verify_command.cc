@@ -1,0 +1,90 @@
+// `fusionopt verify`: run two models on the same inputs and compare every output.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "cli/feeds.h"
+#include "cpu_runtime/compare.h"
+#include "onnx_io/model_io.h"
+
+namespace fusionopt::cli {
+namespace {
+
+struct Prepared {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<cpu::Session> session;
+};
+
+Result<Prepared> Prepare(const std::string& path, int threads) {
+  Prepared prepared;
+  FUSIONOPT_ASSIGN_OR_RETURN(prepared.model, LoadModel(path));
+  FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {threads}));
+  return prepared;
+}
+
+std::string OutputNames(const std::vector<cpu::NamedTensor>& outputs) {
+  std::string names;
+  for (const auto& output : outputs) names += (names.empty() ? "" : ", ") + output.name;
+  return names;
+}
+
+}  // namespace
+
+void AddVerifyOptions(CLI::App& command, VerifyOptions& options) {
+  command.add_option("reference", options.reference, "Reference model (A)")->required();
+  command.add_option("candidate", options.candidate, "Model to check against it (B)")->required();
+  command.add_option("--rtol", options.tolerance.rtol, "Relative tolerance (default 1e-4)")->check(CLI::NonNegativeNumber);
+  command.add_option("--atol", options.tolerance.atol, "Absolute tolerance (default 1e-5)")->check(CLI::NonNegativeNumber);
+  command.add_option("--runs", options.runs, "Runs with different seeded inputs (default 3)")->check(CLI::Range(1, 1000));
+  command.add_option("--seed", options.feeds.seed, "Seed for the inputs (default 0)");
+  command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
+  command.add_option("--input", options.feeds.input_files, "NAME=FILE for a fixed input; repeatable");
+  command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+int RunVerify(const VerifyOptions& options) {
+  auto reference = Prepare(options.reference, options.threads);
+  if (!reference.ok()) return ReportError(options.reference, reference.status());
+  auto candidate = Prepare(options.candidate, options.threads);
+  if (!candidate.ok()) return ReportError(options.candidate, candidate.status());
+  bool all_passed = true;
+  for (int run = 0; run < options.runs; ++run) {
+    auto feeds = MakeFeeds(*reference->session, options.feeds, static_cast<uint64_t>(run));
+    if (!feeds.ok()) return ReportError(options.reference, feeds.status());
+    auto expected = reference->session->Run(*feeds);
+    if (!expected.ok()) return ReportError(options.reference, expected.status());
+    auto actual = candidate->session->Run(*feeds);
+    if (!actual.ok()) return ReportError(options.candidate, actual.status());
+    if (OutputNames(*expected) != OutputNames(*actual)) {
+      return ReportError(options.candidate, Status(ErrorCode::kMismatch, "outputs (" + OutputNames(*actual) +
+                                                                           ") differ from the reference's (" +
+                                                                           OutputNames(*expected) + ")"));
+    }
+    for (size_t i = 0; i < expected->size(); ++i) {
+      const auto& want = (*expected)[i].tensor;
+      const auto& got = (*actual)[i].tensor;
+      cpu::Comparison result = cpu::Compare(got, want, options.tolerance);
+      all_passed = all_passed && result.passed;
+      if (!result.same_dtype || !result.same_shape) {
+        std::printf("run %d  %-40s FAIL  %s%s vs reference %s%s\n", run, (*expected)[i].name.c_str(),
+                    std::string(NameOf(got.dtype())).c_str(), cpu::DimsToString(got.dims()).c_str(),
+                    std::string(NameOf(want.dtype())).c_str(), cpu::DimsToString(want.dims()).c_str());
+        continue;
+      }
+      std::printf("run %d  %-40s %s  max_abs=%.3g max_rel=%.3g  passes with atol>=%.3g (rtol %.3g) or rtol>=%.3g (atol %.3g)%s\n",
+                  run, (*expected)[i].name.c_str(), result.passed ? "PASS" : "FAIL", result.max_abs_error,
+                  result.max_rel_error, result.required_atol, options.tolerance.rtol, result.required_rtol,
+                  options.tolerance.atol,
+                  result.passed ? "" : fmt::format("  ({} mismatches, first at element {})", result.mismatches,
+                                                   result.first_mismatch).c_str());
+    }
+  }
+  if (!all_passed) {
+    std::fprintf(stderr, "error: %s: outputs differ from %s beyond rtol %g, atol %g\n", options.candidate.c_str(),
+                 options.reference.c_str(), options.tolerance.rtol, options.tolerance.atol);
+    return static_cast<int>(ErrorCode::kMismatch);
+  }
+  return 0;
+}
+
+}  // namespace fusionopt::cli

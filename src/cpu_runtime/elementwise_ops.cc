@@ -1,0 +1,363 @@
+// Semantics of each elementwise instruction on one tile of registers.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu_runtime/elementwise_internal.h"
+
+namespace fusionopt::cpu::ew {
+namespace {
+
+template <typename T, typename F>
+void Unary(T* dst, const T* a, int n, F f) {
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i]);
+}
+
+template <typename T, typename F>
+void Binary(T* dst, const T* a, const T* b, int n, F f) {
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i], b[i]);
+}
+
+template <typename T, typename F>
+void Compare(uint8_t* dst, const T* a, const T* b, int n, F f) {
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i], b[i]) ? 1 : 0;
+}
+
+template <typename T, typename F>
+void Predicate(uint8_t* dst, const T* a, int n, F f) {
+  for (int i = 0; i < n; ++i) dst[i] = f(a[i]) ? 1 : 0;
+}
+
+// Float ops, shared by float and double lanes.
+template <typename T>
+bool FloatUnary(const Instr& in, T* d, const T* a, int n) {
+  const T alpha = static_cast<T>(in.alpha), beta = static_cast<T>(in.beta);
+  switch (in.op) {
+    case Op::kReciprocal: Unary(d, a, n, [](T x) { return T(1) / x; }); return true;
+    case Op::kFloor: Unary(d, a, n, [](T x) { return std::floor(x); }); return true;
+    case Op::kCeil: Unary(d, a, n, [](T x) { return std::ceil(x); }); return true;
+    case Op::kRound: Unary(d, a, n, [](T x) { return std::nearbyint(x); }); return true;
+    case Op::kSqrt: Unary(d, a, n, [](T x) { return std::sqrt(x); }); return true;
+    case Op::kExp: Unary(d, a, n, [](T x) { return std::exp(x); }); return true;
+    case Op::kLog: Unary(d, a, n, [](T x) { return std::log(x); }); return true;
+    case Op::kErf: Unary(d, a, n, [](T x) { return std::erf(x); }); return true;
+    case Op::kSin: Unary(d, a, n, [](T x) { return std::sin(x); }); return true;
+    case Op::kCos: Unary(d, a, n, [](T x) { return std::cos(x); }); return true;
+    case Op::kTan: Unary(d, a, n, [](T x) { return std::tan(x); }); return true;
+    case Op::kAsin: Unary(d, a, n, [](T x) { return std::asin(x); }); return true;
+    case Op::kAcos: Unary(d, a, n, [](T x) { return std::acos(x); }); return true;
+    case Op::kAtan: Unary(d, a, n, [](T x) { return std::atan(x); }); return true;
+    case Op::kSinh: Unary(d, a, n, [](T x) { return std::sinh(x); }); return true;
+    case Op::kCosh: Unary(d, a, n, [](T x) { return std::cosh(x); }); return true;
+    case Op::kTanh: Unary(d, a, n, [](T x) { return std::tanh(x); }); return true;
+    case Op::kAsinh: Unary(d, a, n, [](T x) { return std::asinh(x); }); return true;
+    case Op::kAcosh: Unary(d, a, n, [](T x) { return std::acosh(x); }); return true;
+    case Op::kAtanh: Unary(d, a, n, [](T x) { return std::atanh(x); }); return true;
+    case Op::kSigmoid:
+      // Split by sign so exp never overflows.
+      Unary(d, a, n, [](T x) {
+        return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+      });
+      return true;
+    case Op::kSoftplus:
+      Unary(d, a, n, [](T x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); });
+      return true;
+    case Op::kSoftsign: Unary(d, a, n, [](T x) { return x / (T(1) + std::abs(x)); }); return true;
+    case Op::kMish:
+      Unary(d, a, n, [](T x) {
+        T softplus = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+        return x * std::tanh(softplus);
+      });
+      return true;
+    case Op::kGeluErf:
+      Unary(d, a, n, [](T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); });
+      return true;
+    case Op::kGeluTanh:
+      Unary(d, a, n, [](T x) {
+        return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
+      });
+      return true;
+    case Op::kLeakyRelu: Unary(d, a, n, [alpha](T x) { return x < 0 ? alpha * x : x; }); return true;
+    case Op::kElu: Unary(d, a, n, [alpha](T x) { return x < 0 ? alpha * (std::exp(x) - T(1)) : x; }); return true;
+    case Op::kSelu:  // alpha, gamma = beta
+      Unary(d, a, n, [alpha, beta](T x) { return x <= 0 ? beta * (alpha * std::exp(x) - alpha) : beta * x; });
+      return true;
+    case Op::kCelu:
+      Unary(d, a, n, [alpha](T x) { return std::max(T(0), x) + std::min(T(0), alpha * (std::exp(x / alpha) - T(1))); });
+      return true;
+    case Op::kThresholdedRelu: Unary(d, a, n, [alpha](T x) { return x > alpha ? x : T(0); }); return true;
+    case Op::kHardSigmoid:
+      Unary(d, a, n, [alpha, beta](T x) { return std::max(T(0), std::min(T(1), alpha * x + beta)); });
+      return true;
+    case Op::kHardSwish:
+      Unary(d, a, n, [](T x) { return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5))); });
+      return true;
+    case Op::kShrink:  // lambd = alpha, bias = beta
+      Unary(d, a, n, [alpha, beta](T x) { return x < -alpha ? x + beta : (x > alpha ? x - beta : T(0)); });
+      return true;
+    case Op::kDiv: return false;  // handled with the binaries
+    default: return false;
+  }
+}
+
+template <typename T>
+bool NumericUnary(const Instr& in, T* d, const T* a, int n) {
+  switch (in.op) {
+    case Op::kNeg: Unary(d, a, n, [](T x) { return static_cast<T>(-x); }); return true;
+    case Op::kAbs: Unary(d, a, n, [](T x) { return x < 0 ? static_cast<T>(-x) : x; }); return true;
+    case Op::kSign: Unary(d, a, n, [](T x) { return static_cast<T>((x > 0) - (x < 0)); }); return true;
+    case Op::kRelu: Unary(d, a, n, [](T x) { return x < 0 ? T(0) : x; }); return true;  // NaN stays NaN
+    default: return false;
+  }
+}
+
+template <typename T>
+bool NumericBinary(const Instr& in, T* d, const T* a, const T* b, int n) {
+  switch (in.op) {
+    case Op::kAdd: Binary(d, a, b, n, [](T x, T y) { return static_cast<T>(x + y); }); return true;
+    case Op::kSub: Binary(d, a, b, n, [](T x, T y) { return static_cast<T>(x - y); }); return true;
+    case Op::kMul: Binary(d, a, b, n, [](T x, T y) { return static_cast<T>(x * y); }); return true;
+    case Op::kMax:
+      Binary(d, a, b, n, [](T x, T y) { return (x != x || y != y) ? x + y : (x > y ? x : y); });
+      return true;
+    case Op::kMin:
+      Binary(d, a, b, n, [](T x, T y) { return (x != x || y != y) ? x + y : (x < y ? x : y); });
+      return true;
+    case Op::kPRelu: Binary(d, a, b, n, [](T x, T slope) { return x < 0 ? static_cast<T>(slope * x) : x; }); return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+bool FloatBinary(const Instr& in, T* d, const T* a, const T* b, int n) {
+  switch (in.op) {
+    case Op::kDiv: Binary(d, a, b, n, [](T x, T y) { return x / y; }); return true;
+    case Op::kPow: Binary(d, a, b, n, [](T x, T y) { return std::pow(x, y); }); return true;
+    case Op::kModFloat: Binary(d, a, b, n, [](T x, T y) { return std::fmod(x, y); }); return true;
+    default: return false;
+  }
+}
+
+bool IntegerBinary(const Instr& in, int64_t* d, const int64_t* a, const int64_t* b, int n) {
+  switch (in.op) {
+    case Op::kDiv: Binary(d, a, b, n, [](int64_t x, int64_t y) { return y == 0 ? 0 : x / y; }); return true;
+    case Op::kPow:
+      Binary(d, a, b, n, [](int64_t x, int64_t y) {
+        int64_t result = 1;
+        for (int64_t i = 0; i < y; ++i) result *= x;  // exponents of integer Pow are small
+        return y < 0 ? (x == 1 ? 1 : 0) : result;
+      });
+      return true;
+    case Op::kModInteger:  // sign follows the divisor, like Python's %
+      Binary(d, a, b, n, [](int64_t x, int64_t y) {
+        if (y == 0) return int64_t{0};
+        int64_t r = x % y;
+        return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+      });
+      return true;
+    case Op::kModFloat:  // fmod=1 on integers: sign follows the dividend
+      Binary(d, a, b, n, [](int64_t x, int64_t y) { return y == 0 ? 0 : x % y; });
+      return true;
+    case Op::kBitShiftLeft:
+      Binary(d, a, b, n, [](int64_t x, int64_t y) {
+        return y >= 64 ? int64_t{0} : static_cast<int64_t>(static_cast<uint64_t>(x) << y);
+      });
+      return true;
+    case Op::kBitShiftRight:
+      Binary(d, a, b, n, [](int64_t x, int64_t y) {
+        return y >= 64 ? int64_t{0} : static_cast<int64_t>(static_cast<uint64_t>(x) >> y);
+      });
+      return true;
+    case Op::kBitwiseAnd: Binary(d, a, b, n, [](int64_t x, int64_t y) { return x & y; }); return true;
+    case Op::kBitwiseOr: Binary(d, a, b, n, [](int64_t x, int64_t y) { return x | y; }); return true;
+    case Op::kBitwiseXor: Binary(d, a, b, n, [](int64_t x, int64_t y) { return x ^ y; }); return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+bool Comparison(const Instr& in, uint8_t* d, const T* a, const T* b, int n) {
+  switch (in.op) {
+    case Op::kEqual: Compare(d, a, b, n, [](T x, T y) { return x == y; }); return true;
+    case Op::kLess: Compare(d, a, b, n, [](T x, T y) { return x < y; }); return true;
+    case Op::kLessOrEqual: Compare(d, a, b, n, [](T x, T y) { return x <= y; }); return true;
+    case Op::kGreater: Compare(d, a, b, n, [](T x, T y) { return x > y; }); return true;
+    case Op::kGreaterOrEqual: Compare(d, a, b, n, [](T x, T y) { return x >= y; }); return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+bool FloatPredicate(const Instr& in, uint8_t* d, const T* a, int n) {
+  switch (in.op) {
+    case Op::kIsNaN: Predicate(d, a, n, [](T x) { return std::isnan(x); }); return true;
+    case Op::kIsInf: Predicate(d, a, n, [](T x) { return std::isinf(x); }); return true;
+    case Op::kIsInfPositive: Predicate(d, a, n, [](T x) { return std::isinf(x) && x > 0; }); return true;
+    case Op::kIsInfNegative: Predicate(d, a, n, [](T x) { return std::isinf(x) && x < 0; }); return true;
+    default: return false;
+  }
+}
+
+bool Logical(const Instr& in, uint8_t* d, const uint8_t* a, const uint8_t* b, int n) {
+  switch (in.op) {
+    case Op::kAnd: Binary(d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return x && y; }); return true;
+    case Op::kOr: Binary(d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; }); return true;
+    case Op::kXor: Binary(d, a, b, n, [](uint8_t x, uint8_t y) -> uint8_t { return (x != 0) != (y != 0); }); return true;
+    case Op::kNot: Unary(d, a, n, [](uint8_t x) -> uint8_t { return !x; }); return true;
+    default: return false;
+  }
+}
+
+template <typename T>
+void Select(T* d, const uint8_t* cond, const T* x, const T* y, int n) {
+  for (int i = 0; i < n; ++i) d[i] = cond[i] ? x[i] : y[i];
+}
+
+template <typename T>
+void ClipValues(T* d, const T* x, const T* lo, const T* hi, int n) {
+  for (int i = 0; i < n; ++i) {
+    T v = x[i] < lo[i] ? lo[i] : x[i];
+    d[i] = v > hi[i] ? hi[i] : v;
+  }
+}
+
+template <typename From, typename To>
+void ConvertValues(To* d, const From* a, int n) {
+  for (int i = 0; i < n; ++i) d[i] = static_cast<To>(a[i]);
+}
+
+template <typename From>
+void ConvertFrom(Lane to, void* d, const From* a, int n) {
+  switch (to) {
+    case Lane::kF32: ConvertValues(static_cast<float*>(d), a, n); break;
+    case Lane::kF64: ConvertValues(static_cast<double*>(d), a, n); break;
+    case Lane::kI64: ConvertValues(static_cast<int64_t*>(d), a, n); break;
+    case Lane::kBool:
+      for (int i = 0; i < n; ++i) static_cast<uint8_t*>(d)[i] = a[i] != From(0);
+      break;
+  }
+}
+
+void Convert(const TileRegisters& regs, const Instr& in, int n) {
+  Lane from = regs.lane(in.a), to = regs.lane(in.dst);
+  void* d = regs.ptr(in.dst);
+  switch (from) {
+    case Lane::kF32: ConvertFrom(to, d, regs.at<float>(in.a), n); break;
+    case Lane::kF64: ConvertFrom(to, d, regs.at<double>(in.a), n); break;
+    case Lane::kI64: ConvertFrom(to, d, regs.at<int64_t>(in.a), n); break;
+    case Lane::kBool: ConvertFrom(to, d, regs.at<uint8_t>(in.a), n); break;
+  }
+  RoundToStorage(regs.dtype(in.dst), d, n);
+}
+
+template <typename T>
+bool ExecuteTyped(const TileRegisters& regs, const Instr& in, int n) {
+  T* d = regs.at<T>(in.dst);
+  const T* a = regs.at<T>(in.a);
+  if (in.b < 0) {
+    if (NumericUnary(in, d, a, n)) return true;
+    if constexpr (std::is_floating_point_v<T>) return FloatUnary(in, d, a, n);
+    if constexpr (std::is_same_v<T, int64_t>) {
+      if (in.op == Op::kBitwiseNot) { Unary(d, a, n, [](int64_t x) { return ~x; }); return true; }
+    }
+    return false;
+  }
+  const T* b = regs.at<T>(in.b);
+  if (NumericBinary(in, d, a, b, n)) return true;
+  if constexpr (std::is_floating_point_v<T>) return FloatBinary(in, d, a, b, n);
+  if constexpr (std::is_same_v<T, int64_t>) return IntegerBinary(in, d, a, b, n);
+  return false;
+}
+
+template <typename T>
+bool ExecuteToBool(const TileRegisters& regs, const Instr& in, int n) {
+  uint8_t* d = regs.at<uint8_t>(in.dst);
+  if (in.b >= 0) return Comparison(in, d, regs.at<T>(in.a), regs.at<T>(in.b), n);
+  if constexpr (std::is_floating_point_v<T>) return FloatPredicate(in, d, regs.at<T>(in.a), n);
+  return false;
+}
+
+template <typename T>
+void ExecuteSelectOrClip(const TileRegisters& regs, const Instr& in, int n) {
+  if (in.op == Op::kWhere) {
+    Select(regs.at<T>(in.dst), regs.at<uint8_t>(in.a), regs.at<T>(in.b), regs.at<T>(in.c), n);
+  } else {
+    ClipValues(regs.at<T>(in.dst), regs.at<T>(in.a), regs.at<T>(in.b), regs.at<T>(in.c), n);
+  }
+}
+
+template <typename F>
+bool DispatchLane(Lane lane, F&& f) {
+  switch (lane) {
+    case Lane::kF32: return f(float{});
+    case Lane::kF64: return f(double{});
+    case Lane::kI64: return f(int64_t{});
+    case Lane::kBool: return f(uint8_t{});
+  }
+  return false;
+}
+
+}  // namespace
+
+void Fill(const TileRegisters& regs, const Instr& in, int n) {
+  void* d = regs.ptr(in.dst);
+  switch (regs.lane(in.dst)) {
+    case Lane::kF32: std::fill_n(static_cast<float*>(d), n, static_cast<float>(in.value)); break;
+    case Lane::kF64: std::fill_n(static_cast<double*>(d), n, in.value); break;
+    case Lane::kI64: std::fill_n(static_cast<int64_t*>(d), n, static_cast<int64_t>(in.value)); break;
+    case Lane::kBool: std::fill_n(static_cast<uint8_t*>(d), n, in.value != 0.0); break;
+  }
+  RoundToStorage(regs.dtype(in.dst), d, n);
+}
+
+void Execute(const TileRegisters& regs, const Instr& in, int n) {
+  if (in.op == Op::kConvert) return Convert(regs, in, n);
+  if (in.op == Op::kFill) return Fill(regs, in, n);
+  Lane dst = regs.lane(in.dst);
+  if (in.op == Op::kWhere || in.op == Op::kClip) {
+    DispatchLane(dst, [&](auto tag) {
+      ExecuteSelectOrClip<decltype(tag)>(regs, in, n);
+      return true;
+    });
+  } else if (dst == Lane::kBool && regs.lane(in.a) != Lane::kBool) {
+    bool done = DispatchLane(regs.lane(in.a), [&](auto tag) { return ExecuteToBool<decltype(tag)>(regs, in, n); });
+    FUSIONOPT_CHECK(done, "instruction validated by the builder");
+  } else if (dst == Lane::kBool) {
+    bool done = Logical(in, regs.at<uint8_t>(in.dst), regs.at<uint8_t>(in.a),
+                        in.b >= 0 ? regs.at<uint8_t>(in.b) : nullptr, n) ||
+                Comparison(in, regs.at<uint8_t>(in.dst), regs.at<uint8_t>(in.a),
+                           in.b >= 0 ? regs.at<uint8_t>(in.b) : regs.at<uint8_t>(in.a), n);
+    FUSIONOPT_CHECK(done, "instruction validated by the builder");
+  } else {
+    bool done = DispatchLane(dst, [&](auto tag) {
+      if constexpr (std::is_same_v<decltype(tag), uint8_t>) return false;
+      else return ExecuteTyped<decltype(tag)>(regs, in, n);
+    });
+    FUSIONOPT_CHECK(done, "instruction validated by the builder");
+  }
+  RoundToStorage(regs.dtype(in.dst), regs.ptr(in.dst), n);
+}
+
+bool Supports(Op op, Lane operand, Lane result) {
+  // Mirrors Execute: a dry run on a one-element tile of each lane combination would be
+  // heavier; the rules are few.
+  switch (op) {
+    case Op::kConvert: case Op::kWhere: case Op::kClip: case Op::kFill: return true;
+    case Op::kEqual: case Op::kLess: case Op::kLessOrEqual: case Op::kGreater: case Op::kGreaterOrEqual:
+      return true;
+    case Op::kAnd: case Op::kOr: case Op::kXor: case Op::kNot: return operand == Lane::kBool;
+    case Op::kIsNaN: case Op::kIsInf: case Op::kIsInfPositive: case Op::kIsInfNegative:
+      return operand == Lane::kF32 || operand == Lane::kF64;
+    case Op::kNeg: case Op::kAbs: case Op::kSign: case Op::kRelu: case Op::kAdd: case Op::kSub:
+    case Op::kMul: case Op::kMax: case Op::kMin: case Op::kPRelu: case Op::kDiv: case Op::kPow:
+    case Op::kModFloat:
+      return result != Lane::kBool;
+    case Op::kModInteger: case Op::kBitShiftLeft: case Op::kBitShiftRight: case Op::kBitwiseAnd:
+    case Op::kBitwiseOr: case Op::kBitwiseXor: case Op::kBitwiseNot:
+      return result == Lane::kI64;
+    default:  // transcendental and activation functions
+      return result == Lane::kF32 || result == Lane::kF64;
+  }
+}
+
+}  // namespace fusionopt::cpu::ew

@@ -1,0 +1,13 @@
+// One registration function per kernel family (DESIGN.md §5); registry.cc calls them all.
+#pragma once
+
+#include "cpu_runtime/kernel.h"
+
+namespace fusionopt::cpu {
+
+void RegisterElementwiseKernels(KernelRegistry& registry);    // kernels_elementwise.cc
+void RegisterDataMovementKernels(KernelRegistry& registry);   // kernels_data_movement*.cc
+void RegisterContractionKernels(KernelRegistry& registry);    // kernels_contraction*.cc (oneDNN)
+void RegisterReductionKernels(KernelRegistry& registry);      // kernels_reduction*.cc
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,208 @@
+// ONNX elementwise ops as one-instruction (or few-instruction) programs for the elementwise
+// engine: the same mechanism that runs fused groups.
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "cpu_runtime/elementwise.h"
+#include "cpu_runtime/kernels.h"
+
+namespace fusionopt::cpu {
+namespace {
+
+using ew::Op;
+using ew::ProgramBuilder;
+
+// Builds the op's expression from the registers of its inputs (-1 for an omitted input).
+using ExprBuilder = std::function<Result<int>(ProgramBuilder&, const std::vector<int>&)>;
+
+ExprBuilder UnaryExpr(Op op, float alpha = 0.0f, float beta = 0.0f) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) { return b.Emit(op, {in[0]}, alpha, beta); };
+}
+
+ExprBuilder BinaryExpr(Op op) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) { return b.Emit(op, {in[0], in[1]}); };
+}
+
+// Sum, Max, Min, Mean over any number of inputs.
+ExprBuilder VariadicExpr(Op op, bool mean) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+    int acc = in[0];
+    for (size_t i = 1; i < in.size(); ++i) {
+      FUSIONOPT_ASSIGN_OR_RETURN(acc, b.Emit(op, {acc, in[i]}));
+    }
+    if (!mean || in.size() == 1) return acc;  // a single input is stored as it is
+    FUSIONOPT_ASSIGN_OR_RETURN(int count, b.Fill(static_cast<double>(in.size()), b.dtype(acc)));
+    return b.Emit(Op::kDiv, {acc, count});
+  };
+}
+
+ExprBuilder ClipExpr(std::optional<float> min_attr, std::optional<float> max_attr) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+    int x = in[0];
+    int lo = in.size() > 1 ? in[1] : -1;
+    int hi = in.size() > 2 ? in[2] : -1;
+    if (lo < 0 && min_attr) {
+      FUSIONOPT_ASSIGN_OR_RETURN(lo, b.Fill(*min_attr, b.dtype(x)));
+    }
+    if (hi < 0 && max_attr) {
+      FUSIONOPT_ASSIGN_OR_RETURN(hi, b.Fill(*max_attr, b.dtype(x)));
+    }
+    if (lo >= 0 && hi >= 0) return b.Emit(Op::kClip, {x, lo, hi});
+    if (lo >= 0) return b.Emit(Op::kMax, {x, lo});
+    if (hi >= 0) return b.Emit(Op::kMin, {x, hi});
+    return x;  // no bounds: the input is stored as it is
+  };
+}
+
+ExprBuilder CastExpr(std::optional<DataType> to) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+    DataType target = to ? *to : b.dtype(in[1]);  // CastLike takes the second input's type
+    return b.Convert(in[0], target);  // the same type: stored as it is
+  };
+}
+
+Result<ExprBuilder> ExprFor(const KernelInfo& info) {
+  const Node& node = info.node;
+  const std::string& op = node.op_type();
+  static const std::map<std::string, Op> kUnary = {
+      {"Neg", Op::kNeg}, {"Abs", Op::kAbs}, {"Sign", Op::kSign}, {"Reciprocal", Op::kReciprocal},
+      {"Floor", Op::kFloor}, {"Ceil", Op::kCeil}, {"Round", Op::kRound}, {"Sqrt", Op::kSqrt},
+      {"Exp", Op::kExp}, {"Log", Op::kLog}, {"Erf", Op::kErf}, {"Sin", Op::kSin}, {"Cos", Op::kCos},
+      {"Tan", Op::kTan}, {"Asin", Op::kAsin}, {"Acos", Op::kAcos}, {"Atan", Op::kAtan},
+      {"Sinh", Op::kSinh}, {"Cosh", Op::kCosh}, {"Tanh", Op::kTanh}, {"Asinh", Op::kAsinh},
+      {"Acosh", Op::kAcosh}, {"Atanh", Op::kAtanh}, {"Relu", Op::kRelu}, {"Sigmoid", Op::kSigmoid},
+      {"Softplus", Op::kSoftplus}, {"Softsign", Op::kSoftsign}, {"Mish", Op::kMish},
+      {"IsNaN", Op::kIsNaN}, {"Not", Op::kNot}, {"BitwiseNot", Op::kBitwiseNot},
+      {"HardSwish", Op::kHardSwish}};
+  static const std::map<std::string, Op> kBinary = {
+      {"Add", Op::kAdd}, {"Sub", Op::kSub}, {"Mul", Op::kMul}, {"Div", Op::kDiv}, {"Pow", Op::kPow},
+      {"PRelu", Op::kPRelu}, {"Equal", Op::kEqual}, {"Less", Op::kLess}, {"LessOrEqual", Op::kLessOrEqual},
+      {"Greater", Op::kGreater}, {"GreaterOrEqual", Op::kGreaterOrEqual}, {"And", Op::kAnd},
+      {"Or", Op::kOr}, {"Xor", Op::kXor}, {"BitwiseAnd", Op::kBitwiseAnd}, {"BitwiseOr", Op::kBitwiseOr},
+      {"BitwiseXor", Op::kBitwiseXor}};
+  if (auto it = kUnary.find(op); it != kUnary.end()) return UnaryExpr(it->second);
+  if (auto it = kBinary.find(op); it != kBinary.end()) return BinaryExpr(it->second);
+  if (op == "LeakyRelu") return UnaryExpr(Op::kLeakyRelu, node.GetFloat("alpha", 0.01f));
+  if (op == "Elu") return UnaryExpr(Op::kElu, node.GetFloat("alpha", 1.0f));
+  if (op == "Celu") return UnaryExpr(Op::kCelu, node.GetFloat("alpha", 1.0f));
+  if (op == "Selu") {
+    return UnaryExpr(Op::kSelu, node.GetFloat("alpha", 1.67326319217681884765625f),
+                     node.GetFloat("gamma", 1.05070102214813232421875f));
+  }
+  if (op == "ThresholdedRelu") return UnaryExpr(Op::kThresholdedRelu, node.GetFloat("alpha", 1.0f));
+  if (op == "HardSigmoid") {
+    return UnaryExpr(Op::kHardSigmoid, node.GetFloat("alpha", 0.2f), node.GetFloat("beta", 0.5f));
+  }
+  if (op == "Shrink") return UnaryExpr(Op::kShrink, node.GetFloat("lambd", 0.5f), node.GetFloat("bias", 0.0f));
+  if (op == "Gelu") {
+    std::string approximate = node.GetString("approximate", "none");
+    if (approximate != "none" && approximate != "tanh") return info.Error("unknown approximate '" + approximate + "'");
+    return UnaryExpr(approximate == "tanh" ? Op::kGeluTanh : Op::kGeluErf);
+  }
+  if (op == "IsInf") {
+    bool positive = node.GetInt("detect_positive", 1) != 0, negative = node.GetInt("detect_negative", 1) != 0;
+    if (positive && negative) return UnaryExpr(Op::kIsInf);
+    if (positive) return UnaryExpr(Op::kIsInfPositive);
+    if (negative) return UnaryExpr(Op::kIsInfNegative);
+    return ExprBuilder([](ProgramBuilder& b, const std::vector<int>&) { return b.Fill(0, DataType::kBool); });
+  }
+  if (op == "Mod") return BinaryExpr(node.GetInt("fmod", 0) != 0 ? Op::kModFloat : Op::kModInteger);
+  if (op == "BitShift") {
+    std::string direction = node.GetString("direction", "");
+    if (direction != "LEFT" && direction != "RIGHT") return info.Error("direction must be LEFT or RIGHT");
+    return BinaryExpr(direction == "LEFT" ? Op::kBitShiftLeft : Op::kBitShiftRight);
+  }
+  if (op == "Where") {
+    return ExprBuilder([](ProgramBuilder& b, const std::vector<int>& in) { return b.Emit(Op::kWhere, {in[0], in[1], in[2]}); });
+  }
+  if (op == "Sum") return VariadicExpr(Op::kAdd, false);
+  if (op == "Mean") return VariadicExpr(Op::kAdd, true);
+  if (op == "Max") return VariadicExpr(Op::kMax, false);
+  if (op == "Min") return VariadicExpr(Op::kMin, false);
+  if (op == "Clip") {
+    std::optional<float> lo, hi;
+    if (info.opset < 11) {
+      lo = node.GetFloat("min", -std::numeric_limits<float>::max());
+      hi = node.GetFloat("max", std::numeric_limits<float>::max());
+    }
+    return ClipExpr(lo, hi);
+  }
+  if (op == "Cast") {
+    int64_t to = node.GetInt("to", 0);
+    if (!IsKnownDataType(static_cast<int32_t>(to))) return info.Error("Cast has no valid 'to' type");
+    return CastExpr(static_cast<DataType>(to));
+  }
+  if (op == "CastLike") return CastExpr(std::nullopt);
+  return info.Error("not an elementwise op");
+}
+
+class ElementwiseKernel : public Kernel {
+ public:
+  Status Init(const KernelInfo& info) {
+    FUSIONOPT_ASSIGN_OR_RETURN(expr_, ExprFor(info));
+    label_ = info.node.op_type();
+    num_inputs_ = info.node.inputs().size();
+    if (num_inputs_ == 0) return info.Error("needs at least one input");
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& context) override {
+    std::vector<const RtTensor*> present;
+    std::vector<DataType> dtypes;
+    std::vector<int> registers;
+    for (size_t i = 0; i < context.num_inputs(); ++i) {
+      if (!context.has_input(i)) {
+        registers.push_back(-1);
+        continue;
+      }
+      registers.push_back(static_cast<int>(present.size()));
+      present.push_back(context.input(i));
+      dtypes.push_back(context.input(i)->dtype());
+    }
+    if (present.empty() || registers[0] < 0) return InvalidModel("the first input is missing");
+    FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* program, ProgramFor(dtypes, registers));
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
+    DataType out_dtype = program->register_dtypes[static_cast<size_t>(program->outputs[0])];
+    RtTensor& output = context.Output(0, out_dtype, dims);
+    return ew::Evaluate(*program, present, {&output});
+  }
+
+ private:
+  // Programs depend only on the input dtypes (and which optional inputs are present).
+  Result<const ew::Program*> ProgramFor(const std::vector<DataType>& dtypes, const std::vector<int>& registers) {
+    std::vector<int> key;
+    for (DataType dtype : dtypes) key.push_back(static_cast<int>(dtype));
+    key.insert(key.end(), registers.begin(), registers.end());
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = programs_.find(key);
+    if (it != programs_.end()) return &it->second;
+    ProgramBuilder builder(dtypes);
+    FUSIONOPT_ASSIGN_OR_RETURN(int result, expr_(builder, registers));
+    builder.AddOutput(result);
+    return &programs_.emplace(key, builder.Finish(label_)).first->second;
+  }
+
+  ExprBuilder expr_;
+  std::string label_;
+  size_t num_inputs_ = 0;
+  std::mutex mutex_;
+  std::map<std::vector<int>, ew::Program> programs_;
+};
+
+}  // namespace
+
+void RegisterElementwiseKernels(KernelRegistry& registry) {
+  registry.Register("", {"Neg", "Abs", "Sign", "Reciprocal", "Floor", "Ceil", "Round", "Sqrt", "Exp",
+                         "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                         "Tanh", "Asinh", "Acosh", "Atanh", "Relu", "Sigmoid", "Softplus", "Softsign",
+                         "Mish", "IsNaN", "IsInf", "Not", "BitwiseNot", "HardSwish", "LeakyRelu", "Elu",
+                         "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "Shrink", "Gelu", "Add", "Sub",
+                         "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "LessOrEqual", "Greater",
+                         "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+                         "Mod", "BitShift", "Where", "Sum", "Mean", "Max", "Min", "Clip", "Cast", "CastLike"},
+                    7, kAnyOpset, Make<ElementwiseKernel>());
+}
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,17 @@
+#include "cpu_runtime/kernels.h"
+
+namespace fusionopt::cpu {
+
+const KernelRegistry& KernelRegistry::BuiltIn() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry built;
+    RegisterElementwiseKernels(built);
+    RegisterDataMovementKernels(built);
+    RegisterContractionKernels(built);
+    RegisterReductionKernels(built);
+    return built;
+  }();
+  return registry;
+}
+
+}  // namespace fusionopt::cpu

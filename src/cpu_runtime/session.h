@@ -1,0 +1,57 @@
+// Session: a model prepared for execution on the CPU.
+//
+// Create() resolves a kernel for every node (an unsupported op fails here, naming op, domain,
+// opset and node) and wraps constants; Run() executes nodes in topological order with shapes
+// taken from the actual inputs, releasing each intermediate after its last reader so its
+// buffer is reused.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu_runtime/allocator.h"
+#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/rt_tensor.h"
+#include "ir/graph.h"
+#include "ir/status.h"
+
+namespace fusionopt::cpu {
+
+struct SessionOptions {
+  int threads = 0;  // 0: all cores
+};
+
+struct RunStats {
+  int64_t kernels_launched = 0;           // nodes that ran a kernel (views excluded)
+  int64_t nodes_executed = 0;
+  uint64_t peak_intermediate_bytes = 0;   // most intermediate memory alive at once
+};
+
+struct NamedTensor {
+  std::string name;
+  RtTensor tensor;
+};
+
+class Session {
+ public:
+  // The session refers to the model's nodes and values: the Model must outlive it.
+  static Result<std::unique_ptr<Session>> Create(const Model& model, const SessionOptions& options = {});
+  ~Session();
+
+  // Graph inputs the caller must feed (initializers excluded), with their declared types.
+  const std::vector<const Value*>& inputs() const;
+  const std::vector<const Value*>& outputs() const;
+
+  // Runs once; outputs in graph-output order. Feeds are matched by name; a missing input, an
+  // unknown name, or a dtype/rank/dim that contradicts the declaration is an error naming it.
+  Result<std::vector<NamedTensor>> Run(const std::vector<NamedTensor>& feeds, RunStats* stats = nullptr);
+
+ private:
+  struct Plan;
+  explicit Session(std::unique_ptr<Plan> plan);
+  std::unique_ptr<Plan> plan_;
+};
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,69 @@
+#include "ir/float16.h"
+
+#include <cstring>
+
+namespace fusionopt {
+
+float HalfToFloat(uint16_t half) {
+  uint32_t sign = (half >> 15) & 1, exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign << 31;
+    } else {
+      int shift = 0;
+      while ((mantissa & 0x400) == 0) { mantissa <<= 1; ++shift; }
+      mantissa &= 0x3ff;
+      bits = (sign << 31) | (static_cast<uint32_t>(127 - 15 - shift + 1) << 23) | (mantissa << 13);
+    }
+  } else if (exponent == 0x1f) {
+    bits = (sign << 31) | 0x7f800000 | (mantissa << 13);
+  } else {
+    bits = (sign << 31) | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+uint16_t FloatToHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  uint32_t sign = (bits >> 16) & 0x8000;
+  uint32_t exponent = (bits >> 23) & 0xff;
+  uint32_t mantissa = bits & 0x7fffff;
+  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 : 0));
+  int32_t half_exponent = static_cast<int32_t>(exponent) - 127 + 15;
+  if (half_exponent >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00);
+  if (half_exponent <= 0) {
+    if (half_exponent < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - half_exponent);
+    uint32_t half_mantissa = mantissa >> shift;
+    uint32_t remainder = mantissa & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (remainder > halfway || (remainder == halfway && (half_mantissa & 1))) ++half_mantissa;
+    return static_cast<uint16_t>(sign | half_mantissa);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(half_exponent) << 10) | (mantissa >> 13);
+  uint32_t remainder = mantissa & 0x1fff;
+  if (remainder > 0x1000 || (remainder == 0x1000 && (half & 1))) ++half;  // round to nearest even
+  return static_cast<uint16_t>(half);
+}
+
+float BFloat16ToFloat(uint16_t value) {
+  uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+uint16_t FloatToBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,200 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "cpu_runtime/elementwise.h"
+#include "cpu_runtime/session.h"
+#include "ir/text_format.h"
+
+using namespace fusionopt;
+using namespace fusionopt::cpu;
+
+namespace {
+
+RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
+  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
+  std::copy(values.begin(), values.end(), tensor.data<float>());
+  return tensor;
+}
+
+std::vector<double> Values(const RtTensor& tensor) {
+  std::vector<double> out;
+  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
+  return out;
+}
+
+std::vector<NamedTensor> RunText(const std::string& text, const std::vector<NamedTensor>& feeds,
+                                 RunStats* stats = nullptr) {
+  auto model = ParseModel(text);
+  REQUIRE(model.ok());
+  auto session = Session::Create(**model);
+  REQUIRE(session.ok());
+  auto outputs = (*session)->Run(feeds, stats);
+  INFO(outputs.status().message());
+  REQUIRE(outputs.ok());
+  return std::move(outputs).value();
+}
+
+}  // namespace
+
+TEST_CASE("broadcasting follows numpy and names incompatible shapes", "[cpu]") {
+  RtTensor a = Floats({2, 1, 3}, {1, 2, 3, 4, 5, 6});
+  RtTensor b = Floats({4, 1}, {0, 0, 0, 0});
+  REQUIRE(ew::BroadcastDims({&a, &b}).value() == std::vector<int64_t>{2, 4, 3});
+  RtTensor c = Floats({2}, {0, 0});
+  auto bad = ew::BroadcastDims({&a, &c});
+  REQUIRE_THAT(bad.status().message(), Catch::Contains("[2,1,3] and [2]"));
+}
+
+TEST_CASE("a fused program evaluates several ops in one pass with broadcasting", "[cpu]") {
+  // y = Relu(x * scale + bias) with scale [3] and bias [2,1]
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, DataType::kFloat});
+  int product = builder.Emit(ew::Op::kMul, {0, 1}).value();
+  int sum = builder.Emit(ew::Op::kAdd, {product, 2}).value();
+  int relu = builder.Emit(ew::Op::kRelu, {sum}).value();
+  builder.AddOutput(relu);
+  builder.AddOutput(sum);
+  ew::Program program = builder.Finish("fused(Mul,Add,Relu)");
+
+  RtTensor x = Floats({2, 3}, {1, -2, 3, -4, 5, -6});
+  RtTensor scale = Floats({3}, {2, 2, 0.5f});
+  RtTensor bias = Floats({2, 1}, {-1, 1});
+  RtTensor y = RtTensor::Allocate(DataType::kFloat, {2, 3});
+  RtTensor s = RtTensor::Allocate(DataType::kFloat, {2, 3});
+  REQUIRE(ew::Evaluate(program, {&x, &scale, &bias}, {&y, &s}).ok());
+  REQUIRE(Values(s) == std::vector<double>{1, -5, 0.5, -7, 11, -2});
+  REQUIRE(Values(y) == std::vector<double>{1, 0, 0.5, 0, 11, 0});
+}
+
+TEST_CASE("large tensors are split in tiles and threads without changing results", "[cpu]") {
+  const int64_t n = 3 * 100003;  // not a multiple of the tile
+  RtTensor x = RtTensor::Allocate(DataType::kFloat, {3, 100003});
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 97) - 48.0f;
+  RtTensor row = Floats({3, 1}, {1, 10, 100});
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat});
+  builder.AddOutput(builder.Emit(ew::Op::kMul, {0, 1}).value());
+  ew::Program program = builder.Finish("Mul");
+  RtTensor y = RtTensor::Allocate(DataType::kFloat, {3, 100003});
+  REQUIRE(ew::Evaluate(program, {&x, &row}, {&y}).ok());
+  for (int64_t i = 0; i < n; i += 7919) {
+    float factor = i < 100003 ? 1 : (i < 200006 ? 10 : 100);
+    REQUIRE(y.data<float>()[i] == x.data<float>()[i] * factor);
+  }
+}
+
+TEST_CASE("the builder rejects ops on types they are not defined for", "[cpu]") {
+  ew::ProgramBuilder builder({DataType::kInt64, DataType::kFloat, DataType::kFloat});
+  REQUIRE(builder.Emit(ew::Op::kExp, {0}).status().code() == ErrorCode::kUnsupported);
+  REQUIRE(builder.Emit(ew::Op::kAdd, {0, 1}).status().code() == ErrorCode::kInvalidModel);
+  REQUIRE(builder.Emit(ew::Op::kWhere, {1, 1, 2}).status().code() == ErrorCode::kInvalidModel);
+  REQUIRE(builder.Emit(ew::Op::kAnd, {1, 2}).status().code() == ErrorCode::kUnsupported);
+}
+
+TEST_CASE("ONNX elementwise ops run through the session", "[cpu]") {
+  auto outputs = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (float[2,3] %x, float[3] %b) -> (float[2,3] %y, bool[2,3] %m, float[2,3] %c, int32[2,3] %i)
+{
+  %s = Add(%x, %b)
+  %y = Relu(%s)
+  %m = Greater(%s, %b)
+  %lo = Constant() {value: tensor float[] [-0.5]}
+  %c = Clip(%s, %lo, )
+  %i = Cast(%s) {to: 6}
+}
+)",
+                         {{"x", Floats({2, 3}, {1, -2, 3, -4, 5, -6})}, {"b", Floats({3}, {0.5f, 0.5f, 0.5f})}});
+  REQUIRE(Values(outputs[0].tensor) == std::vector<double>{1.5, 0, 3.5, 0, 5.5, 0});
+  REQUIRE(outputs[1].tensor.dtype() == DataType::kBool);
+  REQUIRE(Values(outputs[1].tensor) == std::vector<double>{1, 0, 1, 0, 1, 0});
+  REQUIRE(Values(outputs[2].tensor) == std::vector<double>{1.5, -0.5, 3.5, -0.5, 5.5, -0.5});
+  REQUIRE(outputs[3].tensor.dtype() == DataType::kInt32);
+  REQUIRE(Values(outputs[3].tensor) == std::vector<double>{1, -1, 3, -3, 5, -5});
+}
+
+TEST_CASE("integer and float16 arithmetic keep their ONNX types", "[cpu]") {
+  RtTensor a = RtTensor::Allocate(DataType::kInt32, {3});
+  a.data<int32_t>()[0] = 2147483647;
+  a.data<int32_t>()[1] = -7;
+  a.data<int32_t>()[2] = 7;
+  RtTensor b = RtTensor::Allocate(DataType::kInt32, {3});
+  b.data<int32_t>()[0] = 1;
+  b.data<int32_t>()[1] = 2;
+  b.data<int32_t>()[2] = -2;
+  auto outputs = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (int32[3] %a, int32[3] %b) -> (int32[3] %sum, int32[3] %quotient, int32[3] %mod)
+{
+  %sum = Add(%a, %b)
+  %quotient = Div(%a, %b)
+  %mod = Mod(%a, %b)
+}
+)",
+                         {{"a", a}, {"b", b}});
+  REQUIRE(Values(outputs[0].tensor) == std::vector<double>{-2147483648.0, -5, 5});  // wraps like int32
+  REQUIRE(Values(outputs[1].tensor) == std::vector<double>{2147483647.0, -3, -3});  // truncates
+  REQUIRE(Values(outputs[2].tensor) == std::vector<double>{0, 1, -1});              // sign of divisor
+
+  RtTensor h = RtTensor::Allocate(DataType::kFloat16, {2});
+  h.data<uint16_t>()[0] = FloatToHalf(1.0f);
+  h.data<uint16_t>()[1] = FloatToHalf(2049.0f);  // not representable: 2048
+  auto half = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (float16[2] %h) -> (float16[2] %y)
+{
+  %y = Mul(%h, %h)
+}
+)",
+                      {{"h", h}});
+  REQUIRE(half[0].tensor.dtype() == DataType::kFloat16);
+  REQUIRE(Values(half[0].tensor) == std::vector<double>{1, INFINITY});  // 2048^2 overflows float16
+}
+
+TEST_CASE("sessions reject unsupported ops and bad inputs by name", "[cpu]") {
+  auto model = ParseModel(R"(
+ir_version 8
+opset "" 17
+opset "com.example" 1
+graph t (float[2] %x) -> (float[2] %y)
+{
+  %y = com.example::Frobnicate(%x) @frob
+}
+)");
+  REQUIRE(model.ok());
+  auto session = Session::Create(**model);
+  REQUIRE(session.status().code() == ErrorCode::kUnsupported);
+  REQUIRE_THAT(session.status().message(), Catch::Contains("'frob'") && Catch::Contains("Frobnicate") &&
+                                               Catch::Contains("com.example") && Catch::Contains("opset 1"));
+
+  auto good = ParseModel("ir_version 8\nopset \"\" 17\ngraph t (float[2] %x) -> (float[2] %y)\n{\n  %y = Neg(%x)\n}\n");
+  auto neg = Session::Create(**good);
+  REQUIRE(neg.ok());
+  auto wrong_shape = (*neg)->Run({{"x", Floats({3}, {1, 2, 3})}});
+  REQUIRE_THAT(wrong_shape.status().message(), Catch::Contains("input 'x'") && Catch::Contains("[3]"));
+  auto missing = (*neg)->Run({});
+  REQUIRE_THAT(missing.status().message(), Catch::Contains("'x' was not given"));
+  RunStats stats;
+  auto ran = (*neg)->Run({{"x", Floats({2}, {1, -2})}}, &stats);
+  REQUIRE(ran.ok());
+  REQUIRE(Values((*ran)[0].tensor) == std::vector<double>{-1, 2});
+  REQUIRE(stats.kernels_launched == 1);
+}
+
+TEST_CASE("Relu and Max keep NaN like numpy and onnxruntime", "[cpu]") {
+  RtTensor x = Floats({3}, {NAN, -1, 2});
+  RtTensor zero = Floats({1}, {0});
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat});
+  builder.AddOutput(builder.Emit(ew::Op::kRelu, {0}).value());
+  builder.AddOutput(builder.Emit(ew::Op::kMax, {0, 1}).value());
+  ew::Program program = builder.Finish("Relu,Max");
+  RtTensor relu = RtTensor::Allocate(DataType::kFloat, {3});
+  RtTensor max = RtTensor::Allocate(DataType::kFloat, {3});
+  REQUIRE(ew::Evaluate(program, {&x, &zero}, {&relu, &max}).ok());
+  REQUIRE(std::isnan(relu.data<float>()[0]));
+  REQUIRE(std::isnan(max.data<float>()[0]));
+  REQUIRE(relu.data<float>()[1] == 0.0f);
+  REQUIRE(max.data<float>()[2] == 2.0f);
+}
