@@ -116,6 +116,23 @@ Result<std::vector<int64_t>> NormalizedIndices(const RtTensor& indices, int64_t 
 Result<std::vector<int64_t>> ElementOffsetsAlongAxis(const RtTensor& indices, const std::vector<int64_t>& data_dims,
                                                      size_t axis);
 
+// Make<K>() behind a check that the node's first `required` inputs are present (kAllInputs:
+// every input it lists), so kernels may dereference them without checking.
+constexpr size_t kAllInputs = SIZE_MAX;
+template <typename K>
+KernelFactory MakeWithInputs(size_t required) {
+  return [required](const KernelInfo& info) -> Result<std::unique_ptr<Kernel>> {
+    size_t listed = info.node.inputs().size();
+    if (required != kAllInputs && listed < required) {
+      return info.Error("needs " + std::to_string(required) + " inputs, has " + std::to_string(listed));
+    }
+    for (size_t i = 0; i < std::min(required, listed); ++i) {
+      if (info.node.input(i) == nullptr) return info.Error("input " + std::to_string(i) + " is required");
+    }
+    return Make<K>()(info);
+  };
+}
+
 // The node's output slots that are present (ONNX allows omitting optional outputs).
 std::vector<bool> PresentOutputs(const Node& node);
 

@@ -55,7 +55,6 @@ Result<std::vector<int64_t>> ReshapeDims(const std::vector<int64_t>& input, cons
 class ReshapeKernel : public ViewKernel {
  public:
   Status Init(const KernelInfo& info) {
-    if (info.node.input(1) == nullptr) return info.Error("Reshape needs its shape input");
     allow_zero_ = info.opset >= 14 && info.node.GetInt("allowzero", 0) != 0;
     return Status::Ok();
   }
@@ -264,14 +263,14 @@ class SizeKernel : public ViewKernel {
 }  // namespace
 
 void RegisterViewKernels(KernelRegistry& registry) {
-  registry.Register("", "Reshape", 5, kAnyOpset, Make<ReshapeKernel>());
-  registry.Register("", "Flatten", 1, kAnyOpset, Make<FlattenKernel>());
-  registry.Register("", "Squeeze", 1, kAnyOpset, Make<SqueezeKernel>());
-  registry.Register("", "Unsqueeze", 1, kAnyOpset, Make<UnsqueezeKernel>());
-  registry.Register("", "Identity", 1, kAnyOpset, Make<IdentityKernel>());
-  registry.Register("", "Dropout", 7, kAnyOpset, Make<DropoutKernel>());
-  registry.Register("", "Shape", 1, kAnyOpset, Make<ShapeKernel>());
-  registry.Register("", "Size", 1, kAnyOpset, Make<SizeKernel>());
+  registry.Register("", "Reshape", 5, kAnyOpset, MakeWithInputs<ReshapeKernel>(2));
+  registry.Register("", "Flatten", 1, kAnyOpset, MakeWithInputs<FlattenKernel>(1));
+  registry.Register("", "Squeeze", 1, kAnyOpset, MakeWithInputs<SqueezeKernel>(1));
+  registry.Register("", "Unsqueeze", 1, kAnyOpset, MakeWithInputs<UnsqueezeKernel>(1));
+  registry.Register("", "Identity", 1, kAnyOpset, MakeWithInputs<IdentityKernel>(1));
+  registry.Register("", "Dropout", 7, kAnyOpset, MakeWithInputs<DropoutKernel>(1));
+  registry.Register("", "Shape", 1, kAnyOpset, MakeWithInputs<ShapeKernel>(1));
+  registry.Register("", "Size", 1, kAnyOpset, MakeWithInputs<SizeKernel>(1));
 }
 
 }  // namespace data_movement

@@ -25,13 +25,15 @@ void SimplifyLayout(StridedLayout& layout) {
 
 namespace {
 
+// The contiguous-destination cases get their own loops so that they vectorise.
 template <typename T>
 void CopyRow(T* dst, const T* src, int64_t count, int64_t dst_stride, int64_t src_stride) {
   if (dst_stride == 1 && src_stride == 1) {
     std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(T));
-  } else if (src_stride == 0) {
-    T value = *src;
-    for (int64_t i = 0; i < count; ++i) dst[i * dst_stride] = value;
+  } else if (dst_stride == 1 && src_stride == 0) {
+    std::fill(dst, dst + count, *src);
+  } else if (dst_stride == 1) {
+    for (int64_t i = 0; i < count; ++i) dst[i] = src[i * src_stride];
   } else {
     for (int64_t i = 0; i < count; ++i) dst[i * dst_stride] = src[i * src_stride];
   }

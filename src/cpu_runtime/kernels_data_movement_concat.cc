@@ -182,8 +182,8 @@ class SplitKernel : public Kernel {
 }  // namespace
 
 void RegisterConcatSplitKernels(KernelRegistry& registry) {
-  registry.Register("", "Concat", 4, kAnyOpset, Make<ConcatKernel>());
-  registry.Register("", "Split", 2, kAnyOpset, Make<SplitKernel>());
+  registry.Register("", "Concat", 4, kAnyOpset, MakeWithInputs<ConcatKernel>(kAllInputs));
+  registry.Register("", "Split", 2, kAnyOpset, MakeWithInputs<SplitKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

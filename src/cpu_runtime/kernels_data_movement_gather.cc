@@ -142,9 +142,9 @@ class GatherNDKernel : public Kernel {
 }  // namespace
 
 void RegisterGatherKernels(KernelRegistry& registry) {
-  registry.Register("", "Gather", 1, kAnyOpset, Make<GatherKernel>());
-  registry.Register("", "GatherElements", 11, kAnyOpset, Make<GatherElementsKernel>());
-  registry.Register("", "GatherND", 11, kAnyOpset, Make<GatherNDKernel>());
+  registry.Register("", "Gather", 1, kAnyOpset, MakeWithInputs<GatherKernel>(2));
+  registry.Register("", "GatherElements", 11, kAnyOpset, MakeWithInputs<GatherElementsKernel>(2));
+  registry.Register("", "GatherND", 11, kAnyOpset, MakeWithInputs<GatherNDKernel>(2));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -210,11 +210,11 @@ class TriluKernel : public Kernel {
 }  // namespace
 
 void RegisterGeneratorKernels(KernelRegistry& registry) {
-  registry.Register("", "ConstantOfShape", 9, kAnyOpset, Make<ConstantOfShapeKernel>());
-  registry.Register("", "Range", 11, kAnyOpset, Make<RangeKernel>());
-  registry.Register("", "EyeLike", 9, kAnyOpset, Make<EyeLikeKernel>());
-  registry.Register("", "OneHot", 9, kAnyOpset, Make<OneHotKernel>());
-  registry.Register("", "Trilu", 14, kAnyOpset, Make<TriluKernel>());
+  registry.Register("", "ConstantOfShape", 9, kAnyOpset, MakeWithInputs<ConstantOfShapeKernel>(1));
+  registry.Register("", "Range", 11, kAnyOpset, MakeWithInputs<RangeKernel>(3));
+  registry.Register("", "EyeLike", 9, kAnyOpset, MakeWithInputs<EyeLikeKernel>(1));
+  registry.Register("", "OneHot", 9, kAnyOpset, MakeWithInputs<OneHotKernel>(3));
+  registry.Register("", "Trilu", 14, kAnyOpset, MakeWithInputs<TriluKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

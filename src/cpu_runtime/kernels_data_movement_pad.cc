@@ -194,7 +194,7 @@ class PadKernel : public Kernel {
 }  // namespace
 
 void RegisterPadKernels(KernelRegistry& registry) {
-  registry.Register("", "Pad", 2, kAnyOpset, Make<PadKernel>());
+  registry.Register("", "Pad", 2, kAnyOpset, MakeWithInputs<PadKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -472,8 +472,8 @@ Status ResizeKernel::Compute(KernelContext& context) {
 }  // namespace
 
 void RegisterResizeKernels(KernelRegistry& registry) {
-  registry.Register("", "Resize", 10, kAnyOpset, Make<ResizeKernel>());
-  registry.Register("", "Upsample", 7, 9, Make<UpsampleKernel>());
+  registry.Register("", "Resize", 10, kAnyOpset, MakeWithInputs<ResizeKernel>(1));
+  registry.Register("", "Upsample", 7, 9, MakeWithInputs<UpsampleKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -237,9 +237,9 @@ class TopKKernel : public Kernel {
 }  // namespace
 
 void RegisterScanKernels(KernelRegistry& registry) {
-  registry.Register("", "CumSum", 11, kAnyOpset, Make<CumSumKernel>());
-  registry.Register("", "NonZero", 9, kAnyOpset, Make<NonZeroKernel>());
-  registry.Register("", "TopK", 1, kAnyOpset, Make<TopKKernel>());
+  registry.Register("", "CumSum", 11, kAnyOpset, MakeWithInputs<CumSumKernel>(2));
+  registry.Register("", "NonZero", 9, kAnyOpset, MakeWithInputs<NonZeroKernel>(1));
+  registry.Register("", "TopK", 1, kAnyOpset, MakeWithInputs<TopKKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

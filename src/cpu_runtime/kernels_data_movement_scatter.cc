@@ -165,9 +165,9 @@ class ScatterNDKernel : public Kernel {
 }  // namespace
 
 void RegisterScatterKernels(KernelRegistry& registry) {
-  registry.Register("", "Scatter", 9, 10, Make<ScatterElementsKernel>());
-  registry.Register("", "ScatterElements", 11, kAnyOpset, Make<ScatterElementsKernel>());
-  registry.Register("", "ScatterND", 11, kAnyOpset, Make<ScatterNDKernel>());
+  registry.Register("", "Scatter", 9, 10, MakeWithInputs<ScatterElementsKernel>(3));
+  registry.Register("", "ScatterElements", 11, kAnyOpset, MakeWithInputs<ScatterElementsKernel>(3));
+  registry.Register("", "ScatterND", 11, kAnyOpset, MakeWithInputs<ScatterNDKernel>(3));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -118,15 +118,13 @@ std::optional<std::vector<int64_t>> BroadcastDims(const std::vector<int64_t>& in
 
 class ExpandKernel : public Kernel {
  public:
-  Status Init(const KernelInfo& info) {
-    if (info.node.input(1) == nullptr) return info.Error("Expand needs its shape input");
-    return Status::Ok();
-  }
+  Status Init(const KernelInfo&) { return Status::Ok(); }
   Status Compute(KernelContext& context) override {
     const RtTensor& data = *context.input(0);
     FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(data.dtype()));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*context.input(1), "the shape"));
     std::optional<std::vector<int64_t>> dims = BroadcastDims(data.dims(), shape);
+    if (std::any_of(shape.begin(), shape.end(), [](int64_t dim) { return dim < 0; })) dims.reset();
     if (!dims) return InvalidModel("cannot expand " + DimsToString(data.dims()) + " to " + DimsToString(shape));
     std::vector<int64_t> in_strides = ContiguousStrides(data.dims());
     StridedLayout layout{*dims, ContiguousStrides(*dims), std::vector<int64_t>(dims->size(), 0)};
@@ -142,10 +140,7 @@ class ExpandKernel : public Kernel {
 
 class TileKernel : public Kernel {
  public:
-  Status Init(const KernelInfo& info) {
-    if (info.node.input(1) == nullptr) return info.Error("Tile needs its repeats input");
-    return Status::Ok();
-  }
+  Status Init(const KernelInfo&) { return Status::Ok(); }
   Status Compute(KernelContext& context) override {
     const RtTensor& data = *context.input(0);
     FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(data.dtype()));
@@ -174,9 +169,9 @@ class TileKernel : public Kernel {
 }  // namespace
 
 void RegisterSliceKernels(KernelRegistry& registry) {
-  registry.Register("", "Slice", 1, kAnyOpset, Make<SliceKernel>());
-  registry.Register("", "Expand", 8, kAnyOpset, Make<ExpandKernel>());
-  registry.Register("", "Tile", 6, kAnyOpset, Make<TileKernel>());
+  registry.Register("", "Slice", 1, kAnyOpset, MakeWithInputs<SliceKernel>(1));
+  registry.Register("", "Expand", 8, kAnyOpset, MakeWithInputs<ExpandKernel>(2));
+  registry.Register("", "Tile", 6, kAnyOpset, MakeWithInputs<TileKernel>(2));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -216,9 +216,9 @@ class BlockRearrange : public BlockRearrangeKernel {
 }  // namespace
 
 void RegisterTransposeKernels(KernelRegistry& registry) {
-  registry.Register("", "Transpose", 1, kAnyOpset, Make<TransposeKernel>());
-  registry.Register("", "DepthToSpace", 1, kAnyOpset, Make<BlockRearrange<true>>());
-  registry.Register("", "SpaceToDepth", 1, kAnyOpset, Make<BlockRearrange<false>>());
+  registry.Register("", "Transpose", 1, kAnyOpset, MakeWithInputs<TransposeKernel>(1));
+  registry.Register("", "DepthToSpace", 1, kAnyOpset, MakeWithInputs<BlockRearrange<true>>(1));
+  registry.Register("", "SpaceToDepth", 1, kAnyOpset, MakeWithInputs<BlockRearrange<false>>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -56,10 +56,9 @@ ExprBuilder ClipExpr(std::optional<float> min_attr, std::optional<float> max_att
   };
 }
 
-ExprBuilder CastExpr(std::optional<DataType> to) {
+ExprBuilder CastExpr(DataType to) {
   return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
-    DataType target = to ? *to : b.dtype(in[1]);  // CastLike takes the second input's type
-    return b.Convert(in[0], target);  // the same type: stored as it is
+    return b.Convert(in[0], to);  // the same type: stored as it is
   };
 }
 
@@ -134,7 +133,7 @@ Result<ExprBuilder> ExprFor(const KernelInfo& info) {
     if (!IsKnownDataType(static_cast<int32_t>(to))) return info.Error("Cast has no valid 'to' type");
     return CastExpr(static_cast<DataType>(to));
   }
-  if (op == "CastLike") return CastExpr(std::nullopt);
+  if (op == "CastLike") return ExprBuilder();  // built per target dtype in Compute
   return info.Error("not an elementwise op");
 }
 
@@ -143,6 +142,7 @@ class ElementwiseKernel : public Kernel {
   Status Init(const KernelInfo& info) {
     FUSIONOPT_ASSIGN_OR_RETURN(expr_, ExprFor(info));
     label_ = info.node.op_type();
+    cast_like_ = label_ == "CastLike";
     num_inputs_ = info.node.inputs().size();
     if (num_inputs_ == 0) return info.Error("needs at least one input");
     return Status::Ok();
@@ -152,7 +152,10 @@ class ElementwiseKernel : public Kernel {
     std::vector<const RtTensor*> present;
     std::vector<DataType> dtypes;
     std::vector<int> registers;
-    for (size_t i = 0; i < context.num_inputs(); ++i) {
+    // CastLike's second input contributes only its dtype, not data or shape.
+    size_t data_inputs = cast_like_ ? 1 : context.num_inputs();
+    if (cast_like_ && !context.has_input(1)) return InvalidModel("CastLike needs its second input");
+    for (size_t i = 0; i < data_inputs; ++i) {
       if (!context.has_input(i)) {
         registers.push_back(-1);
         continue;
@@ -162,7 +165,9 @@ class ElementwiseKernel : public Kernel {
       dtypes.push_back(context.input(i)->dtype());
     }
     if (present.empty() || registers[0] < 0) return InvalidModel("the first input is missing");
-    FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* program, ProgramFor(dtypes, registers));
+    std::optional<DataType> cast_target;
+    if (cast_like_) cast_target = context.input(1)->dtype();
+    FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* program, ProgramFor(dtypes, registers, cast_target));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
     DataType out_dtype = program->register_dtypes[static_cast<size_t>(program->outputs[0])];
     RtTensor& output = context.Output(0, out_dtype, dims);
@@ -171,21 +176,25 @@ class ElementwiseKernel : public Kernel {
 
  private:
   // Programs depend only on the input dtypes (and which optional inputs are present).
-  Result<const ew::Program*> ProgramFor(const std::vector<DataType>& dtypes, const std::vector<int>& registers) {
+  Result<const ew::Program*> ProgramFor(const std::vector<DataType>& dtypes, const std::vector<int>& registers,
+                                        std::optional<DataType> cast_target) {
     std::vector<int> key;
     for (DataType dtype : dtypes) key.push_back(static_cast<int>(dtype));
     key.insert(key.end(), registers.begin(), registers.end());
+    if (cast_target) key.push_back(1000 + static_cast<int>(*cast_target));
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = programs_.find(key);
     if (it != programs_.end()) return &it->second;
     ProgramBuilder builder(dtypes);
-    FUSIONOPT_ASSIGN_OR_RETURN(int result, expr_(builder, registers));
+    ExprBuilder expr = cast_target ? CastExpr(*cast_target) : expr_;
+    FUSIONOPT_ASSIGN_OR_RETURN(int result, expr(builder, registers));
     builder.AddOutput(result);
     return &programs_.emplace(key, builder.Finish(label_)).first->second;
   }
 
   ExprBuilder expr_;
   std::string label_;
+  bool cast_like_ = false;
   size_t num_inputs_ = 0;
   std::mutex mutex_;
   std::map<std::vector<int>, ew::Program> programs_;

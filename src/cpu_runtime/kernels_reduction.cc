@@ -185,6 +185,7 @@ class ReduceKernel : public Kernel {
   Status Compute(KernelContext& context) override {
     const RtTensor* data = context.input(0);
     if (data == nullptr) return InvalidModel("the data input is missing");
+    if (!Accepts(data->dtype(), spec_.types)) return UnsupportedType(data->dtype());
     const int64_t rank = static_cast<int64_t>(data->rank());
     std::vector<int64_t> axes = attribute_axes_;
     if (axes_from_input_ && context.has_input(1)) {
@@ -201,7 +202,6 @@ class ReduceKernel : public Kernel {
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, NormalizeAxes(axes, rank));
     ReducePlan plan = PlanReduction(data->dims(), normalized, keepdims_);
     RtTensor& output = context.Output(0, data->dtype(), plan.output_dims);
-    if (!Accepts(data->dtype(), spec_.types)) return UnsupportedType(data->dtype());
     return DispatchType<kAnyReduceType>(data->dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       RunReduce(spec_.op, plan, DataOf<T>(*data), MutableDataOf<T>(output));
@@ -221,11 +221,12 @@ class ReduceKernel : public Kernel {
 
 void RegisterReduceKernels(KernelRegistry& registry) {
   for (const ReduceOpSpec& spec : kReduceOps) {
-    registry.Register("", spec.op_type, 1, 23, [spec = &spec](const KernelInfo& info) -> Result<std::unique_ptr<Kernel>> {
+    auto factory = [spec = &spec](const KernelInfo& info) -> Result<std::unique_ptr<Kernel>> {
       auto kernel = std::make_unique<ReduceKernel>(*spec);
       FUSIONOPT_RETURN_IF_ERROR(kernel->Init(info));
       return std::unique_ptr<Kernel>(std::move(kernel));
-    });
+    };
+    registry.Register("", spec.op_type, 1, 23, factory);
   }
 }
 

@@ -129,7 +129,6 @@ class RowNormalizationKernel : public Kernel {
     for (int64_t row = 0; row < rows; ++row) {
       const T* in = x + row * n;
       T* out = y + row * n;
-      if (n == 0) continue;
       const Moments<Acc> moments = RowMoments<kCentered>(in, n, static_cast<Acc>(epsilon_));
       for (int64_t i = 0; i < n; ++i) {
         out[i] = Elem<T>::Store((Elem<T>::Load(in[i]) - moments.mean) * moments.inv_std * scale[i] + bias[i]);

@@ -45,11 +45,16 @@ void NormalizeRow(const T* x, T* y, int64_t n, AccOf<T>* work) {
   }
   auto load = [](T v) { return Elem<T>::Load(v); };
   const Acc max = ReduceRun(x, n, Elem<T>::Lowest(), load, TakeMax());
-  for (int64_t i = 0; i < n; ++i) work[i] = Elem<T>::Load(x[i]) - max;
-  ExpNonPositiveInPlace(work, n);
+  if constexpr (std::is_same_v<T, Acc>) {
+    ExpShifted(x, max, work, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) work[i] = Elem<T>::Load(x[i]);
+    ExpShifted(work, max, work, n);
+  }
   const Acc sum = ReduceRun(work, n, Acc(0), [](Acc v) { return v; }, std::plus<Acc>());
   if constexpr (kOp == SoftmaxOp::kSoftmax) {
-    for (int64_t i = 0; i < n; ++i) y[i] = Elem<T>::Store(work[i] / sum);
+    const Acc scale = Acc(1) / sum;
+    for (int64_t i = 0; i < n; ++i) y[i] = Elem<T>::Store(work[i] * scale);
   } else {
     // (x - max) - log_sum, in this order: folding max + log_sum first would round the sum
     // to the magnitude of max and lose the small result's precision.
@@ -83,6 +88,7 @@ void NormalizeRows(const T* x, T* y, int64_t rows, int64_t n) {
 template <SoftmaxOp kOp, typename T>
 void NormalizeColumnTile(const T* x, T* y, int64_t n, int64_t inner, int64_t width) {
   using Acc = AccOf<T>;
+  if (n == 0) return;
   if constexpr (kOp == SoftmaxOp::kHardmax) {
     for (int64_t i = 0; i < width; ++i) {
       const int64_t index = FirstMaxIndex(x + i, n, inner);
@@ -107,7 +113,7 @@ void NormalizeColumnTile(const T* x, T* y, int64_t n, int64_t inner, int64_t wid
     for (int64_t i = 0; i < width; ++i) sum[i] += shifted[i];
   }
   if constexpr (kOp == SoftmaxOp::kLogSoftmax) {
-    for (int64_t i = 0; i < width; ++i) sum[i] = std::log(sum[i]);
+    for (int64_t i = 0; i < width; ++i) sum[i] = std::log(sum[i]);  // from here on: log of the sum
   }
   for (int64_t r = 0; r < n; ++r) {
     shift_row(r);

@@ -343,8 +343,13 @@ TEST_CASE("Expand broadcasts, Tile repeats, both reject bad arguments", "[cpu]")
   RtTensor expanded = RunUnary(13, "Expand(%x, %s)", column, "  init int64[3] %s = [2, 1, 3]\n");
   REQUIRE(expanded.dims() == std::vector<int64_t>{2, 2, 3});
   REQUIRE(Values(expanded) == std::vector<double>{1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
-  auto bad = Text(13, "float %x) -> (%y", "  %y = Expand(%x, %s)", "  init int64[1] %s = [3]\n");
-  REQUIRE_THAT(TryRun(bad, {{"x", Iota({2, 2})}}).status().message(), Catch::Contains("cannot expand [2,2] to [3]"));
+  auto bad = Text(13, "float %x, int64 %s) -> (%y", "  %y = Expand(%x, %s)");
+  REQUIRE_THAT(TryRun(bad, {{"x", Iota({2, 2})}, {"s", Int64s({1}, {3})}}).status().message(),
+               Catch::Contains("cannot expand [2,2] to [3]"));
+  REQUIRE_THAT(TryRun(bad, {{"x", Iota({1})}, {"s", Int64s({1}, {-2})}}).status().message(),
+               Catch::Contains("cannot expand [1] to [-2]"));
+  REQUIRE_THAT(CreateStatus(Text(13, "float %x) -> (%y", "  %y = Expand(%x, )")).message(),
+               Catch::Contains("input 1 is required"));
   RtTensor tiled = RunUnary(13, "Tile(%x, %r)", column, "  init int64[2] %r = [2, 2]\n");
   REQUIRE(tiled.dims() == std::vector<int64_t>{4, 2});
   REQUIRE(Values(tiled) == std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2});

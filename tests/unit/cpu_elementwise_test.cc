@@ -198,3 +198,19 @@ TEST_CASE("Relu and Max keep NaN like numpy and onnxruntime", "[cpu]") {
   REQUIRE(relu.data<float>()[1] == 0.0f);
   REQUIRE(max.data<float>()[2] == 2.0f);
 }
+
+TEST_CASE("CastLike takes only the type of its second input", "[cpu]") {
+  RtTensor like = RtTensor::Allocate(DataType::kInt64, {1});
+  auto outputs = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (float[2,3] %x, int64[1] %like) -> (int64[2,3] %y)
+{
+  %y = CastLike(%x, %like)
+}
+)",
+                         {{"x", Floats({2, 3}, {1.5f, -2.5f, 3, 4, 5, 6})}, {"like", like}});
+  REQUIRE(outputs[0].tensor.dtype() == DataType::kInt64);
+  REQUIRE(outputs[0].tensor.dims() == std::vector<int64_t>{2, 3});
+  REQUIRE(Values(outputs[0].tensor) == std::vector<double>{1, -2, 3, 4, 5, 6});
+}

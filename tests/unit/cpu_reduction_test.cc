@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu_runtime/reduction_math.h"
 #include "cpu_runtime/reduction_plan.h"
 #include "cpu_runtime/session.h"
 #include "ir/float16.h"
@@ -124,6 +125,27 @@ TEST_CASE("reduction axes are validated and normalized", "[cpu]") {
   REQUIRE_THAT(NormalizeAxes({3}, 3).status().message(), Catch::Contains("axis 3 is out of range for rank 3"));
   REQUIRE_THAT(NormalizeAxes({1, -2}, 3).status().message(), Catch::Contains("same axis twice"));
   REQUIRE_FALSE(NormalizeAxes({0}, 0).ok());
+}
+
+TEST_CASE("the vectorized exp of non-positive arguments is within two ulp of std::exp", "[cpu]") {
+  std::vector<float> arguments;
+  for (double x = -86.9; x <= 0; x += 0.0137) arguments.push_back(static_cast<float>(x));
+  arguments.push_back(0.0f);
+  std::vector<float> values = arguments;
+  fusionopt::cpu::reduction::ExpNonPositiveInPlace(values.data(), static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float exact = static_cast<float>(std::exp(static_cast<double>(arguments[i])));
+    const float ulp = std::nextafter(exact, 1.0f) - exact;
+    INFO("exp(" << arguments[i] << ") = " << values[i] << ", expected " << exact);
+    REQUIRE(std::fabs(values[i] - exact) <= 2 * ulp);
+  }
+  REQUIRE(values.back() == 1.0f);
+  // Special values, in a tail shorter than a vector.
+  std::vector<float> special = {-std::numeric_limits<float>::infinity(), NAN, -100.0f};
+  fusionopt::cpu::reduction::ExpNonPositiveInPlace(special.data(), 3);
+  REQUIRE(special[0] == 0.0f);
+  REQUIRE(std::isnan(special[1]));
+  REQUIRE(special[2] == 0.0f);
 }
 
 TEST_CASE("each Reduce op computes its formula along an axis", "[cpu]") {
@@ -276,7 +298,8 @@ TEST_CASE("long and wide reductions are exact where they can be and thread-count
 }
 
 TEST_CASE("reduce ops reject bad axes at prepare time or at run time", "[cpu]") {
-  Status out_of_range = CreateStatus(ModelText(11, "(float[2,2] %x) -> (float %y)", "  %y = ReduceMean(%x) {axes: [2]}"));
+  Status out_of_range =
+      CreateStatus(ModelText(11, "(float[2,2] %x) -> (float %y)", "  %y = ReduceMean(%x) {axes: [2]}"));
   REQUIRE(out_of_range.code() == ErrorCode::kInvalidModel);
   REQUIRE_THAT(out_of_range.message(), Catch::Contains("ReduceMean") && Catch::Contains("axis 2 is out of range"));
 
@@ -442,6 +465,7 @@ TEST_CASE("MeanVarianceNormalization normalizes per channel over N, H and W by d
   // Per instance and channel: {1,3} -> [-1,1]; {10,10} has no spread and stays 0.
   RequireClose(Values(outputs[1].tensor), {-1, 1, 0, 0, -1, 1, 0, 0});
 
-  Status bad_axes = CreateStatus(ModelText(13, "(float[2,2] %x) -> (float %y)", "  %y = MeanVarianceNormalization(%x)"));
+  Status bad_axes =
+      CreateStatus(ModelText(13, "(float[2,2] %x) -> (float %y)", "  %y = MeanVarianceNormalization(%x)"));
   REQUIRE_THAT(bad_axes.message(), Catch::Contains("axis 2 is out of range for rank 2"));
 }
