@@ -140,7 +140,7 @@ TEST_CASE("value_info declarations keep their order", "[graph]") {
 
 TEST_CASE("Model::OpsetFor treats ai.onnx as the default domain", "[graph]") {
   Model model;
-  model.opsets = {{"ai.onnx", 17}, {"com.microsoft", 1}};
+  model.opsets = {{"ai.onnx", 17, {}}, {"com.microsoft", 1, {}}};
   REQUIRE(model.OpsetFor("") == 17);
   REQUIRE(model.OpsetFor("com.microsoft") == 1);
   REQUIRE_FALSE(model.OpsetFor("com.other").has_value());
