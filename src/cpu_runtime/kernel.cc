@@ -2,10 +2,7 @@
 
 namespace fusionopt::cpu {
 
-std::string KernelInfo::Describe() const {
-  std::string op = (node.domain().empty() ? "" : node.domain() + "::") + node.op_type();
-  return (node.name().empty() ? "node" : "node '" + node.name() + "'") + " (" + op + ")";
-}
+std::string KernelInfo::Describe() const { return DescribeNode(node); }
 
 Status KernelInfo::Error(const std::string& message) const {
   return InvalidModel(Describe() + ": " + message);

@@ -82,11 +82,7 @@ class ArgReduceKernel : public Kernel {
     keepdims_ = info.node.GetInt("keepdims", 1) != 0;
     select_last_ = info.node.GetInt("select_last_index", 0) != 0;
     FUSIONOPT_RETURN_IF_ERROR(CheckDeclaredType(info, 0, kArgTypes));
-    std::optional<int64_t> rank = DeclaredRank(info, 0);
-    if (rank && (axis_ < -*rank || axis_ >= *rank)) {
-      return info.Error("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(*rank));
-    }
-    return Status::Ok();
+    return CheckAxisAgainstDeclaredRank(info, axis_);
   }
 
   Status Compute(KernelContext& context) override {

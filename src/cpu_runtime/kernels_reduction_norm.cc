@@ -83,11 +83,7 @@ class RowNormalizationKernel : public Kernel {
     writes_mean_ = kCentered && info.node.output(1) != nullptr;
     writes_inv_std_ = info.node.output(kInvStdOutput) != nullptr;
     FUSIONOPT_RETURN_IF_ERROR(CheckDeclaredType(info, 0, kFloatTypes));
-    std::optional<int64_t> rank = DeclaredRank(info, 0);
-    if (rank && (axis_ < -*rank || axis_ >= *rank)) {
-      return info.Error("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(*rank));
-    }
-    return Status::Ok();
+    return CheckAxisAgainstDeclaredRank(info, axis_);
   }
 
   Status Compute(KernelContext& context) override {

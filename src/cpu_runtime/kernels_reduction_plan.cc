@@ -123,6 +123,14 @@ std::optional<int64_t> DeclaredRank(const KernelInfo& info, size_t input) {
   return static_cast<int64_t>(value->shape()->size());
 }
 
+Status CheckAxisAgainstDeclaredRank(const KernelInfo& info, int64_t axis) {
+  std::optional<int64_t> rank = DeclaredRank(info, 0);
+  if (rank && (axis < -*rank || axis >= *rank)) {
+    return info.Error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(*rank));
+  }
+  return Status::Ok();
+}
+
 Status CheckDeclaredType(const KernelInfo& info, size_t input, unsigned accepted) {
   const Value* value = info.node.input(input);
   if (value == nullptr || value->dtype() == DataType::kUndefined) return Status::Ok();

@@ -145,11 +145,7 @@ class SoftmaxKernel : public Kernel {
     coerce_to_2d_ = info.opset < 13;
     axis_ = info.node.GetInt("axis", coerce_to_2d_ ? 1 : -1);
     FUSIONOPT_RETURN_IF_ERROR(CheckDeclaredType(info, 0, kFloatTypes));
-    std::optional<int64_t> rank = DeclaredRank(info, 0);
-    if (rank && (axis_ < -*rank || axis_ >= *rank)) {
-      return info.Error("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(*rank));
-    }
-    return Status::Ok();
+    return CheckAxisAgainstDeclaredRank(info, axis_);
   }
 
   Status Compute(KernelContext& context) override {

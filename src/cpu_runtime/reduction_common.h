@@ -183,6 +183,8 @@ Status DispatchType(DataType dtype, Body&& body) {
 Status CheckDeclaredType(const KernelInfo& info, size_t input, unsigned accepted);
 // The input's rank when the model declares it.
 std::optional<int64_t> DeclaredRank(const KernelInfo& info, size_t input);
+// Rejects at prepare time an `axis` outside the rank the model declares for input 0.
+Status CheckAxisAgainstDeclaredRank(const KernelInfo& info, int64_t axis);
 
 template <typename T>
 const T* DataOf(const RtTensor& tensor) {

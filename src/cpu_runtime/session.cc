@@ -24,11 +24,6 @@ class ConstantKernel : public Kernel {
   RtTensor value_;
 };
 
-std::string DescribeNode(const Node& node) {
-  std::string op = (node.domain().empty() ? "" : node.domain() + "::") + node.op_type();
-  return (node.name().empty() ? "node" : "node '" + node.name() + "'") + " (" + op + ")";
-}
-
 }  // namespace
 
 struct Session::Plan {

@@ -115,6 +115,11 @@ std::vector<Graph*> Node::Subgraphs() const {
   return out;
 }
 
+std::string DescribeNode(const Node& node) {
+  std::string op = (node.domain().empty() ? "" : node.domain() + "::") + node.op_type();
+  return (node.name().empty() ? "node" : "node '" + node.name() + "'") + " (" + op + ")";
+}
+
 // ---------------------------------------------------------------- Graph
 
 void Graph::AttachTo(Node* owner) {

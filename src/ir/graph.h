@@ -189,6 +189,9 @@ class Node {
   std::string residual_;
 };
 
+// "node 'name' (domain::Op)": how errors and logs name a node.
+std::string DescribeNode(const Node& node);
+
 class Graph {
  public:
   explicit Graph(Graph* parent = nullptr) : parent_(parent) {}

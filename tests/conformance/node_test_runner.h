@@ -30,7 +30,7 @@ struct Verdict {
 };
 
 struct NodeTestOptions {
-  Tolerance tolerance;
+  Tolerance tolerance = kNodeTestTolerance;
   uint64_t max_input_bytes = uint64_t{64} << 20;
 };
 

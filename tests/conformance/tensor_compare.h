@@ -4,14 +4,16 @@
 #include <optional>
 #include <string>
 
+#include "cpu_runtime/compare.h"
 #include "cpu_runtime/rt_tensor.h"
 
 namespace fusionopt::conformance {
 
-struct Tolerance {
-  double rtol = 1e-3;
-  double atol = 1e-5;
-};
+using cpu::Tolerance;
+
+// ONNX's own backend suite compares node tests with rtol 1e-3, atol 1e-5 (looser in rtol
+// than `verify`'s default, as its expected outputs come from numpy in float64).
+constexpr Tolerance kNodeTestTolerance{1e-3, 1e-5};
 
 // nullopt when `actual` matches `expected`: same dtype and dims; floating-point values within
 // atol + rtol·|expected| (NaN matches NaN, an infinity only the same infinity; float16 and
