@@ -95,7 +95,6 @@ bool FloatUnary(const Instr& in, T* d, const T* a, int n) {
     case Op::kShrink:  // lambd = alpha, bias = beta
       Unary(d, a, n, [alpha, beta](T x) { return x < -alpha ? x + beta : (x > alpha ? x - beta : T(0)); });
       return true;
-    case Op::kDiv: return false;  // handled with the binaries
     default: return false;
   }
 }
@@ -339,8 +338,8 @@ void Execute(const TileRegisters& regs, const Instr& in, int n) {
 }
 
 bool Supports(Op op, Lane operand, Lane result) {
-  // Mirrors Execute: a dry run on a one-element tile of each lane combination would be
-  // heavier; the rules are few.
+  // Must agree with what Execute implements for each lane; the builder calls it so that an
+  // unsupported combination is an error at prepare time, never a failed check at run time.
   switch (op) {
     case Op::kConvert: case Op::kWhere: case Op::kClip: case Op::kFill: return true;
     case Op::kEqual: case Op::kLess: case Op::kLessOrEqual: case Op::kGreater: case Op::kGreaterOrEqual:

@@ -143,8 +143,7 @@ class ElementwiseKernel : public Kernel {
     FUSIONOPT_ASSIGN_OR_RETURN(expr_, ExprFor(info));
     label_ = info.node.op_type();
     cast_like_ = label_ == "CastLike";
-    num_inputs_ = info.node.inputs().size();
-    if (num_inputs_ == 0) return info.Error("needs at least one input");
+    if (info.node.inputs().empty()) return info.Error("needs at least one input");
     return Status::Ok();
   }
 
@@ -195,7 +194,6 @@ class ElementwiseKernel : public Kernel {
   ExprBuilder expr_;
   std::string label_;
   bool cast_like_ = false;
-  size_t num_inputs_ = 0;
   std::mutex mutex_;
   std::map<std::vector<int>, ew::Program> programs_;
 };
