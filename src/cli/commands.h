@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
@@ -24,6 +25,13 @@ struct OptimizeOptions {
   std::string external_name;
   bool dump = false;
   bool write_shapes = false;
+  std::vector<std::string> only;
+  std::vector<std::string> disabled;
+  std::vector<std::string> pass_options;  // PASS.NAME=VALUE
+  std::string dump_after;
+  std::string dump_dir;
+  std::string report;
+  bool check_each_pass = false;
 };
 
 struct InspectOptions {
@@ -38,6 +46,7 @@ struct RunOptions {
   int threads = 0;
   int warmup = 0;
   int repeat = 1;
+  bool op_by_op = false;  // run fused nodes' bodies op by op (cpu::SessionOptions::fused_kernels)
 };
 
 struct VerifyOptions {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "passes/registry.h"
 
 namespace fusionopt::cli {
 
@@ -49,9 +50,11 @@ int ReportError(const std::string& file, const Status& status) {
 }
 
 int ListPasses() {
-  // The registry arrives with the first passes; the format is fixed now so scripts can rely
-  // on it: one line per pass, "NAME<TAB>LEVEL<TAB>SUMMARY", after this header.
+  // One line per pass, "NAME<TAB>LEVEL<TAB>SUMMARY", after a header: scripts rely on it.
   std::printf("name\tlevel\tsummary\n");
+  for (const passes::PassInfo& pass : passes::AllPasses()) {
+    std::printf("%s\tO%d\t%s\n", pass.name.c_str(), pass.level, pass.summary.c_str());
+  }
   return 0;
 }
 

@@ -43,6 +43,13 @@ ordered_json ValuesJson(const std::vector<ValueSummary>& values) {
   return out;
 }
 
+// "domain:name" of each model-local function, in model order.
+std::vector<std::string> FunctionNames(const Model& model) {
+  std::vector<std::string> names;
+  for (const auto& function : model.functions) names.push_back(function->domain + ":" + function->name);
+  return names;
+}
+
 ordered_json SummaryJson(const std::string& path, const Model& model, const ModelSummary& summary) {
   ordered_json opsets = ordered_json::array();
   for (const auto& opset : model.opsets) opsets.push_back({{"domain", opset.domain}, {"version", opset.version}});
@@ -65,7 +72,7 @@ ordered_json SummaryJson(const std::string& path, const Model& model, const Mode
           {"parameter_count", summary.parameter_count},
           {"parameter_bytes", summary.parameter_bytes},
           {"external_data_files", model.external_data_files},
-          {"functions", model.function_names},
+          {"functions", FunctionNames(model)},
           {"metadata", metadata}};
 }
 
@@ -88,7 +95,7 @@ void PrintText(const std::string& path, const Model& model, const ModelSummary& 
   std::printf("parameters: %lld in %lld initializers, %.3f MB\n", static_cast<long long>(summary.parameter_count),
               static_cast<long long>(summary.initializer_count), summary.parameter_bytes / 1e6);
   for (const auto& file : model.external_data_files) std::printf("external data: %s\n", file.c_str());
-  for (const auto& function : model.function_names) std::printf("function:   %s\n", function.c_str());
+  for (const auto& function : FunctionNames(model)) std::printf("function:   %s\n", function.c_str());
   std::printf("ops:\n");
   for (const auto& [domain, ops] : summary.op_histogram) {
     for (const auto& [op, count] : ops) {

@@ -7,8 +7,11 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/optimize_summary.h"
+#include "ir/atomic_file.h"
 #include "ir/text_format.h"
 #include "onnx_io/model_io.h"
+#include "passes/pipeline.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -49,6 +52,27 @@ Status CheckDestination(const OptimizeOptions& options, const Model& model) {
   return Status::Ok();
 }
 
+Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& options) {
+  passes::PipelineOptions pipeline;
+  pipeline.level = options.level;
+  pipeline.only = options.only;
+  pipeline.disabled = options.disabled;
+  pipeline.dump_after = options.dump_after;
+  pipeline.dump_dir = options.dump_dir;
+  pipeline.check_each_pass = options.check_each_pass;
+  for (const std::string& setting : options.pass_options) {
+    size_t dot = setting.find('.');
+    size_t equals = setting.find('=');
+    if (dot == std::string::npos || equals == std::string::npos || dot == 0 || equals < dot + 2) {
+      return UsageError("--pass-option '" + setting + "' is not PASS.NAME=VALUE");
+    }
+    pipeline.pass_options.Set(setting.substr(0, dot), setting.substr(dot + 1, equals - dot - 1),
+                              setting.substr(equals + 1));
+  }
+  FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
+  return pipeline;
+}
+
 }  // namespace
 
 void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
@@ -68,6 +92,14 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
           "BYTES"));
   command.add_option("--external-data-name", options.external_name,
                      "Side file name, in the output's folder (default OUT.data)");
+  command.add_option("--only", options.only, "Run only this pass (repeatable; see --list-passes)");
+  command.add_option("--disable", options.disabled, "Skip this pass (repeatable)");
+  command.add_option("--pass-option", options.pass_options, "Set a pass option: PASS.NAME=VALUE (repeatable)");
+  command.add_option("--dump-after", options.dump_after, "Write the IR text after this pass, or 'all'");
+  command.add_option("--dump-dir", options.dump_dir, "Folder for --dump-after files (NN-PASS.ir)");
+  command.add_option("--report", options.report, "Write per-pass statistics and every fusion as JSON");
+  command.add_flag("--check-each-pass", options.check_each_pass,
+                   "Verify the IR after every pass that changed it (always on in debug builds)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
   command.add_flag("--write-shapes", options.write_shapes,
                    "Record inferred dtypes/shapes of intermediate values as value_info");
@@ -75,11 +107,20 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
 
 int RunOptimize(const OptimizeOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  auto pipeline = PipelineOptionsFrom(options);
+  if (!pipeline.ok()) return ReportError(options.input, pipeline.status());
   auto model = LoadModel(options.input);
   if (!model.ok()) return ReportError(options.input, model.status());
   Status destination = CheckDestination(options, **model);
   if (!destination.ok()) return ReportError(options.output, destination);
 
+  OptimizeSummary before = SummarizeForOptimize(**model);
+  auto report = passes::RunPipeline(**model, *pipeline);
+  if (!report.ok()) return ReportError(options.input, report.status());
+  if (!options.report.empty()) {
+    Status written = WriteFileAtomically(options.report, passes::ReportToJson(*report));
+    if (!written.ok()) return ReportError(options.report, written);
+  }
   if (options.dump) std::cout << PrintModel(**model);
 
   SaveOptions save;
@@ -87,22 +128,16 @@ int RunOptimize(const OptimizeOptions& options) {
   save.external_threshold_bytes = options.external_threshold;
   save.external_file_name = options.external_name;
   save.write_inferred_value_info = options.write_shapes;
-  auto report = SaveModel(**model, options.output, save);
-  if (!report.ok()) return ReportError(options.output, report.status());
-  if (options.level > 0) {
-    spdlog::warn("no passes exist yet for -O{}; the model was written as with -O0", options.level);
-  }
-  if (report->external_data_forced) {
-    spdlog::warn("the model exceeds protobuf's 2 GiB limit; tensor data written to {}",
-                 report->data_file);
+  auto saved = SaveModel(**model, options.output, save);
+  if (!saved.ok()) return ReportError(options.output, saved.status());
+  if (saved->external_data_forced) {
+    spdlog::warn("the model exceeds protobuf's 2 GiB limit; tensor data written to {}", saved->data_file);
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("wrote {} ({} nodes, {:.2f} MB{}) in {:.2f} s", options.output,
-               (*model)->graph->num_nodes(), report->model_bytes / 1e6,
-               report->external_data ? fmt::format(" + {:.2f} MB in {}", report->external_bytes / 1e6,
-                                                   report->data_file)
-                                     : "",
-               seconds);
+  OptimizeSummary after = SummarizeForOptimize(**model);
+  before.bytes = FileBytes(options.input) + ExternalBytes(**model);
+  after.bytes = saved->model_bytes + saved->external_bytes;
+  PrintOptimizeSummary(options.input, options.output, options.level, before, after, seconds);
   return 0;
 }
 

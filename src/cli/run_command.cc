@@ -47,12 +47,14 @@ void AddRunOptions(CLI::App& command, RunOptions& options) {
   command.add_option("--warmup", options.warmup, "Untimed runs first (default 0)")->check(CLI::NonNegativeNumber);
   command.add_option("--repeat", options.repeat, "Timed runs; latency min/median/mean is printed (default 1)")
       ->check(CLI::Range(1, 1000000));
+  command.add_flag("--op-by-op", options.op_by_op,
+                   "Run each fused node's body op by op instead of as one fused kernel (debugging, comparisons)");
 }
 
 int RunRun(const RunOptions& options) {
   auto model = LoadModel(options.model);
   if (!model.ok()) return ReportError(options.model, model.status());
-  auto session = cpu::Session::Create(**model, {options.threads});
+  auto session = cpu::Session::Create(**model, {options.threads, /*fused_kernels=*/!options.op_by_op});
   if (!session.ok()) return ReportError(options.model, session.status());
   auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "cpu_runtime/elementwise_internal.h"
 
@@ -17,6 +18,16 @@ std::optional<Lane> LaneOf(DataType dtype) {
     case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: case DataType::kUint64:
       return Lane::kI64;
     default: return std::nullopt;
+  }
+}
+
+bool StoredAsLane(DataType dtype, Lane lane) {
+  switch (dtype) {
+    case DataType::kFloat: return lane == Lane::kF32;
+    case DataType::kDouble: return lane == Lane::kF64;
+    case DataType::kInt64: return lane == Lane::kI64;
+    case DataType::kBool: return lane == Lane::kBool;
+    default: return false;
   }
 }
 
@@ -316,10 +327,60 @@ void GatherTile(const Layout& layout, const std::vector<const RtTensor*>& inputs
   }
 }
 
+// When every input is contiguous or a broadcast scalar over one merged axis, each tile is a
+// plain slice of every operand: inputs stored as their lane type are read in place, outputs
+// stored as their lane type are written in place, and only the rest go through the register
+// copies.
+struct DirectTiles {
+  std::vector<bool> input_in_place;
+  std::vector<bool> output_in_place;
+
+  DirectTiles(const Layout& layout, const std::vector<const RtTensor*>& inputs,
+              const std::vector<RtTensor*>& outputs, const Program& program) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      Lane lane = *LaneOf(program.register_dtypes[k]);
+      input_in_place.push_back(layout.strides[k][0] == 1 && StoredAsLane(inputs[k]->dtype(), lane));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      int reg = program.outputs[i];
+      bool written_once = std::count(program.outputs.begin(), program.outputs.end(), reg) == 1;
+      Lane lane = *LaneOf(program.register_dtypes[static_cast<size_t>(reg)]);
+      output_in_place.push_back(reg >= program.num_inputs && written_once &&
+                                StoredAsLane(outputs[i]->dtype(), lane));
+    }
+  }
+
+  void Run(const Layout& layout, const std::vector<const RtTensor*>& inputs,
+           const std::vector<RtTensor*>& outputs, const Program& program, TileRegisters& regs,
+           int64_t start, int n) const {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      int reg = static_cast<int>(k);
+      const RtTensor& input = *inputs[k];
+      if (input_in_place[k]) {
+        regs.Bind(reg, const_cast<uint8_t*>(input.raw()) + start * ByteSizeOf(input.dtype(), 1));
+      } else {
+        int64_t stride = layout.strides[k][0];
+        Load(regs, reg, input, start * stride, stride, 0, n);
+      }
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (output_in_place[i]) {
+        regs.Bind(program.outputs[i], outputs[i]->raw() + start * ByteSizeOf(outputs[i]->dtype(), 1));
+      }
+    }
+    for (const Instr& instruction : program.code) Execute(regs, instruction, n);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!output_in_place[i]) Store(regs, program.outputs[i], *outputs[i], start, n);
+    }
+  }
+};
+
 }  // namespace
 
 TileRegisters::TileRegisters(const Program& program)
-    : storage_(program.register_dtypes.size() * kTile), dtypes_(program.register_dtypes) {
+    : storage_(program.register_dtypes.size() * kTile),
+      bound_(program.register_dtypes.size(), nullptr),
+      dtypes_(program.register_dtypes) {
   for (DataType dtype : dtypes_) lanes_.push_back(*LaneOf(dtype));
 }
 
@@ -337,6 +398,8 @@ Status Evaluate(const Program& program, const std::vector<const RtTensor*>& inpu
   Layout layout = MakeLayout(out_dims, inputs);
   int64_t tiles = (total + kTile - 1) / kTile;
   bool parallel = total >= (int64_t{1} << 15) && omp_get_max_threads() > 1;
+  std::optional<DirectTiles> direct;
+  if (layout.dims.size() == 1) direct.emplace(layout, inputs, outputs, program);
 
 #pragma omp parallel if (parallel)
   {
@@ -345,6 +408,10 @@ Status Evaluate(const Program& program, const std::vector<const RtTensor*>& inpu
     for (int64_t tile = 0; tile < tiles; ++tile) {
       int64_t start = tile * kTile;
       int n = static_cast<int>(std::min<int64_t>(kTile, total - start));
+      if (direct) {
+        direct->Run(layout, inputs, outputs, program, regs, start, n);
+        continue;
+      }
       GatherTile(layout, inputs, regs, start, n);
       for (const Instr& instruction : program.code) Execute(regs, instruction, n);
       for (size_t i = 0; i < outputs.size(); ++i) Store(regs, program.outputs[i], *outputs[i], start, n);

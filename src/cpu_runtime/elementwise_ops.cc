@@ -131,7 +131,11 @@ template <typename T>
 bool FloatBinary(const Instr& in, T* d, const T* a, const T* b, int n) {
   switch (in.op) {
     case Op::kDiv: Binary(d, a, b, n, [](T x, T y) { return x / y; }); return true;
-    case Op::kPow: Binary(d, a, b, n, [](T x, T y) { return std::pow(x, y); }); return true;
+    case Op::kPow:
+      // Squaring (LayerNorm's variance) is the common case: x * x is what a correctly rounded
+      // pow returns for y == 2, at a fraction of the cost.
+      Binary(d, a, b, n, [](T x, T y) { return y == T(2) ? x * x : std::pow(x, y); });
+      return true;
     case Op::kModFloat: Binary(d, a, b, n, [](T x, T y) { return std::fmod(x, y); }); return true;
     default: return false;
   }
@@ -142,9 +146,14 @@ bool IntegerBinary(const Instr& in, int64_t* d, const int64_t* a, const int64_t*
     case Op::kDiv: Binary(d, a, b, n, [](int64_t x, int64_t y) { return y == 0 ? 0 : x / y; }); return true;
     case Op::kPow:
       Binary(d, a, b, n, [](int64_t x, int64_t y) {
-        int64_t result = 1;
-        for (int64_t i = 0; i < y; ++i) result *= x;  // exponents of integer Pow are small
-        return y < 0 ? (x == 1 ? 1 : 0) : result;
+        if (y < 0) return x == 1 ? int64_t{1} : (x == -1 ? ((y & 1) ? int64_t{-1} : int64_t{1}) : int64_t{0});
+        // Squaring keeps a hostile exponent (2^62) to 62 steps; products wrap like int64.
+        uint64_t result = 1, base = static_cast<uint64_t>(x);
+        for (uint64_t e = static_cast<uint64_t>(y); e != 0; e >>= 1) {
+          if (e & 1) result *= base;
+          base *= base;
+        }
+        return static_cast<int64_t>(result);
       });
       return true;
     case Op::kModInteger:  // sign follows the divisor, like Python's %

@@ -1,3 +1,4 @@
+#include "cpu_runtime/einsum.h"
 #include "cpu_runtime/kernels.h"
 #include "cpu_runtime/kernels_contraction_common.h"
 
@@ -8,6 +9,7 @@ void RegisterContractionKernels(KernelRegistry& registry) {
   RegisterConvKernels(registry);
   RegisterPoolKernels(registry);
   RegisterNormalizationKernels(registry);
+  RegisterEinsumKernels(registry);
 }
 
 }  // namespace fusionopt::cpu

@@ -7,10 +7,13 @@
 // its kernel sums rows in a tail-dependent order, so output channels with identical weights
 // came out a few ulps apart, which a later Softmax over huge logits turns into a different
 // answer (squeezenet in ../shared/models); the direct kernels treat every channel alike.
-// double runs direct loops (kernels_contraction_conv_reference.cc).
+// double runs direct loops (kernels_contraction_conv_reference.cc). A fused node gives a Conv
+// an epilogue of post-ops (contraction_epilogue.h).
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 
+#include "cpu_runtime/contraction_epilogue.h"
 #include "cpu_runtime/kernels_contraction_common.h"
 #include "cpu_runtime/kernels_contraction_conv_reference.h"
 #include "cpu_runtime/kernels_contraction_window.h"
@@ -152,7 +155,9 @@ class ConvKernelBase : public Kernel {
  public:
   explicit ConvKernelBase(bool transposed) : transposed_(transposed) {}
 
-  Status Init(const KernelInfo& info) {
+  Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
+    post_ops_ = std::move(post_ops);
+    first_addend_ = ContractionInputs(info.node.op_type());
     FUSIONOPT_ASSIGN_OR_RETURN(attributes_, ReadWindowAttributes(info));
     group_ = info.node.GetInt("group", 1);
     if (group_ < 1) return info.Error("group " + std::to_string(group_) + " must be >= 1");
@@ -179,6 +184,9 @@ class ConvKernelBase : public Kernel {
                           DescribeTensor(w) + (b ? ", " + DescribeTensor(*b) : ""));
     }
     FUSIONOPT_ASSIGN_OR_RETURN(ConvShape shape, ResolveConvShape(attributes_, group_, transposed_, x, w, b));
+    if (!post_ops_.empty() && x.dtype() == DataType::kDouble) {
+      return Unsupported("post-ops need float32, float16 or bfloat16 operands");
+    }
     if (x.dtype() == DataType::kDouble) {
       RtTensor& y = context.Output(0, x.dtype(), shape.output_dims);
       const double* bias = b ? b->data<double>() : nullptr;
@@ -195,6 +203,11 @@ class ConvKernelBase : public Kernel {
     if (x.rank() > 5) {
       return Unsupported(std::string(op) + " supports 1-D to 3-D convolutions, got " + DescribeTensor(x));
     }
+    PostOpAddends addends;
+    if (!post_ops_.empty()) {
+      FUSIONOPT_ASSIGN_OR_RETURN(addends, GatherAddends(context, first_addend_, post_ops_, shape.output_dims,
+                                                        shape.output_dims, 1, /*sum_full=*/true));
+    }
     Float32Outputs outputs(context);
     RtTensor& y = outputs.Output(0, x.dtype(), shape.output_dims);
     if (y.NumElements() > 0) {
@@ -203,8 +216,8 @@ class ConvKernelBase : public Kernel {
       RtTensor b32;
       if (b != nullptr) b32 = constant_b_.defined() ? constant_b_ : ToFloat32(*b, *context.allocator);
       FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded(std::string(op) + " " + DescribeTensor(x), [&] {
-        ConvPlan& plan = PlanFor(x.dims(), w.dims(), b32.defined(), shape);
-        Execute(plan, x32, w32, b32, *context.allocator, y);
+        ConvPlan& plan = PlanFor(x.dims(), w.dims(), b32.defined(), shape, addends);
+        Execute(plan, x32, w32, b32, *context.allocator, y, addends);
         return Status::Ok();
       }));
     }
@@ -233,24 +246,27 @@ class ConvKernelBase : public Kernel {
   }
 
   ConvPlan& PlanFor(const std::vector<int64_t>& x_dims, const std::vector<int64_t>& w_dims, bool has_bias,
-                    const ConvShape& shape) {
+                    const ConvShape& shape, const PostOpAddends& addends) {
     std::vector<int64_t> key = x_dims;
     key.insert(key.end(), w_dims.begin(), w_dims.end());
     key.push_back(has_bias);
+    key.insert(key.end(), addends.key.begin(), addends.key.end());
     if (ConvPlan* plan = plans_.Find(key)) return *plan;
     ConvPlan plan;
     try {
-      BuildPrimitive(plan, x_dims, shape, has_bias);
+      BuildPrimitive(plan, x_dims, shape, has_bias, addends);
     } catch (const dnnl::error&) {
       std::optional<ConvShape> natural = WithoutNegativePads(shape, plan.grown_offset);
-      if (!natural) throw;
-      BuildPrimitive(plan, x_dims, *natural, has_bias);
+      // The cells around a grown output hold only the bias, without the epilogue.
+      if (!natural || !post_ops_.empty()) throw;
+      BuildPrimitive(plan, x_dims, *natural, has_bias, addends);
       plan.natural_dims = natural->output_dims;
     }
     return plans_.Insert(std::move(key), std::move(plan));
   }
 
-  void BuildPrimitive(ConvPlan& plan, const std::vector<int64_t>& x_dims, const ConvShape& shape, bool has_bias) const {
+  void BuildPrimitive(ConvPlan& plan, const std::vector<int64_t>& x_dims, const ConvShape& shape, bool has_bias,
+                      const PostOpAddends& addends) const {
     const Window& window = shape.window;
     memory::dims strides, dilations, pad_begin, pad_end;
     for (size_t axis = 0; axis < window.rank(); ++axis) {
@@ -266,6 +282,8 @@ class ConvKernelBase : public Kernel {
     const memory::desc weights = memory::desc(weights_user.dims(), memory::data_type::f32, memory::format_tag::any);
     const memory::desc bias = has_bias ? RowMajorDesc({shape.out_channels}) : memory::desc();
     const auto kind = dnnl::prop_kind::forward_inference;
+    dnnl::primitive_attr attributes;
+    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts));
     memory::desc src_chosen, dst_chosen;
     if (transposed_) {
       dnnl::deconvolution_forward::desc description(kind, dnnl::algorithm::deconvolution_direct, src, weights, bias,
@@ -278,7 +296,8 @@ class ConvKernelBase : public Kernel {
     } else {
       dnnl::convolution_forward::desc description(kind, dnnl::algorithm::convolution_direct, src, weights, bias, dst,
                                                   strides, dilations, pad_begin, pad_end);
-      dnnl::convolution_forward::primitive_desc chosen(description, onednn::Engine());
+      dnnl::convolution_forward::primitive_desc chosen(description, attributes, onednn::Engine());
+      if (!post_ops_.empty()) RejectReferenceImplementation(chosen.impl_info_str());
       src_chosen = chosen.src_desc();
       dst_chosen = chosen.dst_desc();
       plan.weights_chosen = chosen.weights_desc();
@@ -294,15 +313,15 @@ class ConvKernelBase : public Kernel {
   }
 
   void Execute(ConvPlan& plan, const RtTensor& x, const RtTensor& w, const RtTensor& b, Allocator& allocator,
-               RtTensor& y) {
-    if (plan.natural_dims.empty()) return ExecutePrimitive(plan, x, w, b, allocator, y);
+               RtTensor& y, const PostOpAddends& addends) {
+    if (plan.natural_dims.empty()) return ExecutePrimitive(plan, x, w, b, allocator, y, addends);
     RtTensor natural = allocator.Allocate(DataType::kFloat, plan.natural_dims);
-    ExecutePrimitive(plan, x, w, b, allocator, natural);
+    ExecutePrimitive(plan, x, w, b, allocator, natural, addends);
     EmbedWithBias(natural, plan.grown_offset, b.defined() ? b.data<float>() : nullptr, y);
   }
 
   void ExecutePrimitive(ConvPlan& plan, const RtTensor& x, const RtTensor& w, const RtTensor& b, Allocator& allocator,
-                        RtTensor& y) {
+                        RtTensor& y, const PostOpAddends& addends) {
     RtTensor src_scratch = Scratch(allocator, plan.src.scratch_bytes());
     RtTensor dst_scratch = Scratch(allocator, plan.dst.scratch_bytes());
     memory weights = plan.packed_weights
@@ -310,10 +329,22 @@ class ConvKernelBase : public Kernel {
                          : plan.weights_user == plan.weights_chosen
                                ? Wrap(plan.weights_user, w.raw())
                                : onednn::ReorderedCopy(plan.weights_user, w.raw(), plan.weights_chosen);
+    memory dst = plan.dst.Output(y.raw(), dst_scratch.raw());
+    if (addends.summed >= 0) {
+      // The sum post-op adds the product to what the output holds: the residual, in the
+      // output's layout.
+      const RtTensor& residual = addends.values[static_cast<size_t>(addends.summed)];
+      if (plan.dst.reorders()) {
+        dst = plan.dst.Input(residual.raw(), dst_scratch.raw());
+      } else {
+        std::memcpy(y.raw(), residual.raw(), y.nbytes());
+      }
+    }
     std::unordered_map<int, memory> arguments = {{DNNL_ARG_SRC, plan.src.Input(x.raw(), src_scratch.raw())},
                                                  {DNNL_ARG_WEIGHTS, weights},
-                                                 {DNNL_ARG_DST, plan.dst.Output(y.raw(), dst_scratch.raw())}};
+                                                 {DNNL_ARG_DST, dst}};
     if (b.defined()) arguments[DNNL_ARG_BIAS] = Wrap(plan.bias, b.raw());
+    BindAddends(post_ops_, addends, arguments);
     plan.primitive.execute(onednn::Stream(), arguments);
     plan.dst.WriteBack(y.raw(), dst_scratch.raw());
     onednn::Stream().wait();
@@ -324,6 +355,8 @@ class ConvKernelBase : public Kernel {
   int64_t group_ = 1;
   RtTensor constant_w_;  // float32 copy of constant weights (row-major, ONNX layout)
   RtTensor constant_b_;
+  std::vector<PostOp> post_ops_;
+  size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<ConvPlan> plans_;
 };
 
@@ -338,6 +371,12 @@ class ConvTransposeKernel : public ConvKernelBase {
 };
 
 }  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateConvWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  auto kernel = std::make_unique<ConvKernel>();
+  FUSIONOPT_RETURN_IF_ERROR(kernel->Init(info, std::move(post_ops)));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
 
 void RegisterConvKernels(KernelRegistry& registry) {
   registry.Register("", "Conv", 1, 23, Make<ConvKernel>());

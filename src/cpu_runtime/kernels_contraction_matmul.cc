@@ -1,8 +1,10 @@
 // MatMul and Gemm on oneDNN's matmul primitive (float32; float16/bfloat16 staged through
-// float32), with direct loops for double and the integer types ONNX allows.
+// float32), with direct loops for double and the integer types ONNX allows. Fused nodes give
+// either kernel an epilogue of post-ops (contraction_epilogue.h).
 #include <cstring>
 #include <unordered_map>
 
+#include "cpu_runtime/contraction_epilogue.h"
 #include "cpu_runtime/kernels_contraction_common.h"
 #include "cpu_runtime/onednn_common.h"
 
@@ -38,6 +40,14 @@ struct MatMulShape {
       if (dim != 1) return false;
     }
     return true;
+  }
+  // The output as the primitive writes it: (rows, N) when batches fold, else (batch..., M, N).
+  std::vector<int64_t> dst() const {
+    if (b_shared()) return {Product(a_batch) * m, n};
+    std::vector<int64_t> dims = batch;
+    dims.push_back(m);
+    dims.push_back(n);
+    return dims;
   }
 };
 
@@ -125,7 +135,9 @@ Status DispatchDirectType(DataType dtype, const char* op, Fn&& fn) {
 
 class MatMulKernel : public Kernel {
  public:
-  Status Init(const KernelInfo& info) {
+  Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
+    post_ops_ = std::move(post_ops);
+    first_addend_ = ContractionInputs(info.node.op_type());
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
       constant_b_ = ConstantToFloat32(b);
@@ -142,6 +154,7 @@ class MatMulKernel : public Kernel {
     }
     FUSIONOPT_ASSIGN_OR_RETURN(MatMulShape shape, ResolveMatMul(a.dims(), b.dims()));
     if (a.dtype() == DataType::kFloat || IsHalfPrecision(a.dtype())) return ComputeFloat32(context, a, b, shape);
+    if (!post_ops_.empty()) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
     if (a.dtype() != DataType::kDouble && !IsIntegerMatMulType(a.dtype())) {
       return Unsupported("MatMul does not support dtype " + std::string(NameOf(a.dtype())));
     }
@@ -160,6 +173,13 @@ class MatMulKernel : public Kernel {
   };
 
   Status ComputeFloat32(KernelContext& context, const RtTensor& a, const RtTensor& b, const MatMulShape& shape) {
+    PostOpAddends addends;
+    if (!post_ops_.empty()) {
+      // A 1-D operand drops M or N from the output; an empty K runs no primitive.
+      if (a.rank() < 2 || b.rank() < 2 || shape.k == 0) return Unsupported("no post-ops for this MatMul shape");
+      FUSIONOPT_ASSIGN_OR_RETURN(addends, GatherAddends(context, first_addend_, post_ops_, shape.output, shape.dst(),
+                                                        shape.output.size() - 1, /*sum_full=*/false));
+    }
     Float32Outputs outputs(context);
     RtTensor& c = outputs.Output(0, a.dtype(), shape.output);
     if (c.NumElements() > 0 && shape.k == 0) std::memset(c.raw(), 0, c.nbytes());
@@ -168,10 +188,12 @@ class MatMulKernel : public Kernel {
       RtTensor b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
       const std::string what = "MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims());
       FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded(what, [&] {
-        const Plan& plan = PlanFor(a.dims(), b.dims(), shape);
-        plan.primitive.execute(onednn::Stream(), {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
-                                                  {DNNL_ARG_WEIGHTS, Wrap(plan.b, b32.raw())},
-                                                  {DNNL_ARG_DST, Wrap(plan.c, c.raw())}});
+        const Plan& plan = PlanFor(a.dims(), b.dims(), shape, addends);
+        std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
+                                                           {DNNL_ARG_WEIGHTS, Wrap(plan.b, b32.raw())},
+                                                           {DNNL_ARG_DST, Wrap(plan.c, c.raw())}};
+        BindAddends(post_ops_, addends, arguments);
+        plan.primitive.execute(onednn::Stream(), arguments);
         onednn::Stream().wait();
         return Status::Ok();
       }));
@@ -181,10 +203,11 @@ class MatMulKernel : public Kernel {
   }
 
   const Plan& PlanFor(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
-                      const MatMulShape& shape) {
+                      const MatMulShape& shape, const PostOpAddends& addends) {
     std::vector<int64_t> key = a_dims;
     key.push_back(-1);
     key.insert(key.end(), b_dims.begin(), b_dims.end());
+    key.insert(key.end(), addends.key.begin(), addends.key.end());
     if (const Plan* plan = plans_.Find(key)) return *plan;
     Plan plan;
     if (shape.b_shared()) {
@@ -203,12 +226,18 @@ class MatMulKernel : public Kernel {
       plan.b = RowMajorDesc(with_matrix(shape.b_batch, shape.k, shape.n));
       plan.c = RowMajorDesc(with_matrix(shape.batch, shape.m, shape.n));
     }
-    dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(plan.a, plan.b, plan.c), onednn::Engine());
+    dnnl::primitive_attr attributes;
+    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts));
+    dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(plan.a, plan.b, plan.c), attributes,
+                                            onednn::Engine());
+    if (!post_ops_.empty()) RejectReferenceImplementation(descriptor.impl_info_str());
     plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }
 
   RtTensor constant_b_;  // float32 copy of a constant B
+  std::vector<PostOp> post_ops_;
+  size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<Plan> plans_;
 };
 
@@ -262,7 +291,9 @@ void ReferenceGemm(const T* a, const T* b, const T* c, T* y, const GemmShape& sh
 
 class GemmKernel : public Kernel {
  public:
-  Status Init(const KernelInfo& info) {
+  Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
+    post_ops_ = std::move(post_ops);
+    first_addend_ = ContractionInputs(info.node.op_type());
     trans_a_ = info.node.GetInt("transA", 0) != 0;
     trans_b_ = info.node.GetInt("transB", 0) != 0;
     alpha_ = info.node.GetFloat("alpha", 1.0f);
@@ -285,6 +316,7 @@ class GemmKernel : public Kernel {
     const RtTensor* c = context.has_input(2) ? context.input(2) : nullptr;
     FUSIONOPT_ASSIGN_OR_RETURN(GemmShape shape, ResolveShape(a, b, c));
     if (a.dtype() == DataType::kFloat || IsHalfPrecision(a.dtype())) return ComputeFloat32(context, a, b, c, shape);
+    if (!post_ops_.empty()) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
     return DispatchDirectType(a.dtype(), "Gemm", [&](auto zero) {
       using T = decltype(zero);
       RtTensor& y = context.Output(0, a.dtype(), {shape.m, shape.n});
@@ -341,6 +373,13 @@ class GemmKernel : public Kernel {
 
   Status ComputeFloat32(KernelContext& context, const RtTensor& a, const RtTensor& b, const RtTensor* c,
                         const GemmShape& shape) {
+    PostOpAddends addends;
+    if (!post_ops_.empty()) {
+      if (shape.k == 0) return Unsupported("no post-ops for an empty K: no primitive runs");
+      const std::vector<int64_t> dims = {shape.m, shape.n};
+      FUSIONOPT_ASSIGN_OR_RETURN(addends, GatherAddends(context, first_addend_, post_ops_, dims, dims, 1,
+                                                        /*sum_full=*/false));
+    }
     Float32Outputs outputs(context);
     RtTensor& y = outputs.Output(0, a.dtype(), {shape.m, shape.n});
     const bool uses_c = c != nullptr && beta_ != 0.0f;
@@ -361,11 +400,13 @@ class GemmKernel : public Kernel {
         RtTensor a32 = ToFloat32(a, *context.allocator);
         RtTensor b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
         FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded("Gemm " + DimsToString({shape.m, shape.k, shape.n}), [&] {
-          const Plan& plan = PlanFor(shape, epilogue);
+          const Plan& plan = PlanFor(shape, epilogue, addends);
           std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
                                                              {DNNL_ARG_WEIGHTS, Wrap(plan.b, b32.raw())},
                                                              {DNNL_ARG_DST, Wrap(plan.c, y.raw())}};
           if (epilogue == GemmEpilogue::kBias) arguments[DNNL_ARG_BIAS] = Wrap(plan.bias, c32.raw());
+          // The accumulation of C is the primitive's own first post-op.
+          BindAddends(post_ops_, addends, arguments, epilogue == GemmEpilogue::kAccumulate ? 1 : 0);
           plan.primitive.execute(onednn::Stream(), arguments);
           onednn::Stream().wait();
           return Status::Ok();
@@ -376,9 +417,10 @@ class GemmKernel : public Kernel {
     return Status::Ok();
   }
 
-  const Plan& PlanFor(const GemmShape& shape, GemmEpilogue epilogue) {
+  const Plan& PlanFor(const GemmShape& shape, GemmEpilogue epilogue, const PostOpAddends& addends) {
     std::vector<int64_t> key = {shape.m,      shape.k,         shape.n,
                                 shape.c_rows, shape.c_columns, static_cast<int64_t>(epilogue)};
+    key.insert(key.end(), addends.key.begin(), addends.key.end());
     if (const Plan* plan = plans_.Find(key)) return *plan;
     using dnnl::memory;
     Plan plan;
@@ -390,16 +432,18 @@ class GemmKernel : public Kernel {
     plan.c = RowMajorDesc({shape.m, shape.n});
     dnnl::primitive_attr attributes;
     if (alpha_ != 1.0f) attributes.set_output_scales(0, {alpha_});
-    if (epilogue == GemmEpilogue::kAccumulate) {
-      dnnl::post_ops accumulate;
-      accumulate.append_sum(1.0f);
-      attributes.set_post_ops(accumulate);
+    dnnl::post_ops own;
+    if (epilogue == GemmEpilogue::kAccumulate) own.append_sum(1.0f);
+    if (epilogue == GemmEpilogue::kAccumulate || !post_ops_.empty()) {
+      attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts, own));
     }
     if (epilogue == GemmEpilogue::kBias) plan.bias = RowMajorDesc({shape.c_rows, shape.c_columns});
     dnnl::matmul::desc description = epilogue == GemmEpilogue::kBias
                                          ? dnnl::matmul::desc(plan.a, plan.b, plan.bias, plan.c)
                                          : dnnl::matmul::desc(plan.a, plan.b, plan.c);
-    plan.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(description, attributes, onednn::Engine()));
+    dnnl::matmul::primitive_desc descriptor(description, attributes, onednn::Engine());
+    if (!post_ops_.empty()) RejectReferenceImplementation(descriptor.impl_info_str());
+    plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }
 
@@ -409,14 +453,31 @@ class GemmKernel : public Kernel {
   float beta_ = 1.0f;
   RtTensor constant_b_;  // float32 copy of a constant B
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
+  std::vector<PostOp> post_ops_;
+  size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<Plan> plans_;
 };
 
+template <typename K>
+Result<std::unique_ptr<Kernel>> CreateWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  auto kernel = std::make_unique<K>();
+  FUSIONOPT_RETURN_IF_ERROR(kernel->Init(info, std::move(post_ops)));
+  return std::unique_ptr<Kernel>(std::move(kernel));
+}
+
 }  // namespace
+
+Result<std::unique_ptr<Kernel>> CreateMatMulWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  return CreateWithPostOps<MatMulKernel>(info, std::move(post_ops));
+}
+
+Result<std::unique_ptr<Kernel>> CreateGemmWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  return CreateWithPostOps<GemmKernel>(info, std::move(post_ops));
+}
 
 void RegisterMatMulKernels(KernelRegistry& registry) {
   registry.Register("", "MatMul", 1, 23, Make<MatMulKernel>());
-  registry.Register("", "Gemm", 7, 23, Make<GemmKernel>());
+  registry.Register("", "Gemm", 1, 23, Make<GemmKernel>());
 }
 
 }  // namespace fusionopt::cpu

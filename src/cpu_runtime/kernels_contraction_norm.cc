@@ -8,6 +8,7 @@
 
 #include "cpu_runtime/kernels_contraction_common.h"
 #include "cpu_runtime/onednn_common.h"
+#include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
 namespace {
@@ -93,6 +94,7 @@ class BatchNormalizationKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info) {
     const Node& node = info.node;
+    FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(node, info.opset));  // is_test=0 before opset 7
     epsilon_ = node.GetFloat("epsilon", 1e-5f);
     momentum_ = node.GetFloat("momentum", 0.9f);
     training_ = info.opset >= 14 && node.GetInt("training_mode", 0) != 0;
@@ -332,8 +334,8 @@ class LrnKernel : public Kernel {
 }  // namespace
 
 void RegisterNormalizationKernels(KernelRegistry& registry) {
-  registry.Register("", "BatchNormalization", 7, 23, Make<BatchNormalizationKernel>());
-  registry.Register("", "InstanceNormalization", 6, 23, Make<InstanceNormalizationKernel>());
+  registry.Register("", "BatchNormalization", 1, 23, Make<BatchNormalizationKernel>());
+  registry.Register("", "InstanceNormalization", 1, 23, Make<InstanceNormalizationKernel>());
   registry.Register("", "LRN", 1, 23, Make<LrnKernel>());
 }
 

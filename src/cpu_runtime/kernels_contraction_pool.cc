@@ -11,6 +11,7 @@
 #include "cpu_runtime/kernels_contraction_common.h"
 #include "cpu_runtime/kernels_contraction_window.h"
 #include "cpu_runtime/onednn_common.h"
+#include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
 namespace {
@@ -142,6 +143,7 @@ class PoolKernel : public Kernel {
 
   Status Init(const KernelInfo& info) {
     const Node& node = info.node;
+    FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(node, info.opset));  // Lp pools before opset 2
     if (!global_) {
       FUSIONOPT_ASSIGN_OR_RETURN(attributes_, ReadWindowAttributes(info));
       if (attributes_.kernel_shape.empty()) return info.Error("kernel_shape is required");

@@ -4,6 +4,7 @@
 #include "cpu_runtime/data_movement_common.h"
 #include "cpu_runtime/data_movement_kernels.h"
 #include "cpu_runtime/kernels.h"
+#include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
 namespace data_movement {
@@ -181,6 +182,7 @@ class IdentityKernel : public ViewKernel {
 class DropoutKernel : public ViewKernel {
  public:
   Status Init(const KernelInfo& info) {
+    FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(info.node, info.opset));  // is_test=0 before opset 7
     mask_dtype_ = info.opset >= 10 ? DataType::kBool : DataType::kUndefined;
     want_mask_ = info.node.output(1) != nullptr;
     if (info.opset < 12 || info.node.input(2) == nullptr) return Status::Ok();
@@ -268,7 +270,7 @@ void RegisterViewKernels(KernelRegistry& registry) {
   registry.Register("", "Squeeze", 1, kAnyOpset, MakeWithInputs<SqueezeKernel>(1));
   registry.Register("", "Unsqueeze", 1, kAnyOpset, MakeWithInputs<UnsqueezeKernel>(1));
   registry.Register("", "Identity", 1, kAnyOpset, MakeWithInputs<IdentityKernel>(1));
-  registry.Register("", "Dropout", 7, kAnyOpset, MakeWithInputs<DropoutKernel>(1));
+  registry.Register("", "Dropout", 1, kAnyOpset, MakeWithInputs<DropoutKernel>(1));
   registry.Register("", "Shape", 1, kAnyOpset, MakeWithInputs<ShapeKernel>(1));
   registry.Register("", "Size", 1, kAnyOpset, MakeWithInputs<SizeKernel>(1));
 }

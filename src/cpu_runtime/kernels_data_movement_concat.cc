@@ -2,6 +2,7 @@
 // contiguous blocks, one per input (Concat) or output (Split), so both are row-wise memcpy.
 #include "cpu_runtime/data_movement_common.h"
 #include "cpu_runtime/data_movement_kernels.h"
+#include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu::data_movement {
 namespace {
@@ -53,10 +54,14 @@ void CopyBlocks(uint8_t* joined, const std::vector<uint8_t*>& parts, const RowBl
 class ConcatKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info) {
+    if (info.node.inputs().empty()) return info.Error("Concat needs at least one input");
     const Attribute* axis = info.node.FindAttribute("axis");
+    if (info.opset < 4 && axis == nullptr) {
+      axis_ = 1;  // Concat-1's default; the attribute is required from Concat-4 on
+      return Status::Ok();
+    }
     if (axis == nullptr || axis->kind != AttributeKind::kInt) return info.Error("the axis attribute is required");
     axis_ = axis->i;
-    if (info.node.inputs().empty()) return info.Error("Concat needs at least one input");
     return Status::Ok();
   }
   Status Compute(KernelContext& context) override {
@@ -102,6 +107,7 @@ class ConcatKernel : public Kernel {
 class SplitKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info) {
+    FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(info.node, info.opset));  // Split-1's second input
     axis_ = info.node.GetInt("axis", 0);
     present_ = PresentOutputs(info.node);
     if (present_.empty()) return info.Error("Split needs at least one output");
@@ -182,8 +188,8 @@ class SplitKernel : public Kernel {
 }  // namespace
 
 void RegisterConcatSplitKernels(KernelRegistry& registry) {
-  registry.Register("", "Concat", 4, kAnyOpset, MakeWithInputs<ConcatKernel>(kAllInputs));
-  registry.Register("", "Split", 2, kAnyOpset, MakeWithInputs<SplitKernel>(1));
+  registry.Register("", "Concat", 1, kAnyOpset, MakeWithInputs<ConcatKernel>(kAllInputs));
+  registry.Register("", "Split", 1, kAnyOpset, MakeWithInputs<SplitKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

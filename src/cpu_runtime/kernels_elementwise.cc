@@ -5,17 +5,15 @@
 #include <map>
 #include <mutex>
 
-#include "cpu_runtime/elementwise.h"
+#include "cpu_runtime/elementwise_expr.h"
 #include "cpu_runtime/kernels.h"
+#include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
 namespace {
 
 using ew::Op;
 using ew::ProgramBuilder;
-
-// Builds the op's expression from the registers of its inputs (-1 for an omitted input).
-using ExprBuilder = std::function<Result<int>(ProgramBuilder&, const std::vector<int>&)>;
 
 ExprBuilder UnaryExpr(Op op, float alpha = 0.0f, float beta = 0.0f) {
   return [=](ProgramBuilder& b, const std::vector<int>& in) { return b.Emit(op, {in[0]}, alpha, beta); };
@@ -56,12 +54,6 @@ ExprBuilder ClipExpr(std::optional<float> min_attr, std::optional<float> max_att
   };
 }
 
-ExprBuilder CastExpr(DataType to) {
-  return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
-    return b.Convert(in[0], to);  // the same type: stored as it is
-  };
-}
-
 Result<ExprBuilder> ExprFor(const KernelInfo& info) {
   const Node& node = info.node;
   const std::string& op = node.op_type();
@@ -87,8 +79,10 @@ Result<ExprBuilder> ExprFor(const KernelInfo& info) {
   if (op == "Elu") return UnaryExpr(Op::kElu, node.GetFloat("alpha", 1.0f));
   if (op == "Celu") return UnaryExpr(Op::kCelu, node.GetFloat("alpha", 1.0f));
   if (op == "Selu") {
-    return UnaryExpr(Op::kSelu, node.GetFloat("alpha", 1.67326319217681884765625f),
-                     node.GetFloat("gamma", 1.05070102214813232421875f));
+    // Selu-1 rounded its default coefficients to four decimals.
+    const bool selu1 = info.opset < 6;
+    return UnaryExpr(Op::kSelu, node.GetFloat("alpha", selu1 ? 1.6732f : 1.67326319217681884765625f),
+                     node.GetFloat("gamma", selu1 ? 1.0507f : 1.05070102214813232421875f));
   }
   if (op == "ThresholdedRelu") return UnaryExpr(Op::kThresholdedRelu, node.GetFloat("alpha", 1.0f));
   if (op == "HardSigmoid") {
@@ -140,7 +134,7 @@ Result<ExprBuilder> ExprFor(const KernelInfo& info) {
 class ElementwiseKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info) {
-    FUSIONOPT_ASSIGN_OR_RETURN(expr_, ExprFor(info));
+    FUSIONOPT_ASSIGN_OR_RETURN(expr_, ElementwiseExpr(info));
     label_ = info.node.op_type();
     cast_like_ = label_ == "CastLike";
     if (info.node.inputs().empty()) return info.Error("needs at least one input");
@@ -200,15 +194,29 @@ class ElementwiseKernel : public Kernel {
 
 }  // namespace
 
+ExprBuilder CastExpr(DataType to) {
+  return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+    return b.Convert(in[0], to);  // the same type: stored as it is
+  };
+}
+
+Result<ExprBuilder> ElementwiseExpr(const KernelInfo& info) {
+  FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(info.node, info.opset));
+  return ExprFor(info);
+}
+
 void RegisterElementwiseKernels(KernelRegistry& registry) {
-  registry.Register("", {"Neg", "Abs", "Sign", "Reciprocal", "Floor", "Ceil", "Round", "Sqrt", "Exp",
-                         "Log", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-                         "Tanh", "Asinh", "Acosh", "Atanh", "Relu", "Sigmoid", "Softplus", "Softsign",
-                         "Mish", "IsNaN", "IsInf", "Not", "BitwiseNot", "HardSwish", "LeakyRelu", "Elu",
-                         "Celu", "Selu", "ThresholdedRelu", "HardSigmoid", "Shrink", "Gelu", "Add", "Sub",
-                         "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "LessOrEqual", "Greater",
-                         "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-                         "Mod", "BitShift", "Where", "Sum", "Mean", "Max", "Min", "Clip", "Cast", "CastLike"},
+  // Ops with versions before opset 7: those versions compute the same, read per opset (Selu-1's
+  // defaults), or are refused by CheckLegacyNode (docs/ops.md, "Opsets 1–6").
+  registry.Register("", {"Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Sqrt", "Exp", "Log", "Tanh", "Relu",
+                         "Sigmoid", "Softplus", "Softsign", "Not", "LeakyRelu", "Elu", "Selu", "HardSigmoid",
+                         "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "Greater", "And", "Or",
+                         "Xor", "Sum", "Mean", "Max", "Min", "Clip", "Cast"},
+                    1, kAnyOpset, Make<ElementwiseKernel>());
+  registry.Register("", {"Sign", "Round", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                         "Asinh", "Acosh", "Atanh", "Mish", "IsNaN", "IsInf", "BitwiseNot", "HardSwish", "Celu",
+                         "ThresholdedRelu", "Shrink", "Gelu", "LessOrEqual", "GreaterOrEqual", "BitwiseAnd",
+                         "BitwiseOr", "BitwiseXor", "Mod", "BitShift", "Where", "CastLike"},
                     7, kAnyOpset, Make<ElementwiseKernel>());
 }
 

@@ -1,7 +1,8 @@
 // Session: a model prepared for execution on the CPU.
 //
-// Create() resolves a kernel for every node (an unsupported op fails here, naming op, domain,
-// opset and node) and wraps constants; Run() executes nodes in topological order with shapes
+// Create() prepares the main graph (graph_executor.h): a kernel for every node, including the
+// nodes of If/Loop/Scan bodies (an unsupported op anywhere fails here, naming op, domain,
+// opset and node), constants wrapped. Run() executes nodes in topological order with shapes
 // taken from the actual inputs, releasing each intermediate after its last reader so its
 // buffer is reused.
 #pragma once
@@ -11,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/allocator.h"
-#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/graph_executor.h"
 #include "cpu_runtime/rt_tensor.h"
 #include "ir/graph.h"
 #include "ir/status.h"
@@ -21,12 +21,9 @@ namespace fusionopt::cpu {
 
 struct SessionOptions {
   int threads = 0;  // 0: all cores
-};
-
-struct RunStats {
-  int64_t kernels_launched = 0;           // nodes that ran a kernel (views excluded)
-  int64_t nodes_executed = 0;
-  uint64_t peak_intermediate_bytes = 0;   // most intermediate memory alive at once
+  // Nodes calling fused functions run as fused kernels; false runs each body op by op (the
+  // reference the fused kernels are checked against; see function_call.h).
+  bool fused_kernels = true;
 };
 
 struct NamedTensor {

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <utility>
+
 #include <algorithm>
 #include <queue>
 #include <set>
@@ -135,6 +137,7 @@ Value* Graph::CreateValue(const std::string& name) {
   value->graph_ = this;
   Value* raw = value.get();
   values_.push_back(std::move(value));
+  raw->position_ = std::prev(values_.end());
   if (!name.empty()) by_name_.emplace(name, raw);
   return raw;
 }
@@ -165,12 +168,28 @@ void Graph::AddInput(Value* value) {
   inputs_.push_back(value);
 }
 
+void Graph::RemoveInput(Value* value) {
+  auto it = std::find(inputs_.begin(), inputs_.end(), value);
+  FUSIONOPT_CHECK(it != inputs_.end(), "graph input " + value->name());
+  inputs_.erase(it);
+  value->is_graph_input_ = false;
+}
+
 void Graph::AddOutput(Value* value) { outputs_.push_back(value); }
 
 void Graph::SetInitializer(Value* value, TensorPtr tensor) {
   FUSIONOPT_CHECK(value->graph_ == this, "initializer must belong to the graph");
   if (value->initializer_ == nullptr) initializers_.push_back(value);
   value->initializer_ = std::move(tensor);
+}
+
+void Graph::RemoveInitializer(Value* value) {
+  FUSIONOPT_CHECK(value->graph_ == this && value->is_initializer(), "initializer of this graph");
+  FUSIONOPT_CHECK(value->uses_.empty() && !value->is_graph_input_ && !value->is_graph_output(),
+                  "removing initializer " + value->name() + " that is still used");
+  initializers_.erase(std::find(initializers_.begin(), initializers_.end(), value));
+  by_name_.erase(value->name_);
+  values_.erase(value->position_);
 }
 
 std::vector<Value*> Graph::IntermediateValuesInOrder() const {
@@ -207,6 +226,7 @@ Node* Graph::CreateNode(std::string op_type, std::string domain,
     raw->outputs_.push_back(output);
   }
   nodes_.push_back(std::move(node));
+  raw->position_ = std::prev(nodes_.end());
   return raw;
 }
 
@@ -222,15 +242,33 @@ void Graph::RemoveNode(Node* node) {
     output->producer_ = nullptr;
     dropped.insert(output);
   }
-  for (auto it = values_.begin(); it != values_.end();) {
-    if (dropped.count(it->get()) != 0) {
-      by_name_.erase((*it)->name_);
-      it = values_.erase(it);
-    } else {
-      ++it;
-    }
+  for (Value* value : dropped) {
+    by_name_.erase(value->name_);
+    values_.erase(value->position_);
   }
-  nodes_.remove_if([node](const std::unique_ptr<Node>& owned) { return owned.get() == node; });
+  nodes_.erase(node->position_);
+}
+
+void Graph::TransferProducer(Value* value, Node* to, int index) {
+  FUSIONOPT_CHECK(value->graph_ == this && to->graph_ == this, "value and node of this graph");
+  FUSIONOPT_CHECK(index >= 0 && static_cast<size_t>(index) < to->outputs_.size() &&
+                      to->outputs_[static_cast<size_t>(index)] == nullptr,
+                  "an empty output slot");
+  if (value->producer_ != nullptr) value->producer_->outputs_[static_cast<size_t>(value->producer_index_)] = nullptr;
+  value->producer_ = to;
+  value->producer_index_ = index;
+  to->outputs_[static_cast<size_t>(index)] = value;
+}
+
+void Graph::MoveBefore(Node* node, Node* anchor) {
+  FUSIONOPT_CHECK(node->graph_ == this && (anchor == nullptr || anchor->graph_ == this), "nodes of this graph");
+  nodes_.splice(anchor == nullptr ? nodes_.end() : anchor->position_, nodes_, node->position_);
+}
+
+Node* Graph::NodeAfter(const Node* node) const {
+  FUSIONOPT_CHECK(node->graph_ == this, "node of this graph");
+  auto next = std::next(node->position_);
+  return next == nodes_.end() ? nullptr : next->get();
 }
 
 void Graph::ReplaceAllUses(Value* from, Value* to) {
@@ -316,7 +354,10 @@ Status Graph::SortTopologically() {
   std::vector<std::unique_ptr<Node>> owned;
   for (auto& node : nodes_) owned.push_back(std::move(node));
   nodes_.clear();
-  for (size_t index : sorted) nodes_.push_back(std::move(owned[index]));
+  for (size_t index : sorted) {
+    nodes_.push_back(std::move(owned[index]));
+    nodes_.back()->position_ = std::prev(nodes_.end());
+  }
   return Status::Ok();
 }
 
@@ -328,12 +369,43 @@ std::vector<const Value*> Graph::AllValues() const {
 
 // ---------------------------------------------------------------- Model
 
-std::optional<int64_t> Model::OpsetFor(std::string_view domain) const {
+namespace {
+
+std::optional<int64_t> FindOpset(const std::vector<OpsetImport>& opsets, std::string_view domain) {
   auto canonical = [](std::string_view d) { return d == "ai.onnx" ? std::string_view{} : d; };
   for (const auto& opset : opsets) {
     if (canonical(opset.domain) == canonical(domain)) return opset.version;
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> Function::OpsetFor(std::string_view domain) const { return FindOpset(opsets, domain); }
+
+std::optional<int64_t> Model::OpsetFor(std::string_view domain) const { return FindOpset(opsets, domain); }
+
+const Function* Model::FindFunction(std::string_view domain, std::string_view name) const {
+  for (const auto& function : functions) {
+    if (function->domain == domain && function->name == name) return function.get();
+  }
+  return nullptr;
+}
+
+Function* Model::FindFunction(std::string_view domain, std::string_view name) {
+  return const_cast<Function*>(std::as_const(*this).FindFunction(domain, name));
+}
+
+void RaiseIrVersion(Model& model, int64_t version) {
+  if (model.ir_version >= version) return;
+  if (model.ir_version < 4 && version >= 4) {
+    std::vector<Value*> listed;
+    for (Value* input : model.graph->inputs()) {
+      if (input->is_initializer()) listed.push_back(input);
+    }
+    for (Value* input : listed) model.graph->RemoveInput(input);
+  }
+  model.ir_version = version;
 }
 
 }  // namespace fusionopt

@@ -118,6 +118,7 @@ class Value {
   std::optional<ValueType> declared_type_;
   bool is_declared_ = false;
   std::string info_residual_;
+  std::list<std::unique_ptr<Value>>::iterator position_;  // in graph_->values_: O(1) removal
 };
 
 enum class AttributeKind {
@@ -187,6 +188,7 @@ class Node {
   std::vector<Value*> outputs_;
   std::vector<Attribute> attributes_;
   std::string residual_;
+  std::list<std::unique_ptr<Node>>::iterator position_;  // in graph_->nodes_: O(1) removal
 };
 
 // "node 'name' (domain::Op)": how errors and logs name a node.
@@ -212,8 +214,11 @@ class Graph {
   std::string UniqueName(std::string_view base) const;   // base, base_1, base_2 ... unused
 
   void AddInput(Value* value);
+  void RemoveInput(Value* value);  // the value stays (an initializer, or read by nothing)
   void AddOutput(Value* value);
   void SetInitializer(Value* value, TensorPtr tensor);  // adds to the initializer list
+  // Drops an unused initializer that is not a graph input or output, and its value.
+  void RemoveInitializer(Value* value);
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   std::vector<Value*>& mutable_outputs() { return outputs_; }
@@ -225,6 +230,15 @@ class Graph {
   Node* CreateNode(std::string op_type, std::string domain, const std::vector<Value*>& inputs,
                    const std::vector<Value*>& outputs, std::string name = {});
   void RemoveNode(Node* node);  // node must have no used outputs; its outputs are erased
+  // Makes `to` the producer of `value` at output `index` (which must be empty), leaving the
+  // old producer's slot empty: the value keeps its name, type, declaration and uses. How a
+  // rewrite replaces nodes without renaming what the rest of the model reads.
+  void TransferProducer(Value* value, Node* to, int index);
+  // Moves `node` to just before `anchor` in the node order (null anchor: to the end). The
+  // caller keeps the order topological (or sorts afterwards).
+  void MoveBefore(Node* node, Node* anchor);
+  // The node after `node` in the node order, or null at the end.
+  Node* NodeAfter(const Node* node) const;
   const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t num_nodes() const { return nodes_.size(); }
 
@@ -264,8 +278,23 @@ struct OpsetImport {
   bool operator==(const OpsetImport& other) const = default;
 };
 
-// A whole model: the main graph plus what surrounds it. Model-local functions and training
-// info are not interpreted yet and travel inside `residual`.
+// A model-local function (FunctionProto). The body is a Graph whose inputs and outputs are
+// the formal parameters; they carry types only where the function declared value_info, so
+// consumers take types from the calling node's actual arguments. Body nodes may refer to
+// the function's formal attributes through Attribute::ref_attr_name.
+struct Function {
+  std::string domain;
+  std::string name;
+  std::vector<std::string> attribute_names;  // formal attributes without defaults
+  std::vector<OpsetImport> opsets;
+  std::unique_ptr<Graph> body;
+  std::string residual;  // FunctionProto fields the IR does not model (doc_string, defaults, ...)
+
+  std::optional<int64_t> OpsetFor(std::string_view domain) const;
+};
+
+// A whole model: the main graph plus what surrounds it. Training info is not interpreted and
+// travels inside `residual`.
 struct Model {
   int64_t ir_version = 0;
   std::vector<OpsetImport> opsets;
@@ -274,7 +303,7 @@ struct Model {
   std::string domain;
   int64_t model_version = 0;
   std::vector<std::pair<std::string, std::string>> metadata;
-  std::vector<std::string> function_names;  // "domain:name" of model-local functions
+  std::vector<std::unique_ptr<Function>> functions;  // model-local functions, in model order
   std::unique_ptr<Graph> graph;
   std::string residual;  // serialized ModelProto without graph and the fields above
 
@@ -285,6 +314,15 @@ struct Model {
 
   // Opset version imported for `domain` ("" and "ai.onnx" are the same), or nullopt.
   std::optional<int64_t> OpsetFor(std::string_view domain) const;
+  // The model-local function a node of (domain, op_type) calls, or null.
+  const Function* FindFunction(std::string_view domain, std::string_view name) const;
+  Function* FindFunction(std::string_view domain, std::string_view name);
 };
+
+// Raises the model's IR version to at least `version`. Crossing version 4 changes what an
+// initializer listed as a graph input means (IR 3 had to list every initializer as an input,
+// and none could be fed; from IR 4 a listed one may be overridden by the caller), so those
+// listings are dropped: the model keeps computing exactly what it did.
+void RaiseIrVersion(Model& model, int64_t version);
 
 }  // namespace fusionopt

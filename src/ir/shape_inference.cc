@@ -89,10 +89,18 @@ void InferenceState::TypeInitializer(Value& value) {
   MergeShape(value, shape, where);
 }
 
+std::optional<int64_t> InferenceState::OpsetFor(std::string_view domain) const {
+  return function_ != nullptr ? function_->OpsetFor(domain) : model_.OpsetFor(domain);
+}
+
 void InferenceState::InferNode(Node& node) {
-  std::optional<int64_t> opset = model_.OpsetFor(node.domain());
+  std::optional<int64_t> opset = OpsetFor(node.domain());
   const RuleRegistry::Entry* entry = Rules().Find(node.domain(), node.op_type());
   if (entry == nullptr || entry->type == nullptr) {
+    if (const Function* function = CalledFunction(node)) {
+      InferFunctionCall(node, *function);
+      return;
+    }
     unsupported_.insert(UnsupportedKey(node, opset));
     // Bodies of unknown ops still hold ordinary nodes worth typing.
     for (Graph* subgraph : node.Subgraphs()) InferGraph(*subgraph);
@@ -160,6 +168,7 @@ void InferenceState::SetData(const Value* value, SymbolicData data) {
 ShapeInferenceReport InferenceState::TakeReport() {
   report_.unsupported_ops.assign(unsupported_.begin(), unsupported_.end());
   report_.values_inferred = static_cast<int64_t>(improved_.size());
+  report_.error = calls_->error;
   return std::move(report_);
 }
 

@@ -30,9 +30,15 @@ struct ShapeInferenceReport {
   std::vector<std::string> warnings;
   // Values whose type became (more) known: dtype, rank or at least one dim.
   int64_t values_inferred = 0;
+  // The one fatal finding: a model-local function that calls itself, directly or through
+  // others (InvalidModel, naming the chain). Everything else is still inferred.
+  Status error;
 };
 
-// The main graph and, recursively, every subgraph (If/Loop/Scan bodies).
+// The main graph and, recursively, every subgraph (If/Loop/Scan bodies). A node that calls a
+// model-local function gets its outputs' types by inferring the function's body with the
+// node's argument types and attributes, on a copy: the function itself stays untyped, since
+// each call may give it different types.
 ShapeInferenceReport InferShapes(Model& model);
 // One graph (and its subgraphs), using `model` for opset versions.
 ShapeInferenceReport InferShapes(Graph& graph, const Model& model);

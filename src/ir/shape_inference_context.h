@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -60,6 +61,20 @@ struct IntListArgument {
 };
 
 class InferenceState;
+
+// Output types of one function call, as inferred from its body.
+struct FunctionCallResult {
+  std::vector<ValueType> outputs;
+  std::vector<std::optional<SymbolicData>> data;
+};
+
+// Shared by the state of the main graph and the states that infer function bodies.
+struct FunctionCalls {
+  // Keyed by function, argument types and data, and the caller's attributes.
+  std::map<std::string, FunctionCallResult> memo;
+  std::vector<const Function*> in_progress;  // the call chain being inferred
+  Status error;                              // the first recursive call found
+};
 
 class InferenceContext {
  public:
@@ -119,10 +134,12 @@ class InferenceContext {
   InferenceState& state_;
 };
 
-// Whole-run state: the model's opsets, tracked data, the report being built.
+// Whole-run state: the model's opsets, tracked data, the report being built. Inside a
+// function body, opsets are the function's.
 class InferenceState {
  public:
-  explicit InferenceState(const Model& model) : model_(model) {}
+  explicit InferenceState(const Model& model)
+      : model_(model), calls_(std::make_shared<FunctionCalls>()) {}
 
   void InferGraph(Graph& graph);
   ShapeInferenceReport TakeReport();
@@ -139,11 +156,23 @@ class InferenceState {
   void SetData(const Value* value, SymbolicData data);
 
  private:
+  InferenceState(const Model& model, const Function& function, std::shared_ptr<FunctionCalls> calls)
+      : model_(model), function_(&function), calls_(std::move(calls)) {}
+
+  std::optional<int64_t> OpsetFor(std::string_view domain) const;
   void InferNode(Node& node);
   void TypeInitializer(Value& value);
   void MarkImproved(Value& value);
 
+  // Model-local function calls (shape_inference_functions.cc).
+  const Function* CalledFunction(const Node& node) const;
+  void InferFunctionCall(Node& node, const Function& function);
+  FunctionCallResult InferFunctionBody(const Node& node, const Function& function);
+  void ApplyCallResult(Node& node, const FunctionCallResult& result);
+
   const Model& model_;
+  const Function* function_ = nullptr;  // whose body this state infers; null for the model's
+  std::shared_ptr<FunctionCalls> calls_;
   ShapeInferenceReport report_;
   std::set<std::string> unsupported_;
   std::unordered_set<const Value*> improved_;

@@ -62,7 +62,7 @@ void SqueezeData(InferenceContext& context) {
 }
 
 void ConcatData(InferenceContext& context) {
-  int64_t axis = context.node().GetInt("axis", 0);
+  int64_t axis = context.node().GetInt("axis", context.opset() < 4 ? 1 : 0);  // Concat-1: 1
   if (axis != 0 && axis != -1) return;
   SymbolicData out;
   for (size_t i = 0; i < context.num_inputs(); ++i) {

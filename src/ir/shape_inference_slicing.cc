@@ -25,7 +25,8 @@ void ConcatRule(InferenceContext& context) {
   auto known = std::find_if(shapes.begin(), shapes.end(), [](const Shape* s) { return s; });
   if (known == shapes.end()) return;
   auto rank = static_cast<int64_t>((*known)->size());
-  int64_t requested = context.node().GetInt("axis", 0);
+  // Concat-1 defaults the axis to 1; from Concat-4 on it is required.
+  int64_t requested = context.node().GetInt("axis", context.opset() < 4 ? 1 : 0);
   std::optional<int64_t> axis = NormalizeAxis(requested, rank);
   if (!axis) {
     context.Warn("axis " + std::to_string(requested) + " is out of range for rank " +

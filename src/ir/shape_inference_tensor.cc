@@ -231,7 +231,8 @@ void TileRule(InferenceContext& context) {
   const Shape* data = context.InputShape(0);
   if (data == nullptr) return;
   std::optional<std::vector<int64_t>> repeats = context.InputInts(1);
-  if (!repeats) {
+  // Tile-1 repeats the one axis that input 2 names: only the rank is certain.
+  if (!repeats || context.opset() < 6) {
     context.SetOutputRank(0, static_cast<int64_t>(data->size()));
     return;
   }

@@ -55,6 +55,11 @@ inline Status Unsupported(std::string message) {
 inline Status UsageError(std::string message) {
   return Status(ErrorCode::kUsage, std::move(message));
 }
+// A broken invariant found by a check that reports rather than aborts (the IR verifier), so
+// the caller can name the pass responsible.
+inline Status InternalError(std::string message) {
+  return Status(ErrorCode::kInternal, std::move(message));
+}
 
 template <typename T>
 class [[nodiscard]] Result {

@@ -3,8 +3,9 @@
 //
 // Printing is canonical: Print(Parse(text)) is the same text for every text the printer
 // produced, and Parse(Print(model)) rebuilds the same graph (same names, types, node order,
-// attributes, initializers and use lists). What the IR keeps only as serialized protobuf
-// residue (doc strings, metadata of values, model-local functions) is not part of the text.
+// attributes, initializers, use lists and model-local functions). What the IR keeps only as
+// serialized protobuf residue (doc strings, metadata of values, function overloads) is not
+// part of the text.
 #pragma once
 
 #include <cstdint>

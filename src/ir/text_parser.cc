@@ -80,18 +80,43 @@ std::optional<AttributeKind> AttributeKindNamed(std::string_view name) {
 
 // ---------------------------------------------------------------- text -> syntax tree
 
+// A model-local function: its header fields, and its body as a graph.
+struct FunctionSyntax {
+  size_t offset = 0;
+  std::string domain;
+  std::string name;
+  std::vector<std::string> attribute_names;
+  std::vector<OpsetImport> opsets;
+  std::unique_ptr<GraphSyntax> body;
+};
+
+std::string FunctionLabel(const FunctionSyntax& function) {
+  return (function.domain.empty() ? "" : function.domain + "::") + function.name;
+}
+
+struct ModelSyntax {
+  std::unique_ptr<GraphSyntax> graph;
+  std::vector<FunctionSyntax> functions;
+};
+
 class Parser {
  public:
   explicit Parser(std::string_view text) : cursor_(text) {}
 
-  // Fills the model's header fields and returns the syntax of the main graph.
-  Result<std::unique_ptr<GraphSyntax>> ParseModelText(Model& model) {
+  // Fills the model's header fields and returns the syntax of the main graph and functions.
+  Result<ModelSyntax> ParseModelText(Model& model) {
+    ModelSyntax syntax;
     FUSIONOPT_RETURN_IF_ERROR(Header(model));
-    FUSIONOPT_ASSIGN_OR_RETURN(auto graph, Graph());
-    if (!cursor_.AtEnd()) {
-      return cursor_.Error("unexpected " + cursor_.DescribeNext() + " after the main graph");
+    FUSIONOPT_ASSIGN_OR_RETURN(syntax.graph, Graph());
+    while (cursor_.PeekWord() == "function") {
+      FUSIONOPT_ASSIGN_OR_RETURN(FunctionSyntax function, Function());
+      syntax.functions.push_back(std::move(function));
     }
-    return graph;
+    if (!cursor_.AtEnd()) {
+      return cursor_.Error("unexpected " + cursor_.DescribeNext() +
+                           (syntax.functions.empty() ? " after the main graph" : " after a function"));
+    }
+    return syntax;
   }
 
  private:
@@ -101,13 +126,7 @@ class Parser {
       if (cursor_.TryKeyword("ir_version")) {
         FUSIONOPT_ASSIGN_OR_RETURN(model.ir_version, Int64("an IR version"));
       } else if (cursor_.TryKeyword("opset")) {
-        OpsetImport opset;
-        FUSIONOPT_ASSIGN_OR_RETURN(opset.domain, cursor_.WordOrString("an opset domain"));
-        FUSIONOPT_ASSIGN_OR_RETURN(opset.version, Int64("an opset version"));
-        if (model.OpsetFor(opset.domain)) {
-          return cursor_.ErrorAt(at, "domain \"" + opset.domain + "\" is imported twice");
-        }
-        model.opsets.push_back(opset);
+        FUSIONOPT_RETURN_IF_ERROR(Opset(at, model.opsets));
       } else if (cursor_.TryKeyword("producer")) {
         FUSIONOPT_ASSIGN_OR_RETURN(model.producer_name, cursor_.QuotedString("a producer name"));
         FUSIONOPT_ASSIGN_OR_RETURN(model.producer_version,
@@ -130,6 +149,21 @@ class Parser {
     return Status::Ok();
   }
 
+  // `opset <domain> <version>` after its keyword; `at` is where the keyword started.
+  Status Opset(size_t at, std::vector<OpsetImport>& opsets) {
+    OpsetImport opset;
+    FUSIONOPT_ASSIGN_OR_RETURN(opset.domain, cursor_.WordOrString("an opset domain"));
+    FUSIONOPT_ASSIGN_OR_RETURN(opset.version, Int64("an opset version"));
+    auto canonical = [](std::string_view domain) { return domain == "ai.onnx" ? std::string_view() : domain; };
+    for (const OpsetImport& existing : opsets) {
+      if (canonical(existing.domain) == canonical(opset.domain)) {
+        return cursor_.ErrorAt(at, "domain \"" + opset.domain + "\" is imported twice");
+      }
+    }
+    opsets.push_back(std::move(opset));
+    return Status::Ok();
+  }
+
   Result<std::unique_ptr<GraphSyntax>> Graph() {
     auto graph = std::make_unique<GraphSyntax>();
     if (!cursor_.TryKeyword("graph")) {
@@ -138,15 +172,70 @@ class Parser {
     if (cursor_.Peek() != '(') {
       FUSIONOPT_ASSIGN_OR_RETURN(graph->name, cursor_.NameHere("a graph name or '('"));
     }
-    FUSIONOPT_ASSIGN_OR_RETURN(graph->inputs, TypedList());
+    FUSIONOPT_RETURN_IF_ERROR(Signature(*graph));
+    FUSIONOPT_RETURN_IF_ERROR(DeclarationsAndBody(*graph, /*initializers_allowed=*/true));
+    return graph;
+  }
+
+  // `function [domain ::] Name (...) -> (...) [attributes [...]] {opset ...} {value ...} {...}`
+  Result<FunctionSyntax> Function() {
+    FunctionSyntax function;
+    function.offset = cursor_.offset();
+    cursor_.TryKeyword("function");
+    FUSIONOPT_ASSIGN_OR_RETURN(std::string callee, cursor_.WordOrString("a function name"));
+    if (cursor_.TryConsume("::")) {
+      function.domain = std::move(callee);
+      FUSIONOPT_ASSIGN_OR_RETURN(function.name, cursor_.WordOrString("a function name"));
+    } else {
+      function.name = std::move(callee);
+    }
+    function.body = std::make_unique<GraphSyntax>();
+    FUSIONOPT_RETURN_IF_ERROR(Signature(*function.body));
+    if (cursor_.TryKeyword("attributes")) {
+      FUSIONOPT_ASSIGN_OR_RETURN(function.attribute_names, AttributeNames());
+    }
+    for (size_t at = cursor_.offset(); cursor_.TryKeyword("opset"); at = cursor_.offset()) {
+      FUSIONOPT_RETURN_IF_ERROR(Opset(at, function.opsets));
+    }
+    FUSIONOPT_RETURN_IF_ERROR(DeclarationsAndBody(*function.body, /*initializers_allowed=*/false));
+    return function;
+  }
+
+  Result<std::vector<std::string>> AttributeNames() {
+    FUSIONOPT_RETURN_IF_ERROR(cursor_.Expect("["));
+    std::vector<std::string> names;
+    std::set<std::string> seen;
+    if (cursor_.TryConsume("]")) return names;
+    do {
+      const size_t at = cursor_.offset();
+      FUSIONOPT_ASSIGN_OR_RETURN(std::string name, cursor_.WordOrString("an attribute name"));
+      if (!seen.insert(name).second) return cursor_.ErrorAt(at, "attribute '" + name + "' is listed twice");
+      names.push_back(std::move(name));
+    } while (cursor_.TryConsume(","));
+    FUSIONOPT_RETURN_IF_ERROR(cursor_.Expect("]"));
+    return names;
+  }
+
+  Status Signature(GraphSyntax& graph) {
+    FUSIONOPT_ASSIGN_OR_RETURN(graph.inputs, TypedList());
     FUSIONOPT_RETURN_IF_ERROR(cursor_.Expect("->"));
-    FUSIONOPT_ASSIGN_OR_RETURN(graph->outputs, TypedList());
+    FUSIONOPT_ASSIGN_OR_RETURN(graph.outputs, TypedList());
+    return Status::Ok();
+  }
+
+  // `init` and `value` lines, then the nodes between braces. A function body has no
+  // initializers (FunctionProto cannot hold them): its constants are Constant nodes.
+  Status DeclarationsAndBody(GraphSyntax& graph, bool initializers_allowed) {
     while (true) {
+      const size_t at = cursor_.offset();
       if (cursor_.TryKeyword("init")) {
-        FUSIONOPT_RETURN_IF_ERROR(Init(*graph));
+        if (!initializers_allowed) {
+          return cursor_.ErrorAt(at, "a function body has no initializers; use a Constant node");
+        }
+        FUSIONOPT_RETURN_IF_ERROR(Init(graph));
       } else if (cursor_.TryKeyword("value")) {
         FUSIONOPT_ASSIGN_OR_RETURN(TypedName declaration, TypedValue());
-        graph->value_declarations.push_back(std::move(declaration));
+        graph.value_declarations.push_back(std::move(declaration));
       } else {
         break;
       }
@@ -155,10 +244,9 @@ class Parser {
     while (cursor_.Peek() != '}') {
       if (cursor_.AtEnd()) return cursor_.Error("expected '}' but found the end of the text");
       FUSIONOPT_ASSIGN_OR_RETURN(NodeSyntax node, Node());
-      graph->nodes.push_back(std::move(node));
+      graph.nodes.push_back(std::move(node));
     }
-    FUSIONOPT_RETURN_IF_ERROR(cursor_.Expect("}"));
-    return graph;
+    return cursor_.Expect("}");
   }
 
   Result<std::vector<TypedName>> TypedList() {
@@ -638,9 +726,23 @@ class Parser {
 Result<std::unique_ptr<Model>> ParseModel(std::string_view text) {
   auto model = std::make_unique<Model>();
   Parser parser(text);
-  FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<GraphSyntax> syntax, parser.ParseModelText(*model));
+  FUSIONOPT_ASSIGN_OR_RETURN(ModelSyntax syntax, parser.ParseModelText(*model));
   model->graph = std::make_unique<Graph>();
-  FUSIONOPT_RETURN_IF_ERROR(text_detail::BuildGraph(text, *syntax, *model->graph));
+  FUSIONOPT_RETURN_IF_ERROR(text_detail::BuildGraph(text, *syntax.graph, *model->graph));
+  for (FunctionSyntax& function_syntax : syntax.functions) {
+    if (model->FindFunction(function_syntax.domain, function_syntax.name) != nullptr) {
+      return text_detail::ErrorAt(text, function_syntax.offset,
+                                  "function '" + FunctionLabel(function_syntax) + "' is defined twice");
+    }
+    auto function = std::make_unique<Function>();
+    function->domain = std::move(function_syntax.domain);
+    function->name = std::move(function_syntax.name);
+    function->attribute_names = std::move(function_syntax.attribute_names);
+    function->opsets = std::move(function_syntax.opsets);
+    function->body = std::make_unique<Graph>();
+    FUSIONOPT_RETURN_IF_ERROR(text_detail::BuildGraph(text, *function_syntax.body, *function->body));
+    model->functions.push_back(std::move(function));
+  }
   return model;
 }
 

@@ -109,8 +109,35 @@ class Printer {
   void PrintGraphBlock(const Graph& graph, const std::string& indent) {
     out_ += "graph ";
     if (!graph.name().empty()) out_ += FormatName(graph.name()) + " ";
+    PrintSignature(graph);
+    PrintDeclarationsAndBody(graph, indent);
+  }
+
+  // `function domain::Name (...) -> (...) attributes [...] opset "" 17 { ... }`.
+  void PrintFunction(const Function& function) {
+    out_ += "function ";
+    if (!function.domain.empty()) out_ += FormatWord(function.domain) + "::";
+    out_ += FormatWord(function.name) + " ";
+    PrintSignature(*function.body);
+    if (!function.attribute_names.empty()) {
+      out_ += " attributes [" + Join(function.attribute_names, FormatWord) + "]";
+    }
+    for (const auto& opset : function.opsets) {
+      out_ += " opset " + Quote(opset.domain) + " " + std::to_string(opset.version);
+    }
+    PrintDeclarationsAndBody(*function.body, "");
+    out_ += "\n";
+  }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void PrintSignature(const Graph& graph) {
     out_ += "(" + Join(graph.inputs(), TypedValue) + ") -> (" +
             Join(graph.outputs(), TypedValue) + ")";
+  }
+
+  void PrintDeclarationsAndBody(const Graph& graph, const std::string& indent) {
     std::string declarations;
     for (const Value* value : graph.initializers()) {
       declarations += indent + "  init " + TensorText(*value->initializer(), ValueRef(value) +
@@ -128,9 +155,6 @@ class Printer {
     out_ += indent + "}";
   }
 
-  std::string Take() { return std::move(out_); }
-
- private:
   void PrintNode(const Node& node, const std::string& indent) {
     if (!node.outputs().empty()) out_ += Slots(node.outputs()) + " = ";
     if (!node.domain().empty()) out_ += FormatWord(node.domain()) + "::";
@@ -274,6 +298,11 @@ std::string PrintModel(const Model& model, const PrintOptions& options) {
   printer.PrintHeader(model);
   std::string out = printer.Take();
   if (model.graph != nullptr) out += PrintGraph(*model.graph, options);
+  for (const auto& function : model.functions) {
+    Printer function_printer(options);
+    function_printer.PrintFunction(*function);
+    out += "\n" + function_printer.Take();
+  }
   return out;
 }
 

@@ -6,12 +6,15 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include "ir/legacy_opsets.h"
 #include "ir/shape_inference.h"
+#include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/proto_codec.h"
 
@@ -20,7 +23,9 @@ namespace {
 
 constexpr int64_t kMinIrVersion = 3;
 constexpr int64_t kMaxIrVersion = 11;
-constexpr int64_t kMinOpset = 7;
+// Opsets 1-6 load too; the op versions of theirs that we would misread are refused after the
+// graph is built (ir/legacy_opsets.h).
+constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 23;
 
 std::string Describe(const onnx::NodeProto& node) {
@@ -66,10 +71,17 @@ void ClearAttributeModelled(onnx::AttributeProto& proto) {
   proto.clear_ref_attr_name();
 }
 
+void ClearReferenceModelled(onnx::AttributeProto& proto) {
+  proto.clear_name();
+  proto.clear_type();
+  proto.clear_ref_attr_name();
+}
+
 void ClearModelModelled(onnx::ModelProto& proto) {
   proto.clear_ir_version();
   proto.clear_opset_import();
   proto.clear_metadata_props();
+  proto.clear_functions();
   proto.clear_graph();
 }
 
@@ -90,10 +102,34 @@ onnx::AttributeProto::AttributeType EffectiveType(const onnx::AttributeProto& pr
   return A::UNDEFINED;
 }
 
+// The opset version a graph imports for a domain: the model's for the main graph, the
+// function's for a function body (and, either way, for their subgraphs).
+using OpsetLookup = std::function<std::optional<int64_t>(std::string_view domain)>;
+
+// The IR kind of an attribute type; nullopt for the kinds kept opaque (sparse tensors,
+// type protos).
+std::optional<AttributeKind> KindOf(onnx::AttributeProto::AttributeType type) {
+  using A = onnx::AttributeProto;
+  switch (type) {
+    case A::UNDEFINED: return AttributeKind::kUndefined;
+    case A::FLOAT: return AttributeKind::kFloat;
+    case A::INT: return AttributeKind::kInt;
+    case A::STRING: return AttributeKind::kString;
+    case A::FLOATS: return AttributeKind::kFloats;
+    case A::INTS: return AttributeKind::kInts;
+    case A::STRINGS: return AttributeKind::kStrings;
+    case A::TENSOR: return AttributeKind::kTensor;
+    case A::TENSORS: return AttributeKind::kTensors;
+    case A::GRAPH: return AttributeKind::kGraph;
+    case A::GRAPHS: return AttributeKind::kGraphs;
+    default: return std::nullopt;
+  }
+}
+
 class GraphBuilder {
  public:
-  GraphBuilder(const Model& model, ExternalDataResolver& resolver)
-      : model_(model), resolver_(resolver) {}
+  GraphBuilder(OpsetLookup opset_for, ExternalDataResolver& resolver)
+      : opset_for_(std::move(opset_for)), resolver_(resolver) {}
 
   Result<std::unique_ptr<Graph>> Build(onnx::GraphProto& proto, Node* owner) {
     auto graph = std::make_unique<Graph>();
@@ -219,7 +255,7 @@ class GraphBuilder {
 
   Status CreateNode(onnx::NodeProto& proto, Graph& graph) {
     if (proto.op_type().empty()) return InvalidModel(Describe(proto) + " has no op_type");
-    if (!model_.OpsetFor(proto.domain())) {
+    if (!opset_for_(proto.domain())) {
       return InvalidModel(Describe(proto) + " uses domain '" + proto.domain() +
                           "' that has no opset_import");
     }
@@ -257,65 +293,67 @@ class GraphBuilder {
   }
 
   Result<Attribute> DecodeAttribute(onnx::AttributeProto& proto, Node* node) {
-    using A = onnx::AttributeProto;
+    const bool is_reference = !proto.ref_attr_name().empty();
+    // A reference keeps the type as written: inferring one from stray value fields would
+    // add a type on save.
+    std::optional<AttributeKind> kind = KindOf(is_reference ? proto.type() : EffectiveType(proto));
     Attribute attribute;
     attribute.name = proto.name();
-    attribute.ref_attr_name = proto.ref_attr_name();
-    switch (EffectiveType(proto)) {
-      case A::FLOAT: attribute.kind = AttributeKind::kFloat; attribute.f = proto.f(); break;
-      case A::INT: attribute.kind = AttributeKind::kInt; attribute.i = proto.i(); break;
-      case A::STRING: attribute.kind = AttributeKind::kString; attribute.s = proto.s(); break;
-      case A::FLOATS:
-        attribute.kind = AttributeKind::kFloats;
-        attribute.floats.assign(proto.floats().begin(), proto.floats().end());
-        break;
-      case A::INTS:
-        attribute.kind = AttributeKind::kInts;
-        attribute.ints.assign(proto.ints().begin(), proto.ints().end());
-        break;
-      case A::STRINGS:
-        attribute.kind = AttributeKind::kStrings;
+    if (!kind) {  // sparse tensors and type protos: carried through untouched
+      attribute.kind = AttributeKind::kOpaque;
+      attribute.residual = proto.SerializeAsString();
+      return attribute;
+    }
+    attribute.kind = *kind;
+    if (is_reference) {
+      // A function body's reference to a formal attribute has no value of its own.
+      attribute.ref_attr_name = proto.ref_attr_name();
+      attribute.residual = ResidualOf<onnx::AttributeProto>(proto, ClearReferenceModelled);
+      return attribute;
+    }
+    FUSIONOPT_RETURN_IF_ERROR(DecodeAttributeValue(proto, node, attribute));
+    attribute.residual = ResidualOf<onnx::AttributeProto>(proto, ClearAttributeModelled);
+    return attribute;
+  }
+
+  Status DecodeAttributeValue(onnx::AttributeProto& proto, Node* node, Attribute& attribute) {
+    switch (attribute.kind) {
+      case AttributeKind::kFloat: attribute.f = proto.f(); break;
+      case AttributeKind::kInt: attribute.i = proto.i(); break;
+      case AttributeKind::kString: attribute.s = proto.s(); break;
+      case AttributeKind::kFloats: attribute.floats.assign(proto.floats().begin(), proto.floats().end()); break;
+      case AttributeKind::kInts: attribute.ints.assign(proto.ints().begin(), proto.ints().end()); break;
+      case AttributeKind::kStrings:
         attribute.strings.assign(proto.strings().begin(), proto.strings().end());
         break;
-      case A::TENSOR: {
-        attribute.kind = AttributeKind::kTensor;
+      case AttributeKind::kTensor: {
         FUSIONOPT_ASSIGN_OR_RETURN(attribute.t, DecodeTensorAttribute(*proto.mutable_t(), proto.name()));
         break;
       }
-      case A::TENSORS:
-        attribute.kind = AttributeKind::kTensors;
+      case AttributeKind::kTensors:
         for (auto& tensor : *proto.mutable_tensors()) {
           FUSIONOPT_ASSIGN_OR_RETURN(auto decoded, DecodeTensorAttribute(tensor, proto.name()));
           attribute.tensors.push_back(std::move(decoded));
         }
         break;
-      case A::GRAPH: {
-        attribute.kind = AttributeKind::kGraph;
+      case AttributeKind::kGraph: {
         auto graph = Build(*proto.mutable_g(), node);
         if (!graph.ok()) return graph.status().WithContext("subgraph '" + proto.name() + "'");
         attribute.g = std::move(graph).value();
         break;
       }
-      case A::GRAPHS:
-        attribute.kind = AttributeKind::kGraphs;
+      case AttributeKind::kGraphs:
         for (auto& graph_proto : *proto.mutable_graphs()) {
           auto graph = Build(graph_proto, node);
           if (!graph.ok()) return graph.status().WithContext("subgraph '" + proto.name() + "'");
           attribute.graphs.push_back(std::move(graph).value());
         }
         break;
-      case A::UNDEFINED:
-        if (attribute.ref_attr_name.empty()) {
-          return InvalidModel("attribute '" + proto.name() + "' has no type and no value");
-        }
-        break;
-      default:  // sparse tensors and type protos: carried through untouched
-        attribute.kind = AttributeKind::kOpaque;
-        attribute.residual = proto.SerializeAsString();
-        return attribute;
+      case AttributeKind::kUndefined:
+        return InvalidModel("attribute '" + proto.name() + "' has no type and no value");
+      case AttributeKind::kOpaque: break;
     }
-    attribute.residual = ResidualOf<onnx::AttributeProto>(proto, ClearAttributeModelled);
-    return attribute;
+    return Status::Ok();
   }
 
   Status AddOutputs(const onnx::GraphProto& proto, Graph& graph) {
@@ -339,7 +377,7 @@ class GraphBuilder {
     return Status::Ok();
   }
 
-  const Model& model_;
+  OpsetLookup opset_for_;
   ExternalDataResolver& resolver_;
 };
 
@@ -373,11 +411,7 @@ Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::st
   auto model = std::make_unique<Model>();
   model->base_dir = base_dir;
   model->ir_version = proto.ir_version();
-  for (const auto& opset : proto.opset_import()) {
-    onnx::OperatorSetIdProto residual = opset;
-    residual.clear_version();
-    model->opsets.push_back({opset.domain(), opset.version(), residual.SerializeAsString()});
-  }
+  for (const auto& opset : proto.opset_import()) model->opsets.push_back(DecodeOpset(opset));
   model->producer_name = proto.producer_name();
   model->producer_version = proto.producer_version();
   model->domain = proto.domain();
@@ -385,17 +419,21 @@ Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::st
   for (const auto& entry : proto.metadata_props()) {
     model->metadata.emplace_back(entry.key(), entry.value());
   }
-  for (const auto& function : proto.functions()) {
-    model->function_names.push_back(function.domain() + ":" + function.name());
-  }
   ExternalDataResolver resolver(base_dir);
-  GraphBuilder builder(*model, resolver);
+  auto decode_body = [&resolver](onnx::GraphProto& body, const Function& function) {
+    GraphBuilder body_builder([&function](std::string_view domain) { return function.OpsetFor(domain); }, resolver);
+    return body_builder.Build(body, nullptr);
+  };
+  FUSIONOPT_RETURN_IF_ERROR(DecodeFunctions(proto, decode_body, *model));
+  GraphBuilder builder([&model](std::string_view domain) { return model->OpsetFor(domain); }, resolver);
   auto graph = builder.Build(*proto.mutable_graph(), nullptr);
   if (!graph.ok()) return graph.status();
   model->graph = std::move(graph).value();
   model->external_data_files = resolver.OpenedLocations();
   model->residual = ResidualOf<onnx::ModelProto>(proto, ClearModelModelled);
   if (options.infer_shapes) InferShapes(*model);
+  // After inference: whether legacy broadcasting agrees with numpy depends on input ranks.
+  FUSIONOPT_RETURN_IF_ERROR(CheckLegacyOpsets(*model));
   return model;
 }
 

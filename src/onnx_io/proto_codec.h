@@ -62,4 +62,9 @@ void EncodeTensorDataInline(const Tensor& tensor, onnx::TensorProto& proto);
 Result<ValueType> DecodeType(const onnx::TypeProto& proto);
 void EncodeType(const ValueType& type, onnx::TypeProto& proto);
 
+// Opset imports of the model and of its functions (function_codec.cc). The residual keeps
+// the domain's presence, so an explicitly empty domain saves as it was read.
+OpsetImport DecodeOpset(const onnx::OperatorSetIdProto& proto);
+void EncodeOpset(const OpsetImport& opset, onnx::OperatorSetIdProto& proto);
+
 }  // namespace fusionopt

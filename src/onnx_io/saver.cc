@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
+#include "ir/atomic_file.h"
+#include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/proto_codec.h"
 
@@ -15,81 +18,6 @@ namespace fusionopt {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A file created next to its destination and renamed over it only on Commit(); removed
-// otherwise, so readers never see a partial file.
-class TempFile {
- public:
-  static Result<std::unique_ptr<TempFile>> CreateFor(const std::string& destination) {
-    fs::path target(destination);
-    std::string pattern = (target.parent_path().empty() ? fs::path(".") : target.parent_path()) /
-                          ("." + target.filename().string() + ".tmp-XXXXXX");
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    int fd = ::mkstemp(buffer.data());
-    if (fd < 0) {
-      return IoError("cannot create a file next to '" + destination + "': " + std::strerror(errno));
-    }
-    ::fchmod(fd, 0644);
-    return std::unique_ptr<TempFile>(new TempFile(fd, buffer.data(), destination));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_path_.c_str());
-  }
-
-  int fd() const { return fd_; }
-  uint64_t size() const { return written_; }
-
-  Status Write(const uint8_t* data, uint64_t length) {
-    while (length > 0) {
-      ssize_t count = ::write(fd_, data, std::min<uint64_t>(length, 1u << 30));
-      if (count < 0 && errno == EINTR) continue;
-      if (count <= 0) return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
-      data += count;
-      length -= static_cast<uint64_t>(count);
-      written_ += static_cast<uint64_t>(count);
-    }
-    return Status::Ok();
-  }
-
-  // Copies a range of another file in the kernel, without mapping its pages in.
-  Status CopyRange(int source_fd, uint64_t offset, uint64_t length, const uint8_t* fallback) {
-    auto in = static_cast<off64_t>(offset);
-    uint64_t done = 0;
-    while (done < length) {
-      ssize_t count = ::copy_file_range(source_fd, &in, fd_, nullptr, length - done, 0);
-      if (count < 0 && errno == EINTR) continue;
-      if (count <= 0) break;  // unsupported here: finish with plain writes
-      done += static_cast<uint64_t>(count);
-      written_ += static_cast<uint64_t>(count);
-    }
-    return Write(fallback + done, length - done);
-  }
-
-  Status Commit() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
-    }
-    fd_ = -1;
-    if (::rename(temp_path_.c_str(), destination_.c_str()) != 0) {
-      return IoError("cannot write '" + destination_ + "': " + std::strerror(errno));
-    }
-    committed_ = true;
-    return Status::Ok();
-  }
-
- private:
-  TempFile(int fd, std::string temp_path, std::string destination)
-      : fd_(fd), temp_path_(std::move(temp_path)), destination_(std::move(destination)) {}
-
-  int fd_;
-  std::string temp_path_;
-  std::string destination_;
-  uint64_t written_ = 0;
-  bool committed_ = false;
-};
 
 class InlineSink : public TensorSink {
  public:
@@ -103,7 +31,7 @@ class InlineSink : public TensorSink {
 // runtime can map them directly); smaller ones stay inline.
 class ExternalSink : public TensorSink {
  public:
-  ExternalSink(TempFile& file, std::string location, uint64_t threshold)
+  ExternalSink(AtomicFile& file, std::string location, uint64_t threshold)
       : file_(file), location_(std::move(location)), threshold_(threshold) {}
 
   Status Store(const Tensor& tensor, onnx::TensorProto& proto) override {
@@ -136,24 +64,19 @@ class ExternalSink : public TensorSink {
     entry->set_value(value);
   }
 
-  TempFile& file_;
+  AtomicFile& file_;
   std::string location_;
   uint64_t threshold_;
 };
 
 class ProtoWriter {
  public:
-  explicit ProtoWriter(TensorSink& sink) : sink_(sink) {}
+  explicit ProtoWriter(TensorSink& sink) : sink_(&sink) {}
 
   Status EncodeModel(const Model& model, onnx::ModelProto& proto) {
     RestoreResidual(model.residual, proto);
     proto.set_ir_version(model.ir_version);
-    for (const auto& opset : model.opsets) {
-      auto* entry = proto.add_opset_import();
-      RestoreResidual(opset.residual, *entry);
-      if (entry->domain() != opset.domain) entry->set_domain(opset.domain);
-      entry->set_version(opset.version);
-    }
+    for (const auto& opset : model.opsets) EncodeOpset(opset, *proto.add_opset_import());
     // The residual holds these as loaded (with their presence); write only changes.
     if (model.producer_name != proto.producer_name()) proto.set_producer_name(model.producer_name);
     if (model.producer_version != proto.producer_version()) proto.set_producer_version(model.producer_version);
@@ -163,6 +86,9 @@ class ProtoWriter {
       auto* entry = proto.add_metadata_props();
       entry->set_key(key);
       entry->set_value(value);
+    }
+    for (const auto& function : model.functions) {
+      FUSIONOPT_RETURN_IF_ERROR(EncodeFunction(*function, *proto.add_functions()));
     }
     return EncodeGraph(*model.graph, *proto.mutable_graph());
   }
@@ -187,7 +113,7 @@ class ProtoWriter {
   Status EncodeTensor(const Tensor& tensor, const std::string& name, onnx::TensorProto& proto) {
     EncodeTensorHeader(tensor, proto);
     if (!name.empty()) proto.set_name(name);
-    return sink_.Store(tensor, proto);
+    return sink_->Store(tensor, proto);
   }
 
   Status EncodeGraph(const Graph& graph, onnx::GraphProto& proto) {
@@ -222,6 +148,23 @@ class ProtoWriter {
     return out;
   }
 
+  // Function bodies keep their tensors inline: external data is a property of the model's
+  // graph, and runtimes that inline functions do not all resolve it inside a body.
+  Status EncodeFunction(const Function& function, onnx::FunctionProto& proto) {
+    FUSIONOPT_CHECK(function.body->initializers().empty(),
+                    DescribeFunction(function) + ": a FunctionProto cannot hold initializers");
+    EncodeFunctionSignature(function, proto);
+    InlineSink inline_sink;
+    TensorSink* graph_sink = std::exchange(sink_, &inline_sink);
+    Status status = Status::Ok();
+    for (const Node* node : NodesOf(*function.body)) {
+      status = EncodeNode(*node, *proto.add_node());
+      if (!status.ok()) break;
+    }
+    sink_ = graph_sink;
+    return status;
+  }
+
   Status EncodeNode(const Node& node, onnx::NodeProto& proto) {
     RestoreResidual(node.residual(), proto);
     for (const Value* input : node.inputs()) proto.add_input(input ? input->name() : "");
@@ -235,8 +178,25 @@ class ProtoWriter {
     return Status::Ok();
   }
 
-  Status EncodeAttribute(const Attribute& attribute, onnx::AttributeProto& proto) {
+  static onnx::AttributeProto::AttributeType ProtoTypeOf(AttributeKind kind) {
     using A = onnx::AttributeProto;
+    switch (kind) {
+      case AttributeKind::kFloat: return A::FLOAT;
+      case AttributeKind::kInt: return A::INT;
+      case AttributeKind::kString: return A::STRING;
+      case AttributeKind::kFloats: return A::FLOATS;
+      case AttributeKind::kInts: return A::INTS;
+      case AttributeKind::kStrings: return A::STRINGS;
+      case AttributeKind::kTensor: return A::TENSOR;
+      case AttributeKind::kTensors: return A::TENSORS;
+      case AttributeKind::kGraph: return A::GRAPH;
+      case AttributeKind::kGraphs: return A::GRAPHS;
+      case AttributeKind::kUndefined: case AttributeKind::kOpaque: break;
+    }
+    return A::UNDEFINED;
+  }
+
+  Status EncodeAttribute(const Attribute& attribute, onnx::AttributeProto& proto) {
     if (attribute.kind == AttributeKind::kOpaque) {
       bool parsed = proto.ParseFromString(attribute.residual);
       FUSIONOPT_CHECK(parsed, "opaque attribute was serialized by the loader");
@@ -244,37 +204,33 @@ class ProtoWriter {
     }
     RestoreResidual(attribute.residual, proto);
     proto.set_name(attribute.name);
-    if (!attribute.ref_attr_name.empty()) proto.set_ref_attr_name(attribute.ref_attr_name);
+    if (attribute.kind != AttributeKind::kUndefined) proto.set_type(ProtoTypeOf(attribute.kind));
+    if (!attribute.ref_attr_name.empty()) {
+      // A function body's reference names the caller's attribute and carries no value.
+      proto.set_ref_attr_name(attribute.ref_attr_name);
+      return Status::Ok();
+    }
     switch (attribute.kind) {
-      case AttributeKind::kFloat: proto.set_type(A::FLOAT); proto.set_f(attribute.f); break;
-      case AttributeKind::kInt: proto.set_type(A::INT); proto.set_i(attribute.i); break;
-      case AttributeKind::kString: proto.set_type(A::STRING); proto.set_s(attribute.s); break;
+      case AttributeKind::kFloat: proto.set_f(attribute.f); break;
+      case AttributeKind::kInt: proto.set_i(attribute.i); break;
+      case AttributeKind::kString: proto.set_s(attribute.s); break;
       case AttributeKind::kFloats:
-        proto.set_type(A::FLOATS);
         for (float value : attribute.floats) proto.add_floats(value);
         break;
       case AttributeKind::kInts:
-        proto.set_type(A::INTS);
         for (int64_t value : attribute.ints) proto.add_ints(value);
         break;
       case AttributeKind::kStrings:
-        proto.set_type(A::STRINGS);
         for (const auto& value : attribute.strings) proto.add_strings(value);
         break;
-      case AttributeKind::kTensor:
-        proto.set_type(A::TENSOR);
-        return EncodeTensor(*attribute.t, "", *proto.mutable_t());
+      case AttributeKind::kTensor: return EncodeTensor(*attribute.t, "", *proto.mutable_t());
       case AttributeKind::kTensors:
-        proto.set_type(A::TENSORS);
         for (const auto& tensor : attribute.tensors) {
           FUSIONOPT_RETURN_IF_ERROR(EncodeTensor(*tensor, "", *proto.add_tensors()));
         }
         break;
-      case AttributeKind::kGraph:
-        proto.set_type(A::GRAPH);
-        return EncodeGraph(*attribute.g, *proto.mutable_g());
+      case AttributeKind::kGraph: return EncodeGraph(*attribute.g, *proto.mutable_g());
       case AttributeKind::kGraphs:
-        proto.set_type(A::GRAPHS);
         for (const auto& graph : attribute.graphs) {
           FUSIONOPT_RETURN_IF_ERROR(EncodeGraph(*graph, *proto.add_graphs()));
         }
@@ -285,7 +241,7 @@ class ProtoWriter {
     return Status::Ok();
   }
 
-  TensorSink& sink_;
+  TensorSink* sink_;
 };
 
 void SumTensorBytes(const Graph& graph, uint64_t& total) {
@@ -309,7 +265,7 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
   report.external_data = options.external_data || tensor_bytes >= kAutoExternalDataBytes;
   report.external_data_forced = !options.external_data && report.external_data;
 
-  std::unique_ptr<TempFile> data_file;
+  std::unique_ptr<AtomicFile> data_file;
   std::unique_ptr<TensorSink> sink;
   if (report.external_data) {
     std::string file_name = options.external_file_name.empty()
@@ -322,7 +278,7 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
     if (fs::path(file_name) == fs::path(path).filename()) {
       return UsageError("the external data file would have the output's own name '" + file_name + "'");
     }
-    FUSIONOPT_ASSIGN_OR_RETURN(data_file, TempFile::CreateFor(report.data_file));
+    FUSIONOPT_ASSIGN_OR_RETURN(data_file, AtomicFile::CreateFor(report.data_file));
     uint64_t threshold = report.external_data_forced ? 1024 : options.external_threshold_bytes;
     sink = std::make_unique<ExternalSink>(*data_file, file_name, threshold);
   } else {
@@ -336,7 +292,7 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
   if (proto.ByteSizeLong() >= (uint64_t{2} << 30)) {
     return Unsupported("the model is over 2 GiB even with external data; lower the threshold");
   }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, TempFile::CreateFor(path));
+  FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, AtomicFile::CreateFor(path));
   if (!proto.SerializeToFileDescriptor(model_file->fd())) {
     return IoError("cannot write '" + path + "'");
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "ir/atomic_file.h"
 #include "onnx_io/proto_codec.h"
 
 namespace fusionopt {
@@ -120,19 +121,7 @@ Status WriteTensorProtoFile(const Tensor& tensor, const std::string& name, const
   EncodeTensorHeader(tensor, proto);
   proto.set_name(name);
   EncodeTensorDataInline(tensor, proto);
-  std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out || !proto.SerializeToOstream(&out)) {
-      std::remove(temp.c_str());
-      return IoError("cannot write '" + path + "'");
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    return IoError("cannot write '" + path + "'");
-  }
-  return Status::Ok();
+  return WriteFileAtomically(path, proto.SerializeAsString());
 }
 
 }  // namespace fusionopt

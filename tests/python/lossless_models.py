@@ -144,6 +144,64 @@ def ir10_fields_model():
     return model
 
 
+def _gated_scale_v1():
+    """Body with a nested If whose branch reads the function's values and refers to the
+    function's attribute, a Constant with a tensor, and doc strings at every level."""
+    then_leaky = helper.make_node("LeakyRelu", ["scaled"], ["then_y"], name="then_leaky",
+                                  doc_string="branch node doc")
+    then_leaky.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="slope",
+                                                    type=onnx.AttributeProto.FLOAT))
+    then_branch = helper.make_graph([then_leaky], "then_branch", [], [float_input("then_y", ["batch", 4])],
+                                    doc_string="branch doc")
+    else_branch = helper.make_graph(
+        [helper.make_node("Mul", ["scaled", "half"], ["else_y"], name="else_mul")], "else_branch", [],
+        [float_input("else_y", ["batch", 4])])
+    gate = helper.make_node("If", ["G"], ["Y"], name="gate", then_branch=then_branch,
+                            else_branch=else_branch)
+    gate.attribute[0].doc_string = "attribute doc"
+    half = helper.make_node("Constant", [], ["half"], name="half",
+                            value=numpy_helper.from_array(np.array([0.5], np.float32)))
+    scale = helper.make_node("Mul", ["X", "S"], ["scaled"], name="scale", doc_string="body node doc")
+    function = helper.make_function(
+        FUNCTION_DOMAIN, "GatedScale", ["X", "S", "G"], ["Y"], [scale, half, gate],
+        opset_imports=[helper.make_opsetid("", 17)], attributes=["slope"],
+        doc_string="gated scale, first overload")
+    function.overload = "v1"
+    function.attribute_proto.append(helper.make_attribute("gain", 2.0, doc_string="unused default"))
+    function.value_info.extend([float_input("scaled", ["batch", 4]), float_input("X", ["batch", 4])])
+    function.metadata_props.append(onnx.StringStringEntryProto(key="origin", value="tests"))
+    return function
+
+
+def _gated_scale_v2():
+    """The second overload: calls another model-local function, passing its attribute on."""
+    call = helper.make_node("ScaledLeakyRelu", ["X", "S"], ["Y"], name="inner_call", domain=FUNCTION_DOMAIN)
+    call.attribute.append(onnx.AttributeProto(name="slope", ref_attr_name="slope",
+                                              type=onnx.AttributeProto.FLOAT))
+    function = helper.make_function(
+        FUNCTION_DOMAIN, "GatedScale", ["X", "S", "G"], ["Y"], [call],
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(FUNCTION_DOMAIN, 1)],
+        attributes=["slope"])
+    function.overload = "v2"
+    return function
+
+
+def function_overloads_model():
+    """IR 10: two overloads of one function with every FunctionProto field, and calls of both."""
+    model = local_function_model()
+    model.ir_version = 10
+    model.functions.extend([_gated_scale_v1(), _gated_scale_v2()])
+    calls = [helper.make_node("GatedScale", ["x", "w", "cond"], [f"gated_{overload}"], name=f"gated_{overload}",
+                              domain=FUNCTION_DOMAIN, slope=0.2)
+             for overload in ("v1", "v2")]
+    for call, overload in zip(calls, ("v1", "v2")):
+        call.overload = overload
+    model.graph.node.extend(calls)
+    model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    model.graph.output.extend([float_input("gated_v1", ["batch", 4]), float_input("gated_v2", ["batch", 4])])
+    return model
+
+
 def non_tensor_types_model():
     """Sequence-typed values, declared through value_info."""
     sequence = helper.make_tensor_sequence_value_info("items", TensorProto.FLOAT, ["n"])
@@ -203,6 +261,7 @@ LOSSLESS_MODELS = {
     "value-info": value_info_model,
     "training-info": training_info_model,
     "ir10-fields": ir10_fields_model,
+    "function-overloads": function_overloads_model,
     "non-tensor-types": non_tensor_types_model,
     "small-types": small_types_model,
     "functions-and-custom-ops": functions_and_custom_ops_model,

@@ -141,7 +141,7 @@ BAD_MODELS = {
     "missing-custom-opset": (missing_custom_opset, lib.EXIT_INVALID, ["com.missing.domain"]),
     "ir-version-12": (with_ir_version(12), lib.EXIT_UNSUPPORTED, ["IR version 12"]),
     "ir-version-2": (with_ir_version(2), lib.EXIT_UNSUPPORTED, ["IR version 2"]),
-    "opset-6": (with_opset(6), lib.EXIT_UNSUPPORTED, ["opset 6"]),
+    "opset-0": (with_opset(0), lib.EXIT_UNSUPPORTED, ["opset 0", "1-23"]),
     "opset-24": (with_opset(24), lib.EXIT_UNSUPPORTED, ["opset 24"]),
     "sparse-initializer": (sparse_initializer, lib.EXIT_UNSUPPORTED, ["sparse"]),
     "external-missing": (external_missing, lib.EXIT_INVALID, ["nowhere.bin"]),
@@ -154,6 +154,7 @@ BAD_MODELS = {
 
 # Neighbours of the bad models that must load: the checks are not over-eager.
 GOOD_NEIGHBOURS = {
+    "ir-version-3-opset-1": lambda folder: _save(folder, lib.tiny_model(ir_version=3, opset=1)),
     "ir-version-3-opset-7": lambda folder: _save(folder, lib.tiny_model(ir_version=3, opset=7)),
     "ir-version-11-opset-23": lambda folder: _save(folder, lib.tiny_model(ir_version=11, opset=23)),
     "external-exact-end": lambda folder: external_weight_model(folder, "w.bin", offset=8, length=16,

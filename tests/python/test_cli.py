@@ -39,38 +39,6 @@ def test_subcommand_help_lists_its_options(fusionopt):
     assert "--external-data" not in stdout
 
 
-def test_list_passes_prints_only_the_header(fusionopt):
-    assert fusionopt("--list-passes") == (lib.EXIT_OK, "name\tlevel\tsummary\n", "")
-
-
-@pytest.mark.parametrize("level", ["-O1", "-O2", "-O3"])
-def test_levels_above_zero_warn_and_write_the_o0_model(fusionopt, tmp_path, model, level):
-    reference = tmp_path / "o0.onnx"
-    assert fusionopt(model, "-o", reference, "-O0")[0] == lib.EXIT_OK
-    out = tmp_path / "out.onnx"
-
-    rc, stdout, stderr = fusionopt(model, "-o", out, level)
-
-    assert rc == lib.EXIT_OK, stderr
-    assert stdout == ""
-    assert f"-O{level[-1]}" in stderr and "warn" in stderr.lower(), stderr
-    onnx.checker.check_model(str(out), full_check=True)
-    assert out.read_bytes() == reference.read_bytes()
-    assert onnx.load(str(out)) == onnx.load(str(model))
-
-
-def test_default_level_is_two(fusionopt, tmp_path, model):
-    rc, _, stderr = fusionopt(model, "-o", tmp_path / "out.onnx")
-    assert rc == lib.EXIT_OK
-    assert "-O2" in stderr
-
-
-def test_o0_does_not_warn(fusionopt, tmp_path, model):
-    rc, _, stderr = fusionopt(model, "-o", tmp_path / "out.onnx", "-O0")
-    assert rc == lib.EXIT_OK
-    assert "warning:" not in stderr, stderr
-
-
 def test_quiet_silences_warnings_and_info(fusionopt, tmp_path, model):
     rc, stdout, stderr = fusionopt("-q", model, "-o", tmp_path / "out.onnx", "-O3")
     assert (rc, stdout, stderr) == (lib.EXIT_OK, "", "")

@@ -4,6 +4,7 @@
 
 #include "cpu_runtime/elementwise.h"
 #include "cpu_runtime/session.h"
+#include "ir/float16.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
@@ -80,6 +81,79 @@ TEST_CASE("large tensors are split in tiles and threads without changing results
     float factor = i < 100003 ? 1 : (i < 200006 ? 10 : 100);
     REQUIRE(y.data<float>()[i] == x.data<float>()[i] * factor);
   }
+}
+
+TEST_CASE("contiguous operands are read and written in place with the same results", "[cpu]") {
+  // One merged axis: x and z contiguous, a scalar broadcast, an int32 input converted, a
+  // float16 output that must still be rounded through the register path, and one register
+  // stored to two outputs.
+  const int64_t n = 5 * 512 + 37;
+  RtTensor x = RtTensor::Allocate(DataType::kFloat, {n});
+  RtTensor z = RtTensor::Allocate(DataType::kFloat, {n});
+  RtTensor k = RtTensor::Allocate(DataType::kInt32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    x.data<float>()[i] = static_cast<float>(i % 13) * 0.25f - 1.0f;
+    z.data<float>()[i] = static_cast<float>(i % 7);
+    k.data<int32_t>()[i] = static_cast<int32_t>(i % 5) - 2;
+  }
+  RtTensor scale = Floats({1}, {3.0f});
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, DataType::kFloat, DataType::kInt32});
+  int sum = builder.Emit(ew::Op::kAdd, {0, 1}).value();
+  int scaled = builder.Emit(ew::Op::kMul, {sum, 2}).value();
+  int offset = builder.Emit(ew::Op::kAdd, {scaled, builder.Convert(3, DataType::kFloat).value()}).value();
+  builder.AddOutput(offset);
+  builder.AddOutput(offset);
+  builder.AddOutput(builder.Convert(sum, DataType::kFloat16).value());
+  ew::Program program = builder.Finish("fused");
+  RtTensor first = RtTensor::Allocate(DataType::kFloat, {n});
+  RtTensor second = RtTensor::Allocate(DataType::kFloat, {n});
+  RtTensor half = RtTensor::Allocate(DataType::kFloat16, {n});
+  REQUIRE(ew::Evaluate(program, {&x, &z, &scale, &k}, {&first, &second, &half}).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    float expected_sum = x.data<float>()[i] + z.data<float>()[i];
+    float expected = expected_sum * 3.0f + static_cast<float>(k.data<int32_t>()[i]);
+    REQUIRE(first.data<float>()[i] == expected);
+    REQUIRE(second.data<float>()[i] == expected);
+    REQUIRE(half.data<uint16_t>()[i] == FloatToHalf(expected_sum));
+  }
+}
+
+TEST_CASE("Pow squares exactly and integer Pow survives hostile exponents", "[cpu]") {
+  RtTensor base = Floats({4}, {1.5f, -3.0f, 0.1f, 2.0f});
+  RtTensor exponent = Floats({4}, {2.0f, 2.0f, 2.0f, 0.5f});
+  auto floats = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (float[4] %x, float[4] %e) -> (float[4] %y)
+{
+  %y = Pow(%x, %e)
+}
+)",
+                        {{"x", base}, {"e", exponent}});
+  const float* y = floats[0].tensor.data<float>();
+  REQUIRE(y[0] == 2.25f);
+  REQUIRE(y[1] == 9.0f);
+  REQUIRE(y[2] == std::pow(0.1f, 2.0f));
+  REQUIRE(y[3] == std::sqrt(2.0f));
+
+  RtTensor a = RtTensor::Allocate(DataType::kInt64, {5});
+  RtTensor b = RtTensor::Allocate(DataType::kInt64, {5});
+  const int64_t bases[] = {3, -1, 1, 2, -2}, exponents[] = {4, int64_t{1} << 62, int64_t{1} << 62, -1, 63};
+  for (int i = 0; i < 5; ++i) {
+    a.data<int64_t>()[i] = bases[i];
+    b.data<int64_t>()[i] = exponents[i];
+  }
+  auto ints = RunText(R"(
+ir_version 8
+opset "" 17
+graph t (int64[5] %a, int64[5] %b) -> (int64[5] %y)
+{
+  %y = Pow(%a, %b)
+}
+)",
+                      {{"a", a}, {"b", b}});
+  // 2^62 steps would never finish; (-2)^63 wraps to INT64_MIN like numpy.
+  REQUIRE(Values(ints[0].tensor) == std::vector<double>{81, 1, 1, 0, -9223372036854775808.0});
 }
 
 TEST_CASE("the builder rejects ops on types they are not defined for", "[cpu]") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ir/text_format.h"
 #include "shape_inference_test_helpers.h"
 
 using namespace fusionopt;
@@ -442,4 +443,100 @@ TEST_CASE("malformed arguments warn and leave outputs unknown instead of failing
   CHECK(TypeOf(no_step) == "int64[?]");
   CHECK(HasWarningContaining(report, "delta is 0"));
   CHECK(TypeOf(filled) == "float[?,?]");  // 2 * INT64_MAX overflows: unknown, not wrapped
+}
+
+// ---------------------------------------------------------------- model-local functions
+
+namespace {
+
+std::unique_ptr<Model> ParseOrFail(std::string_view text) {
+  auto parsed = ParseModel(text);
+  INFO(parsed.status().message());
+  REQUIRE(parsed.ok());
+  return std::move(parsed).value();
+}
+
+std::string TypeOfValue(const Model& model, std::string_view name) {
+  return TypeOf(model.graph->FindValue(name));
+}
+
+}  // namespace
+
+TEST_CASE("a function call is typed by inferring the body with the call's types", "[shape][function]") {
+  auto model = ParseOrFail(R"(ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[N,4] %x, float[4] %b, double[2,3] %d, float[3] %three, float[1,1,4] %o) -> (%y) {
+  %y = ai.fusionopt::AddRelu(%x, %b)
+  %z = ai.fusionopt::AddRelu(%d, %d)
+  %bad = ai.fusionopt::AddRelu(%x, %three)
+  %wide = ai.fusionopt::CastTo(%x) {to: 7}
+  %half = ai.fusionopt::CastTo(%x) {to: 10}
+  %nested = ai.fusionopt::Outer(%x, %b)
+  %squeezed = ai.fusionopt::SqueezeOne(%o)
+}
+
+function ai.fusionopt::AddRelu (%a, %c) -> (%r) opset "" 17 {
+  %t = Add(%a, %c)
+  %r = Relu(%t)
+}
+
+function ai.fusionopt::CastTo (%a) -> (%r) attributes [to] opset "" 17 {
+  %r = Cast(%a) {to: ref int to}
+}
+
+function ai.fusionopt::Outer (%p, %q) -> (%r) opset "ai.fusionopt" 1 {
+  %r = ai.fusionopt::AddRelu(%p, %q)
+}
+
+function ai.fusionopt::SqueezeOne (%a) -> (%r) opset "" 11 {
+  %r = Squeeze(%a) {axes: [1]}
+}
+)");
+  ShapeInferenceReport report = InferShapes(*model);
+
+  CHECK(report.error.ok());
+  CHECK(TypeOfValue(*model, "y") == "float[N,4]");
+  CHECK(TypeOfValue(*model, "z") == "double[2,3]");  // same function, other argument types
+  CHECK(TypeOfValue(*model, "wide") == "int64[N,4]");  // the caller's attribute reaches the body
+  CHECK(TypeOfValue(*model, "half") == "float16[N,4]");
+  CHECK(TypeOfValue(*model, "nested") == "float[N,4]");  // through a function calling a function
+  // The body runs at the function's opset 11, where Squeeze reads its axes attribute; at
+  // the model's 17 it would squeeze every size-1 dim and give [4].
+  CHECK(TypeOfValue(*model, "squeezed") == "float[1,4]");
+  CHECK(HasWarningContaining(report, "function 'ai.fusionopt::AddRelu': "));
+  CHECK(TypeOfValue(*model, "bad") == "float[*]");
+  CHECK(report.unsupported_ops.empty());
+
+  // The function itself stays untyped: every call may bring other types.
+  const Graph& body = *model->FindFunction("ai.fusionopt", "AddRelu")->body;
+  CHECK(body.FindValue("t")->dtype() == DataType::kUndefined);
+  CHECK(body.inputs()[0]->dtype() == DataType::kUndefined);
+}
+
+TEST_CASE("a function calling itself is an InvalidModel error naming the chain", "[shape][function]") {
+  auto model = ParseOrFail(R"(ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[4] %x) -> (%y) {
+  %y = ai.fusionopt::F(%x)
+  %fine = Relu(%x)
+}
+
+function ai.fusionopt::F (%a) -> (%r) opset "ai.fusionopt" 1 {
+  %r = ai.fusionopt::G(%a)
+}
+
+function ai.fusionopt::G (%a) -> (%r) opset "" 17 opset "ai.fusionopt" 1 {
+  %n = Neg(%a)
+  %r = ai.fusionopt::F(%n)
+}
+)");
+  ShapeInferenceReport report = InferShapes(*model);
+
+  CHECK(report.error.code() == ErrorCode::kInvalidModel);
+  CHECK(report.error.message() ==
+        "function 'ai.fusionopt::F' calls itself: ai.fusionopt::F -> ai.fusionopt::G -> ai.fusionopt::F");
+  CHECK(TypeOfValue(*model, "y") == "undefined[*]");
+  CHECK(TypeOfValue(*model, "fine") == "float[4]");  // the rest of the graph is still typed
 }

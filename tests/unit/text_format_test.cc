@@ -561,3 +561,81 @@ TEST_CASE("every 16-bit float and a sample of float32 values round trip bit for 
   auto parsed = MustParse(PrintGraph(graph, PrintOptions{-1}));
   REQUIRE(parsed->graph->FindValue("sample")->initializer()->ContentEquals(*value->initializer()));
 }
+
+// ---------------------------------------------------------------- functions
+
+TEST_CASE("text round trips: model-local functions after the main graph", "[text][function]") {
+  const std::string text = R"(ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[N,4] %x, float[4] %b) -> (float[N,4] %y) {
+  %y = ai.fusionopt::FusedAddRelu(%x, %b) {alpha: 0.5} @fused
+}
+
+function ai.fusionopt::FusedAddRelu (%a, %b) -> (%y) attributes [alpha] opset "" 17 {
+  %t = Add(%a, %b)
+  %y = LeakyRelu(%t) {alpha: ref float alpha}
+}
+
+function "odd.domain-x"::"Odd Name" (float[2] %p) -> (%q, float[2] %p) opset "" 17 opset "ai.fusionopt" 1
+  value float[2] %r
+{
+  %r = Neg(%p)
+  %flag = Constant() {value: tensor bool[] [1]}
+  %q = If(%flag) {then_branch: graph then () -> (%inner) {
+    %inner = ai.fusionopt::FusedAddRelu(%r, %p) {alpha: 0.1}
+  }, else_branch: graph else () -> (%other) {
+    %other = Identity(%r)
+  }}
+}
+)";
+  ExpectCanonical(text);
+  auto model = MustParse(text);
+  auto reparsed = MustParse(PrintModel(*model));
+  REQUIRE(model->functions.size() == 2);
+  REQUIRE(reparsed->functions.size() == 2);
+  for (size_t i = 0; i < model->functions.size(); ++i) {
+    const Function& a = *model->functions[i];
+    const Function& b = *reparsed->functions[i];
+    CHECK(a.domain == b.domain);
+    CHECK(a.name == b.name);
+    CHECK(a.attribute_names == b.attribute_names);
+    CHECK(a.opsets == b.opsets);
+    ExpectWired(*a.body);
+    ExpectSameGraph(*a.body, *b.body);
+  }
+
+  const Function& fused = *model->FindFunction("ai.fusionopt", "FusedAddRelu");
+  CHECK(fused.attribute_names == std::vector<std::string>{"alpha"});
+  CHECK(fused.OpsetFor("") == 17);
+  CHECK(Names(fused.body->inputs()) == std::vector<std::string>{"a", "b"});
+  CHECK(fused.body->inputs()[0]->dtype() == DataType::kUndefined);
+  CHECK(NodeNamed(*fused.body, "LeakyRelu")->attributes()[0].ref_attr_name == "alpha");
+  // Bodies are scopes of their own: %b of the function is not the main graph's %b.
+  CHECK(fused.body->inputs()[1] != model->graph->FindValue("b"));
+
+  const Function& odd = *model->FindFunction("odd.domain-x", "Odd Name");
+  CHECK(odd.OpsetFor("ai.fusionopt") == 1);
+  CHECK(Names(odd.body->outputs()) == std::vector<std::string>{"q", "p"});
+  CHECK(odd.body->inputs()[0]->dtype() == DataType::kFloat);
+  CHECK(Names(odd.body->IntermediateValuesInOrder()) == std::vector<std::string>{"r"});
+  CHECK(odd.body->FindValue("r")->uses().size() == 2);  // Neg's output, read in both branches
+}
+
+TEST_CASE("function text errors name the line and column", "[text][function]") {
+  const std::string graph = "ir_version 8\ngraph (float[2] %x) -> (%x) {\n}\n";
+  CHECK(ParseError(graph + "function F (%a) -> (%a)\n  init float[1] %w = [1.0]\n{\n}\n") ==
+        "line 5, column 3: a function body has no initializers; use a Constant node");
+  CHECK(ParseError(graph + "function d::F (%a) -> (%a) {\n}\nfunction d::F (%b) -> (%b) {\n}\n") ==
+        "line 6, column 1: function 'd::F' is defined twice");
+  CHECK(ParseError(graph + "function F (%a) -> (%y) {\n  %y = Neg(%x)\n}\n") ==
+        "line 5, column 12: undefined value '%x'");
+  CHECK(ParseError(graph + "function F (%a) -> (%a) opset \"\" 17 opset \"ai.onnx\" 1 {\n}\n") ==
+        "line 4, column 37: domain \"ai.onnx\" is imported twice");
+  CHECK(ParseError(graph + "function F (%a) -> (%a) attributes [k, k] {\n}\n") ==
+        "line 4, column 40: attribute 'k' is listed twice");
+  CHECK(ParseError(graph + "function F (%a) -> (%a) {\n}\ngraph (%z) -> (%z) {\n}\n") ==
+        "line 6, column 1: unexpected 'graph' after a function");
+  // Without functions the text reads as before.
+  CHECK(MustParse(graph)->functions.empty());
+}

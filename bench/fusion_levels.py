@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""What each optimization level does to each model, measured in one run on our CPU runtime.
+
+Per model: nodes and estimated kernel launches after -O0, -O1 and -O2 (from `fusionopt
+optimize --report`), kernels actually launched by one inference on the CPU runtime, and the
+median CPU latency of the -O0 and -O2 models run alternately on the same inputs, with the
+O2 speed-up. Every optimized model is first checked against the original with
+`fusionopt verify` (a mismatch aborts the benchmark).
+
+Issue 4's targets: light ResNet-50 at O2 in <= 60 kernels; the BERT-style layer needs >= 3x
+fewer kernels at O2 than at O0; CPU speed-up O2/O0 >= 1.3x on the BERT-style and
+ResNet-style benchmark models.
+
+    .venv/bin/python bench/fusion_levels.py --threads 2 --repeat 20
+"""
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+import onnx
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "models"
+BENCH_MODELS = ROOT / "models" / "bench"
+LEVELS = (0, 1, 2)
+SMALL_SEQUENCE = 16  # the project models hold 64 positions
+
+
+def ensure_bench_models(names):
+    missing = [n for n in names if not (BENCH_MODELS / f"{n}.onnx").exists()]
+    if missing:
+        subprocess.run([sys.executable, str(ROOT / "models" / "generate.py"), "--bench", "--only", *missing],
+                       check=True)
+
+
+def model_list(args):
+    models = []
+    for name in args.bench_models:
+        models.append((f"{name} (bench size, sequence {args.sequence})", BENCH_MODELS / f"{name}.onnx",
+                       args.sequence))
+    for path in sorted((ROOT / "models").glob("*.onnx")):
+        models.append((path.stem, path, SMALL_SEQUENCE))
+    if SHARED.is_dir():
+        for path in sorted(SHARED.glob("*.onnx")):
+            models.append((path.stem, path, SMALL_SEQUENCE))
+    return models
+
+
+def run(binary, *args):
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"`fusionopt {' '.join(map(str, args))}` failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def optimize(binary, model, level, folder):
+    out = pathlib.Path(folder) / f"{model.stem}.O{level}.onnx"
+    report = pathlib.Path(folder) / f"{model.stem}.O{level}.json"
+    done = run(binary, model, "-o", out, f"-O{level}", "--report", report)
+    nodes = int(re.search(r"nodes\s+\d+\s+(\d+)", done.stderr).group(1))
+    launches = int(re.search(r"estimated kernel launches\s+\d+\s+(\d+)", done.stderr).group(1))
+    return out, nodes, launches
+
+
+def shapes_for(model, sequence):
+    """--shape flags giving every input's symbolic `sequence` dim the benchmark's length (other
+    symbolic dims take the runtime's default of 1)."""
+    flags = []
+    graph = onnx.load(str(model), load_external_data=False).graph
+    initializers = {tensor.name for tensor in graph.initializer}
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        if not any("seq" in dim.dim_param for dim in dims):
+            continue
+        sizes = [str(dim.dim_value) if dim.HasField("dim_value") else
+                 str(sequence) if "seq" in dim.dim_param else "1" for dim in dims]
+        flags += ["--shape", f"{value.name}={'x'.join(sizes)}"]
+    return flags
+
+
+def latency(binary, model, sequence, args):
+    done = run(binary, "run", model, "--threads", args.threads, "--warmup", args.warmup, "--repeat",
+               args.repeat, "--seed", 1, "-v", *shapes_for(model, sequence))
+    median = float(re.search(r"latency_ms runs=\d+ min=[\d.]+ median=([\d.]+)", done.stdout).group(1))
+    kernels = int(re.search(r"(\d+) kernels launched", done.stderr).group(1))
+    return median, kernels
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--sequence", type=int, default=128, help="length for symbolic sequence dims")
+    parser.add_argument("--bench-models", nargs="*", default=["resnet_style", "bert_style"])
+    parser.add_argument("--binary", default=str(ROOT / "build" / "fusionopt"))
+    args = parser.parse_args()
+    ensure_bench_models(args.bench_models)
+
+    header = ("| model | nodes O0 / O1 / O2 | est. launches O0 / O1 / O2 | kernels run O0 / O2 | "
+              "CPU ms O0 | CPU ms O2 | speed-up O2/O0 |")
+    print(f"threads={args.threads} warmup={args.warmup} repeat={args.repeat} (median latency)")
+    print(header)
+    print("|---|---|---|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as folder:
+        for label, path, sequence in model_list(args):
+            results = {level: optimize(args.binary, path, level, folder) for level in LEVELS}
+            run(args.binary, "verify", path, results[2][0], "-q", *shapes_for(path, sequence))
+            # Alternate O0 and O2 twice so drift on a busy machine hits both sides alike.
+            o0, o2 = [], []
+            for _ in range(2):
+                o0.append(latency(args.binary, results[0][0], sequence, args))
+                o2.append(latency(args.binary, results[2][0], sequence, args))
+            o0_ms = min(ms for ms, _ in o0)
+            o2_ms = min(ms for ms, _ in o2)
+            nodes = " / ".join(str(results[level][1]) for level in LEVELS)
+            launches = " / ".join(str(results[level][2]) for level in LEVELS)
+            print(f"| {label} | {nodes} | {launches} | {o0[0][1]} / {o2[0][1]} | {o0_ms:.2f} | {o2_ms:.2f} | "
+                  f"{o0_ms / o2_ms:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+#include "cpu_runtime/graph_executor.h"
+
+#include <algorithm>
+
+#include "cpu_runtime/function_call.h"
+#include "cpu_runtime/kernels_control_flow.h"
+#include "ir/constant_value.h"
+#include "ir/op_class.h"
+
+namespace fusionopt::cpu {
+namespace {
+
+// Constant nodes are resolved when the graph is prepared; running one hands out the wrapped
+// tensor and launches nothing.
+class ConstantKernel : public Kernel {
+ public:
+  explicit ConstantKernel(RtTensor value) : value_(std::move(value)) {}
+  Status Compute(KernelContext& context) override {
+    context.outputs[0] = value_;
+    return Status::Ok();
+  }
+  bool LaunchesKernel() const override { return false; }
+
+ private:
+  RtTensor value_;
+};
+
+Result<std::unique_ptr<Kernel>> CreateKernel(const Node& node, const PrepareContext& context) {
+  if (TensorPtr value = ConstantNodeValue(node)) {
+    if (value->dtype() == DataType::kString) {
+      return Unsupported(DescribeNode(node) + ": string constants are not supported by the CPU runtime");
+    }
+    return std::unique_ptr<Kernel>(new ConstantKernel(RtTensor::WrapConstant(value)));
+  }
+  int64_t opset = context.OpsetFor(node.domain());
+  if (const Function* function = context.model.FindFunction(node.domain(), node.op_type())) {
+    FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<SubgraphKernel> kernel,
+                               CreateFunctionCallKernel(node, *function, context));
+    return std::unique_ptr<Kernel>(std::move(kernel));
+  }
+  if (!node.Subgraphs().empty()) {
+    FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<SubgraphKernel> kernel, CreateControlFlowKernel(node, opset, context));
+    return std::unique_ptr<Kernel>(std::move(kernel));
+  }
+  const KernelFactory* factory = KernelRegistry::BuiltIn().Find(node.domain(), node.op_type(), opset);
+  if (factory == nullptr) {
+    std::string domain = node.domain().empty() ? "ai.onnx" : node.domain();
+    if (node.domain() == kFusionDomain) {
+      return Unsupported(DescribeNode(node) + ": the model defines no function '" + domain + "::" + node.op_type() +
+                         "' for this fused node to run");
+    }
+    return Unsupported(DescribeNode(node) + ": op " + node.op_type() + " of domain '" + domain +
+                       "' at opset " + std::to_string(opset) + " is not supported by the CPU runtime");
+  }
+  KernelInfo info{node, opset, {}};
+  for (const Value* input : node.inputs()) {
+    info.constant_inputs.push_back(input ? ConstantValueOf(*input, context.initializers_overridable) : nullptr);
+  }
+  return (*factory)(info);
+}
+
+}  // namespace
+
+int64_t PrepareContext::OpsetFor(std::string_view domain) const {
+  if (!calls.empty()) {
+    if (std::optional<int64_t> version = calls.back()->OpsetFor(domain)) return *version;
+  }
+  return model.OpsetFor(domain).value_or(0);
+}
+
+Status SubgraphKernel::Compute(KernelContext& context) {
+  RunStats uncounted;
+  return Run(context, uncounted);
+}
+
+struct GraphExecutor::Step {
+  const Node* node = nullptr;
+  std::unique_ptr<Kernel> kernel;
+  SubgraphKernel* subgraph_kernel = nullptr;  // the same kernel when it runs subgraphs
+  std::vector<int> inputs;   // slot per input, -1 when omitted; then the implicit inputs
+  std::vector<int> outputs;  // slot per output, -1 when omitted
+  std::vector<int> release;  // slots whose last reader is this step
+};
+
+GraphExecutor::GraphExecutor(const Graph& graph) : graph_(graph) {}
+GraphExecutor::~GraphExecutor() = default;
+
+int GraphExecutor::SlotFor(const Value* value) {
+  auto [it, inserted] = slot_of_.emplace(value, static_cast<int>(constants_.size()));
+  if (!inserted) return it->second;
+  constants_.emplace_back();
+  if (value->graph() != &graph_) {
+    captured_.push_back(value);
+    captured_slots_.push_back(it->second);
+  }
+  return it->second;
+}
+
+Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph, const PrepareContext& context) {
+  std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph));
+  std::vector<bool> computed;
+  auto mark_computed = [&](int slot) {
+    if (static_cast<size_t>(slot) >= computed.size()) computed.resize(slot + 1, false);
+    computed[slot] = true;
+  };
+  for (const Value* value : graph.initializers()) {
+    int slot = executor->SlotFor(value);
+    mark_computed(slot);
+    // Only a string op could read a string initializer, and those fail when prepared.
+    if (value->initializer()->dtype() != DataType::kString) {
+      executor->constants_[slot] = RtTensor::WrapConstant(value->initializer());
+    }
+  }
+  for (const Value* input : graph.inputs()) {
+    executor->input_slots_.push_back(executor->SlotFor(input));
+    mark_computed(executor->input_slots_.back());
+  }
+  for (const auto& node : graph.nodes()) {
+    FUSIONOPT_RETURN_IF_ERROR(executor->AddStep(*node, context, computed));
+  }
+  for (const Value* output : graph.outputs()) executor->output_slots_.push_back(executor->SlotFor(output));
+  executor->PlanReleases();
+  return executor;
+}
+
+Status GraphExecutor::AddStep(const Node& node, const PrepareContext& context, std::vector<bool>& computed) {
+  Step step;
+  step.node = &node;
+  FUSIONOPT_ASSIGN_OR_RETURN(step.kernel, CreateKernel(node, context));
+  step.subgraph_kernel = dynamic_cast<SubgraphKernel*>(step.kernel.get());
+  std::vector<const Value*> reads(node.inputs().begin(), node.inputs().end());
+  if (step.subgraph_kernel != nullptr) {
+    const auto& implicit = step.subgraph_kernel->implicit_inputs();
+    reads.insert(reads.end(), implicit.begin(), implicit.end());
+  }
+  for (const Value* input : reads) {
+    int slot = input ? SlotFor(input) : -1;
+    step.inputs.push_back(slot);
+    if (slot < 0 || input->graph() != &graph_) continue;  // outer values are bound before any step
+    if (static_cast<size_t>(slot) >= computed.size() || !computed[slot]) {
+      return InvalidModel(DescribeNode(node) + " reads '" + input->name() +
+                          "' before any node computes it (the nodes are not in topological order)");
+    }
+  }
+  for (const Value* output : node.outputs()) {
+    step.outputs.push_back(output ? SlotFor(output) : -1);
+    if (output == nullptr) continue;
+    if (static_cast<size_t>(step.outputs.back()) >= computed.size()) computed.resize(step.outputs.back() + 1, false);
+    computed[step.outputs.back()] = true;
+  }
+  steps_.push_back(std::move(step));
+  return Status::Ok();
+}
+
+void GraphExecutor::PlanReleases() {
+  // A value written and never read is freed by its writer; else by its last reader.
+  std::vector<int64_t> last_use(constants_.size(), -1);
+  for (size_t index = 0; index < steps_.size(); ++index) {
+    for (int slot : steps_[index].inputs) {
+      if (slot >= 0) last_use[slot] = static_cast<int64_t>(index);
+    }
+    for (int slot : steps_[index].outputs) {
+      if (slot >= 0) last_use[slot] = std::max(last_use[slot], static_cast<int64_t>(index));
+    }
+  }
+  for (int slot : output_slots_) last_use[slot] = -1;  // graph outputs live to the end
+  for (size_t slot = 0; slot < last_use.size(); ++slot) {
+    if (last_use[slot] >= 0 && !constants_[slot].defined()) {
+      steps_[last_use[slot]].release.push_back(static_cast<int>(slot));
+    }
+  }
+}
+
+Result<std::vector<RtTensor>> GraphExecutor::Execute(std::vector<RtTensor> inputs,
+                                                     const std::vector<const RtTensor*>& captured,
+                                                     Allocator& allocator, RunStats& stats) {
+  FUSIONOPT_CHECK(inputs.size() == input_slots_.size(), "Execute needs one tensor per graph input");
+  FUSIONOPT_CHECK(captured.size() == captured_slots_.size(), "Execute needs one tensor per captured value");
+  std::vector<RtTensor> values = constants_;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    RtTensor& value = values[input_slots_[i]];
+    if (inputs[i].defined()) value = std::move(inputs[i]);
+    if (!value.defined()) return InvalidModel("input '" + graph_.inputs()[i]->name() + "' was not given");
+  }
+  for (size_t i = 0; i < captured.size(); ++i) {
+    if (captured[i] == nullptr || !captured[i]->defined()) {
+      return Unsupported("outer-scope value '" + captured_[i]->name() + "' is not computed by the CPU runtime");
+    }
+    values[captured_slots_[i]] = *captured[i];
+  }
+  KernelContext context;
+  context.allocator = &allocator;
+  for (Step& step : steps_) FUSIONOPT_RETURN_IF_ERROR(RunStep(step, values, context, stats));
+
+  std::vector<RtTensor> outputs;
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    const RtTensor& value = values[output_slots_[i]];
+    if (!value.defined()) return InvalidModel("graph output '" + graph_.outputs()[i]->name() + "' was not computed");
+    outputs.push_back(value);  // a copy: a value may be listed as two outputs
+  }
+  return outputs;
+}
+
+Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelContext& context, RunStats& stats) {
+  context.inputs.clear();
+  for (int slot : step.inputs) context.inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
+  context.outputs.assign(step.outputs.size(), RtTensor());
+  Status status = step.subgraph_kernel != nullptr ? step.subgraph_kernel->Run(context, stats)
+                                                  : step.kernel->Compute(context);
+  if (!status.ok()) return status.WithContext(DescribeNode(*step.node));
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.outputs[i] < 0) continue;
+    FUSIONOPT_CHECK(context.outputs[i].defined(), DescribeNode(*step.node) + " left an output unset");
+    values[step.outputs[i]] = std::move(context.outputs[i]);
+  }
+  for (int slot : step.release) values[slot] = RtTensor();
+  ++stats.nodes_executed;
+  if (step.kernel->LaunchesKernel()) ++stats.kernels_launched;
+  return Status::Ok();
+}
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,100 @@
+// GraphExecutor: one graph prepared for execution — a Session's main graph, or the body of an
+// If, Loop or Scan, which runs it once per branch taken or iteration.
+//
+// Prepare() creates a kernel for every node (nested subgraphs are prepared too, so an
+// unsupported op anywhere fails before anything runs), gives every value a slot, and plans
+// the release of each intermediate after its last reader so its buffer is reused.
+//
+// A subgraph reads its formal inputs and the outer-scope values its nodes, or the nodes of
+// subgraphs nested in it, read: `captured()`, bound on every Execute. A node holding
+// subgraphs reads its bodies' captured values as implicit inputs after its own, so the
+// enclosing graph keeps each such value alive until that node has run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu_runtime/allocator.h"
+#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/rt_tensor.h"
+#include "ir/graph.h"
+#include "ir/status.h"
+
+namespace fusionopt::cpu {
+
+struct RunStats {
+  int64_t kernels_launched = 0;           // kernels run, including every iteration of a body
+  int64_t nodes_executed = 0;             // nodes run, including every iteration of a body
+  uint64_t peak_intermediate_bytes = 0;   // most intermediate memory alive at once
+};
+
+// What preparing any graph of a model needs to know about the model.
+struct PrepareContext {
+  const Model& model;
+  // Initializers that are also graph inputs may be fed by the caller (IR version >= 4).
+  bool initializers_overridable = false;
+  // Whether nodes calling fused functions run as fused kernels; false runs every body op by
+  // op (function_call.h), which tests use to cross-check the fused kernels.
+  bool fused_kernels = true;
+  // The functions whose bodies are being prepared, outermost first; the last one's opset
+  // imports are in force. Empty for the main graph and its subgraphs.
+  std::vector<const Function*> calls;
+
+  // The opset version in force for `domain`: the function's import inside a function body
+  // (the model's when the function imports none for it), else the model's; 0 when neither.
+  int64_t OpsetFor(std::string_view domain) const;
+};
+
+// A kernel that runs subgraphs (If, Loop, Scan). It launches nothing itself; the kernels of
+// its bodies count into `stats` each time they run.
+class SubgraphKernel : public Kernel {
+ public:
+  // Outer-scope values the node's subgraphs read, appended to the context's inputs after the
+  // node's own inputs, in this order.
+  virtual const std::vector<const Value*>& implicit_inputs() const = 0;
+  virtual Status Run(KernelContext& context, RunStats& stats) = 0;
+
+  Status Compute(KernelContext& context) final;
+  bool LaunchesKernel() const final { return false; }
+};
+
+class GraphExecutor {
+ public:
+  static Result<std::unique_ptr<GraphExecutor>> Prepare(const Graph& graph, const PrepareContext& context);
+  ~GraphExecutor();
+  GraphExecutor(const GraphExecutor&) = delete;
+  GraphExecutor& operator=(const GraphExecutor&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  // Values of enclosing graphs this graph reads; empty for a main graph.
+  const std::vector<const Value*>& captured() const { return captured_; }
+
+  // Runs the graph once. `inputs` has one tensor per graph input (an undefined tensor keeps the
+  // input's initializer), `captured` one per captured(). Outputs come in graph-output order.
+  // Intermediates come from `allocator`; launches and nodes run add to `stats`.
+  Result<std::vector<RtTensor>> Execute(std::vector<RtTensor> inputs, const std::vector<const RtTensor*>& captured,
+                                        Allocator& allocator, RunStats& stats);
+
+ private:
+  struct Step;
+  explicit GraphExecutor(const Graph& graph);
+  int SlotFor(const Value* value);
+  // `computed` marks, per slot, the values available to the next step.
+  Status AddStep(const Node& node, const PrepareContext& context, std::vector<bool>& computed);
+  void PlanReleases();
+  Status RunStep(Step& step, std::vector<RtTensor>& values, KernelContext& context, RunStats& stats);
+
+  const Graph& graph_;
+  std::vector<RtTensor> constants_;  // per slot; defined for initializers (incl. input defaults)
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  std::vector<const Value*> captured_;
+  std::vector<int> captured_slots_;
+  std::vector<Step> steps_;
+  std::unordered_map<const Value*, int> slot_of_;
+};
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,110 @@
+#include "ir/function_body.h"
+
+#include <unordered_set>
+
+namespace fusionopt {
+namespace {
+
+class BodyCopier {
+ public:
+  BodyCopier(const Node& call, std::unordered_set<const Value*> dropped)
+      : call_(call), dropped_(std::move(dropped)) {}
+
+  void Copy(const Graph& source, Graph& target) {
+    target.set_name(source.name());
+    for (const Value* input : source.inputs()) {
+      if (!dropped_.count(input)) target.AddInput(CopyValue(*input, target));
+    }
+    for (const Value* initializer : source.initializers()) {
+      Value* value = target.FindValue(initializer->name());
+      if (value == nullptr) value = CopyValue(*initializer, target);
+      target.SetInitializer(value, initializer->initializer());
+    }
+    for (const auto& node : source.nodes()) {
+      for (const Value* output : node->outputs()) {
+        if (output != nullptr) CopyValue(*output, target);
+      }
+    }
+    for (const auto& node : source.nodes()) CopyNode(*node, target);
+    for (const Value* output : source.outputs()) target.AddOutput(target.LookupValue(output->name()));
+  }
+
+ private:
+  static Value* CopyValue(const Value& source, Graph& target) {
+    Value* value = target.CreateValue(source.name());
+    value->type() = source.type();
+    return value;
+  }
+
+  // A dropped formal is found nowhere in the copy, so its readers get an omitted input.
+  void CopyNode(const Node& source, Graph& target) {
+    std::vector<Value*> inputs;
+    std::vector<Value*> outputs;
+    for (const Value* input : source.inputs()) {
+      inputs.push_back(input != nullptr ? target.LookupValue(input->name()) : nullptr);
+    }
+    for (const Value* output : source.outputs()) {
+      outputs.push_back(output != nullptr ? target.FindValue(output->name()) : nullptr);
+    }
+    Node* node = target.CreateNode(source.op_type(), source.domain(), inputs, outputs, source.name());
+    for (const Attribute& attribute : source.attributes()) {
+      if (attribute.ref_attr_name.empty()) {
+        node->mutable_attributes().push_back(CopyAttribute(attribute, *node));
+        continue;
+      }
+      const Attribute* given = call_.FindAttribute(attribute.ref_attr_name);
+      // A graph-valued argument reads the caller's scope, which the copy does not have; a
+      // caller's own reference has no value to give.
+      if (given == nullptr || given->g || !given->graphs.empty() || !given->ref_attr_name.empty()) continue;
+      Attribute resolved = CopyAttribute(*given, *node);
+      resolved.name = attribute.name;
+      node->mutable_attributes().push_back(std::move(resolved));
+    }
+  }
+
+  Attribute CopyAttribute(const Attribute& source, Node& owner) {
+    Attribute copy;
+    copy.name = source.name;
+    copy.kind = source.kind;
+    copy.i = source.i;
+    copy.f = source.f;
+    copy.s = source.s;
+    copy.t = source.t;
+    copy.ints = source.ints;
+    copy.floats = source.floats;
+    copy.strings = source.strings;
+    copy.tensors = source.tensors;
+    copy.ref_attr_name = source.ref_attr_name;
+    copy.residual = source.residual;
+    if (source.g) copy.g = CopySubgraph(*source.g, owner);
+    for (const auto& graph : source.graphs) copy.graphs.push_back(CopySubgraph(*graph, owner));
+    return copy;
+  }
+
+  std::unique_ptr<Graph> CopySubgraph(const Graph& source, Node& owner) {
+    auto copy = std::make_unique<Graph>();
+    copy->AttachTo(&owner);
+    Copy(source, *copy);
+    return copy;
+  }
+
+  const Node& call_;
+  std::unordered_set<const Value*> dropped_;  // formals of the source body the call omits
+};
+
+}  // namespace
+
+std::unique_ptr<Graph> InstantiateFunctionBody(const Function& function, const Node& call, bool drop_omitted_inputs) {
+  std::unordered_set<const Value*> dropped;
+  if (drop_omitted_inputs) {
+    const auto& formals = function.body->inputs();
+    for (size_t i = 0; i < formals.size(); ++i) {
+      if (call.input(i) == nullptr) dropped.insert(formals[i]);
+    }
+  }
+  auto body = std::make_unique<Graph>();
+  BodyCopier(call, std::move(dropped)).Copy(*function.body, *body);
+  return body;
+}
+
+}  // namespace fusionopt

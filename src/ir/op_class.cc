@@ -1,0 +1,117 @@
+#include "ir/op_class.h"
+
+#include "ir/constant_value.h"
+
+#include <string>
+#include <unordered_map>
+
+namespace fusionopt {
+namespace {
+
+using ClassTable = std::unordered_map<std::string_view, OpClass>;
+
+const ClassTable& DefaultDomainClasses() {
+  static const ClassTable table = [] {
+    ClassTable t;
+    auto add = [&t](OpClass op_class, std::initializer_list<std::string_view> ops) {
+      for (std::string_view op : ops) t.emplace(op, op_class);
+    };
+    add(OpClass::kElementwise,
+        {"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift", "BitwiseAnd",
+         "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "Div",
+         "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish",
+         "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul",
+         "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign",
+         "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where",
+         "Xor"});
+    add(OpClass::kReduction,
+        {"ArgMax", "ArgMin", "CumSum", "Hardmax", "LayerNormalization", "LogSoftmax", "ReduceL1", "ReduceL2",
+         "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
+         "ReduceSumSquare", "RMSNormalization", "Softmax", "TopK", "MeanVarianceNormalization"});
+    add(OpClass::kContraction, {"Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul"});
+    add(OpClass::kWindow,
+        {"AveragePool", "BatchNormalization", "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool",
+         "InstanceNormalization", "LpPool", "LRN", "MaxPool"});
+    add(OpClass::kDataMovement,
+        {"Compress", "Concat", "ConstantOfShape", "DepthToSpace", "Expand", "EyeLike", "Gather", "GatherElements",
+         "GatherND", "NonZero", "OneHot", "Pad", "Range", "Resize", "ReverseSequence", "Scatter", "ScatterElements",
+         "ScatterND", "Slice", "SpaceToDepth", "Split", "Tile", "Transpose", "Trilu", "Upsample"});
+    add(OpClass::kView, {"Dropout", "Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"});
+    add(OpClass::kShape, {"Constant", "Shape", "Size"});
+    add(OpClass::kControlFlow, {"If", "Loop", "Scan"});
+    return t;
+  }();
+  return table;
+}
+
+// Ops that draw random numbers: their results differ per run, so nothing may fold, merge or
+// duplicate them.
+bool IsRandom(std::string_view op_type) {
+  return op_type == "RandomNormal" || op_type == "RandomNormalLike" || op_type == "RandomUniform" ||
+         op_type == "RandomUniformLike" || op_type == "Bernoulli" || op_type == "Multinomial";
+}
+
+}  // namespace
+
+std::string_view NameOf(OpClass op_class) {
+  switch (op_class) {
+    case OpClass::kElementwise: return "elementwise";
+    case OpClass::kReduction: return "reduction";
+    case OpClass::kContraction: return "contraction";
+    case OpClass::kWindow: return "window";
+    case OpClass::kDataMovement: return "data-movement";
+    case OpClass::kView: return "view";
+    case OpClass::kShape: return "shape";
+    case OpClass::kControlFlow: return "control-flow";
+    case OpClass::kFused: return "fused";
+    case OpClass::kOpaque: return "opaque";
+  }
+  return "opaque";
+}
+
+OpClass ClassifyOp(std::string_view domain, std::string_view op_type) {
+  if (domain == kFusionDomain) return OpClass::kFused;
+  if (!domain.empty() && domain != "ai.onnx") return OpClass::kOpaque;
+  const ClassTable& table = DefaultDomainClasses();
+  auto it = table.find(op_type);
+  return it == table.end() ? OpClass::kOpaque : it->second;
+}
+
+OpClass ClassifyOp(const Node& node) {
+  OpClass op_class = ClassifyOp(node.domain(), node.op_type());
+  // Dropout trains when its training_mode input is not a constant false (or, before opset 7,
+  // when is_test is 0); then it draws a mask and is neither a view nor pure.
+  if (node.op_type() == "Dropout" && op_class == OpClass::kView) {
+    const Value* training = node.input(2);
+    if (training != nullptr) {
+      TensorPtr mode = ConstantValueOf(*training, /*initializers_overridable=*/true);
+      bool constant_false = mode != nullptr && mode->dtype() == DataType::kBool && mode->NumElements() == 1 &&
+                            mode->bytes()[0] == 0;
+      if (!constant_false) return OpClass::kOpaque;
+    }
+    if (node.GetInt("is_test", 1) == 0) return OpClass::kOpaque;
+  }
+  return op_class;
+}
+
+bool IsPure(const Node& node) {
+  if (IsRandom(node.op_type())) return false;
+  OpClass op_class = ClassifyOp(node);
+  return op_class != OpClass::kOpaque && op_class != OpClass::kControlFlow;
+}
+
+bool LaunchesKernel(const Node& node) {
+  OpClass op_class = ClassifyOp(node);
+  return op_class != OpClass::kView && op_class != OpClass::kShape && op_class != OpClass::kControlFlow;
+}
+
+int64_t EstimateKernelLaunches(const Graph& graph) {
+  int64_t launches = 0;
+  for (const auto& node : graph.nodes()) {
+    if (LaunchesKernel(*node)) ++launches;
+    for (const Graph* subgraph : node->Subgraphs()) launches += EstimateKernelLaunches(*subgraph);
+  }
+  return launches;
+}
+
+}  // namespace fusionopt

@@ -1,0 +1,77 @@
+#include "passes/content_hash.h"
+
+#include <cstring>
+
+namespace fusionopt::passes {
+namespace {
+
+constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ull;
+
+// MurmurHash3's finalizer: every input bit affects every output bit.
+uint64_t Avalanche(uint64_t value) {
+  value ^= value >> 33;
+  value *= 0xff51afd7ed558ccdull;
+  value ^= value >> 33;
+  value *= 0xc4ceb9fe1a85ec53ull;
+  value ^= value >> 33;
+  return value;
+}
+
+uint64_t HashShape(const Tensor& tensor) {
+  uint64_t hash = HashCombine(0, static_cast<uint64_t>(tensor.dtype()));
+  hash = HashCombine(hash, tensor.dims().size());
+  for (int64_t dim : tensor.dims()) hash = HashCombine(hash, static_cast<uint64_t>(dim));
+  return hash;
+}
+
+}  // namespace
+
+uint64_t HashCombine(uint64_t seed, uint64_t value) {
+  return Avalanche(seed ^ (value + kMultiplier + (seed << 6) + (seed >> 2)));
+}
+
+uint64_t HashBytes(std::span<const uint8_t> bytes, uint64_t seed) {
+  uint64_t hash = Avalanche(seed ^ (bytes.size() * kMultiplier));
+  size_t offset = 0;
+  for (; offset + 8 <= bytes.size(); offset += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + offset, 8);
+    hash = (hash ^ Avalanche(word)) * kMultiplier;
+    hash ^= hash >> 29;
+  }
+  uint64_t tail = 0;
+  if (offset < bytes.size()) std::memcpy(&tail, bytes.data() + offset, bytes.size() - offset);
+  return Avalanche(hash ^ tail);
+}
+
+uint64_t HashTensorContent(const Tensor& tensor) {
+  uint64_t hash = HashShape(tensor);
+  if (tensor.dtype() != DataType::kString) return HashBytes(tensor.bytes(), hash);
+  for (const std::string& text : tensor.strings()) {
+    auto view = std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    hash = HashBytes(view, hash);
+  }
+  return hash;
+}
+
+Value* TensorContentIndex::FindOrAdd(Value* value, TensorPtr tensor) {
+  Bucket& bucket = by_shape_[HashShape(*tensor)];
+  if (!bucket.unhashed && bucket.by_content.empty()) {
+    bucket.unhashed = Entry{value, std::move(tensor)};
+    return nullptr;
+  }
+  if (bucket.unhashed) {
+    Entry lone = std::move(*bucket.unhashed);
+    bucket.unhashed.reset();
+    uint64_t lone_hash = HashTensorContent(*lone.tensor);
+    bucket.by_content[lone_hash].push_back(std::move(lone));
+  }
+  std::vector<Entry>& same_hash = bucket.by_content[HashTensorContent(*tensor)];
+  for (const Entry& entry : same_hash) {
+    if (entry.tensor->ContentEquals(*tensor)) return entry.value;
+  }
+  same_hash.push_back(Entry{value, std::move(tensor)});
+  return nullptr;
+}
+
+}  // namespace fusionopt::passes

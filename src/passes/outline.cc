@@ -1,0 +1,288 @@
+#include "passes/outline.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/constant_value.h"
+#include "ir/op_class.h"
+#include "ir/text_format.h"
+
+namespace fusionopt::passes {
+namespace {
+
+// The node of `graph` that is or contains `node` (a reader inside a subgraph counts as its
+// owner), or null when `node` is outside `graph`.
+const Node* OwnerIn(const Graph* graph, const Node* node) {
+  while (node != nullptr && node->graph() != graph) {
+    node = node->graph()->owner_node();
+  }
+  return node;
+}
+
+std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
+  const Graph* graph = nodes.front()->graph();
+  std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
+  std::vector<Node*> ordered;
+  for (const auto& node : graph->nodes()) {
+    if (members.count(node.get())) ordered.push_back(node.get());
+  }
+  return ordered;
+}
+
+Attribute CopyAttribute(const Attribute& attribute) {
+  FUSIONOPT_CHECK(attribute.g == nullptr && attribute.graphs.empty(), "members have no subgraphs");
+  Attribute copy;
+  copy.name = attribute.name;
+  copy.kind = attribute.kind;
+  copy.i = attribute.i;
+  copy.f = attribute.f;
+  copy.s = attribute.s;
+  copy.t = attribute.t;
+  copy.ints = attribute.ints;
+  copy.floats = attribute.floats;
+  copy.strings = attribute.strings;
+  copy.tensors = attribute.tensors;
+  copy.ref_attr_name = attribute.ref_attr_name;
+  copy.residual = attribute.residual;
+  return copy;
+}
+
+// A scalar the body can hold itself: a constant that callers cannot override.
+TensorPtr InlinableConstant(const Value& value) {
+  TensorPtr tensor = ConstantValueOf(value, /*initializers_overridable=*/true);
+  if (tensor == nullptr || tensor->dtype() == DataType::kString || tensor->NumElements() > 1) return nullptr;
+  return tensor;
+}
+
+bool ReadOutside(const Value& value, const std::unordered_set<const Node*>& members) {
+  if (value.is_graph_output()) return true;
+  for (const Use& use : value.uses()) {
+    if (!members.count(use.node)) return true;
+  }
+  return false;
+}
+
+struct Outlined {
+  std::unique_ptr<Graph> body;
+  std::vector<Value*> inputs;   // the fused node's arguments
+  std::vector<Value*> outputs;  // the fused node's results
+};
+
+Outlined BuildBody(const std::vector<Node*>& members) {
+  std::unordered_set<const Node*> member_set(members.begin(), members.end());
+  Outlined outlined;
+  outlined.body = std::make_unique<Graph>();
+  Graph& body = *outlined.body;
+  std::unordered_map<const Value*, Value*> mapped;
+  int constants = 0, temporaries = 0;
+  for (Node* member : members) {
+    for (Value* input : member->inputs()) {
+      if (input == nullptr || mapped.count(input)) continue;
+      if (TensorPtr constant = InlinableConstant(*input)) {
+        Value* inlined = body.CreateValue("c" + std::to_string(constants++));
+        Node* node = body.CreateNode("Constant", "", {}, {inlined});
+        Attribute value;
+        value.name = "value";
+        value.kind = AttributeKind::kTensor;
+        value.t = constant;
+        node->SetAttribute(std::move(value));
+        mapped[input] = inlined;
+        continue;
+      }
+      Value* formal = body.CreateValue("x" + std::to_string(outlined.inputs.size()));
+      body.AddInput(formal);
+      outlined.inputs.push_back(input);
+      mapped[input] = formal;
+    }
+    std::vector<Value*> inputs, outputs;
+    for (Value* input : member->inputs()) inputs.push_back(input ? mapped.at(input) : nullptr);
+    for (Value* output : member->outputs()) {
+      if (output == nullptr) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      bool external = ReadOutside(*output, member_set);
+      std::string name = external ? "y" + std::to_string(outlined.outputs.size()) : "t" + std::to_string(temporaries++);
+      Value* copy = body.CreateValue(name);
+      if (external) outlined.outputs.push_back(output);
+      mapped[output] = copy;
+      outputs.push_back(copy);
+    }
+    Node* copy = body.CreateNode(member->op_type(), member->domain(), inputs, outputs);
+    for (const Attribute& attribute : member->attributes()) copy->SetAttribute(CopyAttribute(attribute));
+  }
+  for (Value* output : outlined.outputs) body.AddOutput(mapped.at(output));
+  return outlined;
+}
+
+// An existing fused function with this body, or a free name for a new one.
+std::pair<Function*, std::string> FindOrNameFunction(Model& model, const std::string& stem, const std::string& text) {
+  for (int suffix = 0;; ++suffix) {
+    std::string name = suffix == 0 ? stem : stem + "_" + std::to_string(suffix);
+    Function* existing = model.FindFunction(kFusionDomain, name);
+    if (existing == nullptr) return {nullptr, name};
+    if (PrintGraph(*existing->body) == text) return {existing, name};
+  }
+}
+
+void EnsureFusionDomain(Model& model) {
+  if (!model.OpsetFor(kFusionDomain)) model.opsets.push_back(OpsetImport{std::string(kFusionDomain), 1, {}});
+  // Model-local functions arrived with IR version 8.
+  RaiseIrVersion(model, 8);
+}
+
+std::string UniqueNodeName(const Graph& graph, const std::string& stem) {
+  std::set<std::string> taken;
+  for (const auto& node : graph.nodes()) taken.insert(node->name());
+  std::string name = stem;
+  for (int suffix = 1; taken.count(name); ++suffix) name = stem + "_" + std::to_string(suffix);
+  return name;
+}
+
+// The nodes from the group's first member to its last, in graph order, with their positions:
+// in a topologically ordered graph only they can lie on a path from one member to another.
+std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const std::vector<Node*>& nodes) {
+  std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
+  std::unordered_map<const Node*, size_t> span;
+  const Node* first = nullptr;
+  for (const auto& node : graph.nodes()) {
+    if (members.count(node.get())) {
+      first = node.get();
+      break;
+    }
+  }
+  size_t seen_members = 0, index = 0;
+  for (const Node* node = first; node != nullptr && seen_members < members.size(); node = graph.NodeAfter(node)) {
+    span[node] = index++;
+    if (members.count(node)) ++seen_members;
+  }
+  return span;
+}
+
+}  // namespace
+
+bool LeavesAndReenters(const std::vector<Node*>& nodes) {
+  const Graph* graph = nodes.front()->graph();
+  std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
+  std::unordered_map<const Node*, size_t> span = SpanPositions(*graph, nodes);
+
+  std::vector<const Node*> frontier;
+  std::unordered_set<const Node*> seen;
+  auto visit_readers = [&](const Node* node) {
+    for (const Value* output : node->outputs()) {
+      if (output == nullptr) continue;
+      for (const Use& use : output->uses()) {
+        const Node* reader = OwnerIn(graph, use.node);
+        if (reader != nullptr && seen.insert(reader).second) frontier.push_back(reader);
+      }
+    }
+  };
+  for (const Node* member : nodes) visit_readers(member);
+  while (!frontier.empty()) {
+    const Node* node = frontier.back();
+    frontier.pop_back();
+    if (members.count(node)) continue;  // a direct edge inside the group
+    if (!span.count(node)) continue;    // after the last member: cannot reach one
+    for (const Value* output : node->outputs()) {
+      if (output == nullptr) continue;
+      for (const Use& use : output->uses()) {
+        const Node* reader = OwnerIn(graph, use.node);
+        if (reader != nullptr && members.count(reader)) return true;
+      }
+    }
+    visit_readers(node);
+  }
+  return false;
+}
+
+std::string WhyNotOutlinable(const std::vector<Node*>& nodes) {
+  if (nodes.empty()) return "empty group";
+  std::unordered_set<const Node*> members;
+  for (const Node* node : nodes) {
+    if (!members.insert(node).second) return "a node is listed twice";
+    if (node->graph() != nodes.front()->graph()) return "members in different graphs";
+    if (!node->Subgraphs().empty()) return "member has subgraphs";
+    if (!IsPure(*node)) return "member is not a pure op";
+    if (ClassifyOp(*node) == OpClass::kFused) return "member is already fused";
+  }
+  bool read_outside = false;
+  for (const Node* node : nodes) {
+    for (const Value* output : node->outputs()) {
+      if (output != nullptr && ReadOutside(*output, members)) read_outside = true;
+    }
+  }
+  if (!read_outside) return "nothing outside the group reads it";
+  if (LeavesAndReenters(nodes)) return "a path leaves the group and re-enters it";
+  return "";
+}
+
+Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context) {
+  FUSIONOPT_CHECK(WhyNotOutlinable(group.nodes).empty(), "the pass checked legality: " + WhyNotOutlinable(group.nodes));
+  FUSIONOPT_CHECK(group.nodes.front()->graph() == &graph, "members belong to the graph");
+  Model& model = context.model();
+  std::vector<Node*> members = InGraphOrder(group.nodes);
+  Outlined outlined = BuildBody(members);
+  std::string text = PrintGraph(*outlined.body);
+  auto [function, function_name] = FindOrNameFunction(model, group.name, text);
+  if (function == nullptr) {
+    auto created = std::make_unique<Function>();
+    created->domain = std::string(kFusionDomain);
+    created->name = function_name;
+    created->attribute_names = {kFusedNodesAttribute};
+    std::set<std::string> domains;
+    for (const Node* member : members) domains.insert(member->domain());
+    for (const OpsetImport& opset : model.opsets) {
+      if (domains.count(opset.domain == "ai.onnx" ? "" : opset.domain)) created->opsets.push_back(opset);
+    }
+    created->body = std::move(outlined.body);
+    model.functions.push_back(std::move(created));
+  }
+  EnsureFusionDomain(model);
+
+  Node* fused = graph.CreateNode(function_name, std::string(kFusionDomain), outlined.inputs,
+                                 std::vector<Value*>(outlined.outputs.size(), nullptr),
+                                 UniqueNodeName(graph, group.name));
+  Attribute names;
+  names.name = kFusedNodesAttribute;
+  names.kind = AttributeKind::kStrings;
+  for (const Node* member : members) names.strings.push_back(member->name());
+  std::vector<std::string> replaced = names.strings;
+  fused->SetAttribute(std::move(names));
+  for (size_t i = 0; i < outlined.outputs.size(); ++i) {
+    graph.TransferProducer(outlined.outputs[i], fused, static_cast<int>(i));
+  }
+  // Where the last member stood: every input is computed by then, and dumps keep reading in
+  // the model's order. The sort below repairs the rare reader placed between members.
+  graph.MoveBefore(fused, graph.NodeAfter(members.back()));
+  // A reader of a member's result that stood between the members now precedes the fused
+  // node; only then is a sort needed (sorting after every fusion would make outlining
+  // quadratic on large graphs).
+  std::unordered_map<const Node*, size_t> span = SpanPositions(graph, members);
+  bool reader_precedes = false;
+  for (const Value* output : outlined.outputs) {
+    for (const Use& use : output->uses()) {
+      const Node* reader = OwnerIn(&graph, use.node);
+      reader_precedes = reader_precedes || (span.count(reader) && !std::count(members.begin(), members.end(), reader));
+    }
+  }
+  for (auto it = members.rbegin(); it != members.rend(); ++it) graph.RemoveNode(*it);
+  if (reader_precedes) {
+    Status sorted = graph.SortTopologically();
+    FUSIONOPT_CHECK(sorted.ok(), "a convex group keeps the graph acyclic: " + sorted.message());
+  }
+
+  context.Matched();
+  context.RecordFusion(FusionRecord{"", fused->name(), function_name, group.kind, std::move(replaced)});
+  return fused;
+}
+
+std::vector<std::string> FusedNodeNames(const Node& node) {
+  if (node.domain() != kFusionDomain) return {};
+  const Attribute* names = node.FindAttribute(kFusedNodesAttribute);
+  return names != nullptr && names->kind == AttributeKind::kStrings ? names->strings : std::vector<std::string>{};
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,52 @@
+// Outlining: how every fusion pass turns a group of nodes into one fused node
+// (DESIGN.md §4).
+//
+//   %t = Mul(%x, %s)                         %y = ai.fusionopt::FusedMulAddRelu(%x, %s, %b)
+//   %u = Add(%t, %b)             →                  {fused_nodes = ["mul", "add", "relu"]}
+//   %y = Relu(%u)                            function ai.fusionopt::FusedMulAddRelu(%x0, %x1, %x2) -> (%y0)
+//                                            { the three original ops, renamed canonically }
+//
+// The fused node reads the group's external inputs (in first-use order) and writes the
+// group's values that are read outside it or are graph outputs (same Value objects: names,
+// types and readers are untouched). Scalar constants the group reads are copied into the
+// body as Constant nodes, so they are compiled into the kernel instead of passed at run time.
+// The body is canonical (values renamed x0.., t0.., y0..), so identical groups share one
+// function. The node records the replaced nodes' names in its `fused_nodes` attribute
+// (declared by the function, unused by its body): inspect, --report and bench read it.
+//
+// Legality the outliner checks itself (each a rejection reason, not a crash): the members are
+// pure nodes of one graph without subgraphs, and the group is convex — no path leaves the
+// group and re-enters it, which would make the fused node depend on itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "passes/pass.h"
+
+namespace fusionopt::passes {
+
+inline constexpr const char* kFusedNodesAttribute = "fused_nodes";
+
+struct FusionGroup {
+  std::vector<Node*> nodes;  // the members, any order
+  std::string kind;          // "elementwise", "conv_epilogue", "layernorm", ... (report only)
+  std::string name;          // function name stem, e.g. "FusedConvAddRelu"
+};
+
+// Why `nodes` cannot be outlined, or an empty string when it can.
+std::string WhyNotOutlinable(const std::vector<Node*>& nodes);
+
+// Whether some path from a member leaves the group and comes back to a member.
+bool LeavesAndReenters(const std::vector<Node*>& nodes);
+
+// Replaces the group by one ai.fusionopt node and records the fusion in `context`. The group
+// must be outlinable (checked: a pass asks WhyNotOutlinable first and reports the reason).
+Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context);
+
+// The replaced nodes' names a fused node carries (empty for other nodes).
+std::vector<std::string> FusedNodeNames(const Node& node);
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,165 @@
+#include "passes/pipeline.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ir/shape_inference.h"
+#include "ir/text_format.h"
+#include "ir/verifier.h"
+#include "passes/registry.h"
+
+namespace fusionopt::passes {
+namespace {
+
+int64_t CountNodes(const Graph& graph) {
+  int64_t count = 0;
+  for (const auto& node : graph.nodes()) {
+    ++count;
+    for (const Graph* subgraph : node->Subgraphs()) count += CountNodes(*subgraph);
+  }
+  return count;
+}
+
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool Selected(const PipelineOptions& options, const std::string& name) {
+  if (Contains(options.disabled, name)) return false;
+  return options.only.empty() || Contains(options.only, name);
+}
+
+Status Dump(const Model& model, const PipelineOptions& options, size_t index, const std::string& pass) {
+  namespace fs = std::filesystem;
+  char prefix[16];
+  std::snprintf(prefix, sizeof prefix, "%02zu-", index);
+  fs::path path = fs::path(options.dump_dir) / (prefix + pass + ".ir");
+  std::ofstream out(path);
+  out << PrintModel(model);
+  if (!out) return IoError("cannot write the IR dump '" + path.string() + "'");
+  return Status::Ok();
+}
+
+bool InitializersOutsideInputs(const Graph& graph) {
+  for (const Value* initializer : graph.initializers()) {
+    if (!initializer->is_graph_input()) return true;
+  }
+  return false;
+}
+
+bool ShouldCheck(const PipelineOptions& options) {
+#ifndef NDEBUG
+  return true;
+#else
+  return options.check_each_pass;
+#endif
+}
+
+}  // namespace
+
+Status ValidatePipelineOptions(const PipelineOptions& options) {
+  auto known = [](const std::string& name, const char* flag) -> Status {
+    if (FindPass(name) == nullptr) {
+      return UsageError(std::string(flag) + " names '" + name + "', which is not a pass (see --list-passes)");
+    }
+    return Status::Ok();
+  };
+  for (const auto& name : options.only) FUSIONOPT_RETURN_IF_ERROR(known(name, "--only"));
+  for (const auto& name : options.disabled) FUSIONOPT_RETURN_IF_ERROR(known(name, "--disable"));
+  if (!options.dump_after.empty() && options.dump_after != "all") {
+    FUSIONOPT_RETURN_IF_ERROR(known(options.dump_after, "--dump-after"));
+  }
+  if (!options.dump_after.empty() && options.dump_dir.empty()) {
+    return UsageError("--dump-after needs --dump-dir");
+  }
+  for (const auto& [key, value] : options.pass_options.all()) {
+    const auto& [pass, option] = key;
+    FUSIONOPT_RETURN_IF_ERROR(known(pass, "--pass-option"));
+    const auto& declared = FindPass(pass)->options;
+    bool exists = std::any_of(declared.begin(), declared.end(), [&](const auto& info) { return info.name == option; });
+    if (!exists) return UsageError("pass " + pass + " has no option '" + option + "'");
+  }
+  return Status::Ok();
+}
+
+Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options) {
+  FUSIONOPT_RETURN_IF_ERROR(ValidatePipelineOptions(options));
+  auto start = std::chrono::steady_clock::now();
+  PipelineReport report;
+  if (!options.dump_after.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.dump_dir, error);
+    FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, 0, "input"));
+  }
+  size_t index = 0;
+  for (const std::string& name : PipelineFor(options.level)) {
+    if (!Selected(options, name)) continue;
+    const PassInfo* info = FindPass(name);
+    FUSIONOPT_CHECK(info != nullptr, "the pipeline names a registered pass");
+    std::unique_ptr<Pass> pass = info->create();
+    PassStatistics statistics;
+    statistics.pass = name;
+    statistics.nodes_before = CountNodes(*model.graph);
+    auto pass_start = std::chrono::steady_clock::now();
+    PassContext context(model, *pass, options.pass_options, statistics, report.fusions);
+    auto changed = pass->Run(model, context);
+    if (!changed.ok()) return changed.status().WithContext("pass " + name);
+    statistics.changed = *changed;
+    statistics.milliseconds =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
+    statistics.nodes_after = CountNodes(*model.graph);
+    // New values get their types before the next pass matches on them.
+    if (statistics.changed) InferShapes(model);
+    if (statistics.changed && ShouldCheck(options)) {
+      Status valid = VerifyModel(model);
+      if (!valid.ok()) return InternalError("pass " + name + " broke the IR: " + valid.message());
+    }
+    report.passes.push_back(std::move(statistics));
+    ++index;
+    if (options.dump_after == "all" || options.dump_after == name) {
+      FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, index, name));
+    }
+  }
+  // IR 3 demands that every initializer be a graph input; the passes add initializers (folded
+  // constants, folded weights), so such a model moves to IR 4.
+  bool changed = std::any_of(report.passes.begin(), report.passes.end(), [](const auto& pass) { return pass.changed; });
+  if (changed && model.ir_version < 4 && InitializersOutsideInputs(*model.graph)) RaiseIrVersion(model, 4);
+  report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+std::string ReportToJson(const PipelineReport& report) {
+  using nlohmann::json;
+  json passes = json::array();
+  for (const PassStatistics& pass : report.passes) {
+    json rejections = json::object();
+    for (const auto& [reason, rejection] : pass.rejections) {
+      rejections[reason] = {{"count", rejection.count}, {"examples", rejection.examples}};
+    }
+    passes.push_back({{"pass", pass.pass},
+                      {"changed", pass.changed},
+                      {"matches", pass.matches},
+                      {"rejections", rejections},
+                      {"counters", pass.counters},
+                      {"nodes_before", pass.nodes_before},
+                      {"nodes_after", pass.nodes_after},
+                      {"milliseconds", pass.milliseconds}});
+  }
+  json fusions = json::array();
+  for (const FusionRecord& fusion : report.fusions) {
+    fusions.push_back({{"pass", fusion.pass},
+                       {"node", fusion.node},
+                       {"function", fusion.function},
+                       {"kind", fusion.kind},
+                       {"replaced", fusion.replaced}});
+  }
+  json document = {{"passes", passes}, {"fusions", fusions}, {"milliseconds", report.milliseconds}};
+  return document.dump(2) + "\n";
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,43 @@
+// Runs a level's passes over a model: selection (--only / --disable), timing and statistics,
+// the IR check after every pass that changed the model, and --dump-after snapshots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+#include "passes/pass.h"
+
+namespace fusionopt::passes {
+
+struct PipelineOptions {
+  int level = 2;
+  std::vector<std::string> only;      // when non-empty, run just these (in pipeline order)
+  std::vector<std::string> disabled;  // never run these
+  // Verify the IR after each pass that changed it (always on in debug builds).
+  bool check_each_pass = false;
+  // Write the IR text after passes to dump_dir: a pass name, or "all".
+  std::string dump_after;
+  std::string dump_dir;
+  PassOptions pass_options;
+};
+
+struct PipelineReport {
+  std::vector<PassStatistics> passes;  // one per pass run, in order
+  std::vector<FusionRecord> fusions;
+  double milliseconds = 0;
+};
+
+// Checks that every pass named by --only/--disable/--pass-option exists and that each option
+// is one the pass declares; a usage error otherwise.
+Status ValidatePipelineOptions(const PipelineOptions& options);
+
+// Runs the pipeline. A pass error stops it (the model may be partly rewritten: callers save
+// nothing then); a broken invariant is an internal error naming the pass.
+Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options);
+
+// The report as JSON (the --report format; docs/passes.md documents the keys).
+std::string ReportToJson(const PipelineReport& report);
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,116 @@
+// Every pass and every level's pipeline, in one place.
+//
+// Order and why:
+//   O1 (cleanup, standard ops only — the result runs anywhere):
+//     eliminate-dead-code first, so later passes do not spend time on what will go.
+//   O2 (vertical fusion) runs O1 first, so patterns meet a clean graph.
+//   Each level ends with eliminate-dead-code: rewrites leave orphans behind.
+#include "passes/registry.h"
+
+#include <algorithm>
+
+#include "passes/eliminate_common_subexpressions.h"
+#include "passes/eliminate_dead_code.h"
+#include "passes/eliminate_no_ops.h"
+#include "passes/fold_batchnorm.h"
+#include "passes/fold_constants.h"
+#include "passes/fold_scale_into_conv.h"
+#include "passes/fuse_composites.h"
+#include "passes/fuse_contraction_epilogues.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/matmul_add_to_gemm.h"
+#include "passes/merge_reshapes.h"
+#include "passes/share_duplicate_initializers.h"
+
+namespace fusionopt::passes {
+namespace {
+
+template <typename P>
+PassInfo Describe(int level) {
+  P pass;
+  return PassInfo{std::string(pass.name()), level, std::string(pass.summary()), pass.options(),
+                  [] { return std::unique_ptr<Pass>(new P()); }};
+}
+
+const std::vector<std::string>& LevelOne() {
+  static const std::vector<std::string> passes = {
+      "eliminate-dead-code",
+      // Constants first: the light models' ConstantOfShape weights and static shape chains
+      // become initializers the weight folds below can read.
+      "fold-constants",
+      // After folding (shape operands are constants by now, so more ops are provably no-ops)
+      // and before the weight folds, whose Conv → BN patterns an Identity or Dropout between
+      // them would hide. merge-reshapes next: a removed no-op can join two layout ops.
+      "eliminate-no-ops",
+      "merge-reshapes",
+      // BatchNormalization before Mul/Add folding: a Conv → BN → Mul → Add chain folds BN
+      // first, then the affine layer after it, into the same weights.
+      "fold-batchnorm",
+      "fold-scale-into-conv",
+      // Last: a MatMul whose BatchNormalization folded is a Gemm already; the remaining
+      // MatMul + bias Add pairs meet their final weights.
+      "matmul-add-to-gemm",
+      // Near the end, on the final constants: shared initializers make more nodes read the
+      // same Values, so CSE (which also merges equal Constant nodes) finds more to merge.
+      "share-duplicate-initializers",
+      "eliminate-common-subexpressions",
+      // Orphans the rewrites above left (their shape and weight operands).
+      "eliminate-dead-code",
+  };
+  return passes;
+}
+
+const std::vector<std::string>& LevelTwo() {
+  static const std::vector<std::string> passes = {
+      // Composites first: LayerNorm/RMSNorm (with their residual Add), Softmax with its scale
+      // and mask, GELU and SiLU are claimed whole before the passes below split them into
+      // epilogue and elementwise pieces that no row kernel could run.
+      "fuse-composites",
+      // Epilogues before elementwise groups, so a contraction keeps its bias, residual and
+      // activation (one oneDNN call) instead of an elementwise group eating them; after the
+      // composites, which claim whole LayerNorm/Softmax/GELU patterns first.
+      "fuse-contraction-epilogues",
+      // Last fusion: whatever elementwise ops the patterns above left, in maximal groups.
+      "fuse-elementwise",
+      "eliminate-dead-code",
+  };
+  return passes;
+}
+
+}  // namespace
+
+const std::vector<PassInfo>& AllPasses() {
+  static const std::vector<PassInfo> passes = {
+      Describe<EliminateDeadCode>(1),
+      Describe<FoldConstants>(1),
+      Describe<EliminateNoOps>(1),
+      Describe<MergeReshapes>(1),
+      Describe<FoldBatchNorm>(1),
+      Describe<FoldScaleIntoConv>(1),
+      Describe<MatMulAddToGemm>(1),
+      Describe<ShareDuplicateInitializers>(1),
+      Describe<EliminateCommonSubexpressions>(1),
+      Describe<FuseComposites>(2),
+      Describe<FuseContractionEpilogues>(2),
+      Describe<FuseElementwise>(2),
+  };
+  return passes;
+}
+
+const PassInfo* FindPass(std::string_view name) {
+  for (const PassInfo& info : AllPasses()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> PipelineFor(int level) {
+  std::vector<std::string> pipeline;
+  if (level >= 1) pipeline = LevelOne();
+  if (level >= 2) pipeline.insert(pipeline.end(), LevelTwo().begin(), LevelTwo().end());
+  // Consecutive repeats of a cleanup pass (levels that add nothing between them) run once.
+  pipeline.erase(std::unique(pipeline.begin(), pipeline.end()), pipeline.end());
+  return pipeline;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,30 @@
+// The registry: every pass fusionopt has, its level, and the pipeline of each level (the
+// order and the reasons for it live in registry.cc, in one place).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace fusionopt::passes {
+
+struct PassInfo {
+  std::string name;
+  int level = 1;
+  std::string summary;
+  std::vector<PassOptionInfo> options;
+  std::function<std::unique_ptr<Pass>()> create;
+};
+
+// Every pass, in pipeline order of first appearance.
+const std::vector<PassInfo>& AllPasses();
+const PassInfo* FindPass(std::string_view name);
+
+// The passes that run at `level` (0-3), in order; a pass may appear more than once (cleanup
+// after fusion).
+std::vector<std::string> PipelineFor(int level);
+
+}  // namespace fusionopt::passes

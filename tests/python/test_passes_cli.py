@@ -1,0 +1,93 @@
+"""The optimizer's command line: --list-passes, --only/--disable, --pass-option, --report,
+--dump-after, --check-each-pass and the summary table."""
+import json
+
+import onnx
+import pytest
+
+import fusionopt_testlib as lib
+
+
+@pytest.fixture
+def model(tmp_path):
+    return lib.save(lib.tiny_model(), tmp_path / "model.onnx")
+
+
+def listed_passes(fusionopt):
+    rc, stdout, stderr = fusionopt("--list-passes")
+    assert (rc, stderr) == (lib.EXIT_OK, "")
+    lines = stdout.splitlines()
+    assert lines[0] == "name\tlevel\tsummary"
+    rows = [line.split("\t") for line in lines[1:]]
+    assert all(len(row) == 3 and row[1] in ("O1", "O2", "O3") and row[2] for row in rows), rows
+    return {row[0]: row[1] for row in rows}
+
+
+def test_list_passes_names_every_pass_with_its_level(fusionopt):
+    passes = listed_passes(fusionopt)
+    assert passes["eliminate-dead-code"] == "O1"
+    assert len(passes) == len(set(passes))
+
+
+@pytest.mark.parametrize("level", ["-O1", "-O2", "-O3"])
+def test_every_level_writes_a_valid_model_and_a_summary(fusionopt, tmp_path, model, level):
+    out = tmp_path / "out.onnx"
+    rc, stdout, stderr = fusionopt(model, "-o", out, level, "--check-each-pass")
+    assert rc == lib.EXIT_OK, stderr
+    assert stdout == ""
+    onnx.checker.check_model(str(out), full_check=True)
+    assert "estimated kernel launches" in stderr and "before" in stderr and "after" in stderr
+    assert all(line.startswith(("info: ", "warning: ")) for line in stderr.splitlines()), stderr
+    assert fusionopt("verify", model, out, "-q")[0] == lib.EXIT_OK
+
+
+def test_report_lists_every_pass_run(fusionopt, tmp_path, model):
+    report = tmp_path / "report.json"
+    rc, _, stderr = fusionopt(model, "-o", tmp_path / "out.onnx", "-O2", "--report", report)
+    assert rc == lib.EXIT_OK, stderr
+    document = json.loads(report.read_text())
+    assert [entry["pass"] for entry in document["passes"]]
+    for entry in document["passes"]:
+        assert set(entry) >= {"pass", "changed", "matches", "rejections", "counters", "nodes_before",
+                              "nodes_after", "milliseconds"}
+    assert isinstance(document["fusions"], list)
+
+
+def test_only_and_disable_select_passes(fusionopt, tmp_path, model):
+    report = tmp_path / "report.json"
+    assert fusionopt(model, "-o", tmp_path / "a.onnx", "-O2", "--only", "eliminate-dead-code",
+                     "--report", report)[0] == lib.EXIT_OK
+    assert {entry["pass"] for entry in json.loads(report.read_text())["passes"]} == {"eliminate-dead-code"}
+    assert fusionopt(model, "-o", tmp_path / "b.onnx", "-O2", "--disable", "eliminate-dead-code",
+                     "--report", report)[0] == lib.EXIT_OK
+    assert "eliminate-dead-code" not in {entry["pass"] for entry in json.loads(report.read_text())["passes"]}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--only", "no-such-pass"], "--only names 'no-such-pass', which is not a pass"),
+    (["--disable", "nope"], "--disable names 'nope', which is not a pass"),
+    (["--pass-option", "eliminate-dead-code"], "is not PASS.NAME=VALUE"),
+    (["--pass-option", "eliminate-dead-code.nope=1"], "has no option 'nope'"),
+    (["--dump-after", "all"], "--dump-after needs --dump-dir"),
+])
+def test_bad_pass_selection_is_a_usage_error_and_writes_nothing(fusionopt, tmp_path, model, args, message):
+    out = tmp_path / "out.onnx"
+    lib.assert_error(fusionopt(model, "-o", out, "-O2", *args), lib.EXIT_USAGE, str(model), message)
+    assert not out.exists()
+
+
+def test_dump_after_all_writes_the_ir_after_each_pass(fusionopt, tmp_path, model):
+    dump_dir = tmp_path / "dumps"
+    rc, _, stderr = fusionopt(model, "-o", tmp_path / "out.onnx", "-O2", "--dump-after", "all",
+                              "--dump-dir", dump_dir)
+    assert rc == lib.EXIT_OK, stderr
+    files = sorted(path.name for path in dump_dir.iterdir())
+    assert files[0] == "00-input.ir"
+    assert len(files) == 1 + len(listed_passes_run(fusionopt, model, tmp_path))
+    assert all(path.read_text().startswith("ir_version") for path in dump_dir.iterdir())
+
+
+def listed_passes_run(fusionopt, model, tmp_path):
+    report = tmp_path / "count.json"
+    assert fusionopt(model, "-o", tmp_path / "count.onnx", "-O2", "--report", report)[0] == lib.EXIT_OK
+    return json.loads(report.read_text())["passes"]

@@ -1,0 +1,160 @@
+// Shared by the fused-kernel tests: models outlined the way the O2 passes outline them, run
+// fused, op by op, and unfused on seeded inputs, and compared.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu_runtime/session.h"
+#include "ir/float16.h"
+#include "ir/text_format.h"
+#include "passes/outline.h"
+
+namespace fusionopt::fused_test {
+
+inline std::unique_ptr<Model> Parse(const std::string& text) {
+  auto model = ParseModel(text);
+  INFO(model.status().message());
+  REQUIRE(model.ok());
+  return std::move(model).value();
+}
+
+// A pass that outlines the nodes it is given by name into one ai.fusionopt node (test-only).
+class OutlineNamed : public passes::Pass {
+ public:
+  OutlineNamed(std::vector<std::string> names, std::string kind) : names_(std::move(names)), kind_(std::move(kind)) {}
+  std::string_view name() const override { return "outline-named"; }
+  std::string_view summary() const override { return "test"; }
+  Result<bool> Run(Model& model, passes::PassContext& context) override {
+    std::vector<Node*> nodes;
+    for (const auto& name : names_) {
+      for (const auto& node : model.graph->nodes()) {
+        if (node->name() == name) nodes.push_back(node.get());
+      }
+    }
+    REQUIRE(nodes.size() == names_.size());
+    INFO(passes::WhyNotOutlinable(nodes));
+    REQUIRE(passes::WhyNotOutlinable(nodes).empty());
+    passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, kind_, "FusedTest"}, context);
+    return true;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::string kind_;
+};
+
+// `text` with the named nodes outlined into one fused node.
+inline std::unique_ptr<Model> Outlined(const std::string& text, std::vector<std::string> names,
+                                       std::string kind = "test") {
+  auto model = Parse(text);
+  OutlineNamed pass(std::move(names), std::move(kind));
+  passes::PassOptions options;
+  passes::PassStatistics statistics;
+  std::vector<passes::FusionRecord> fusions;
+  passes::PassContext context(*model, pass, options, statistics, fusions);
+  REQUIRE(pass.Run(*model, context).ok());
+  return model;
+}
+
+inline cpu::RtTensor Random(DataType dtype, std::vector<int64_t> dims, uint32_t seed, float low = -2.0f,
+                            float high = 2.0f) {
+  cpu::RtTensor tensor = cpu::RtTensor::Allocate(dtype, std::move(dims));
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(low, high);
+  for (int64_t i = 0; i < tensor.NumElements(); ++i) {
+    const float value = uniform(generator);
+    if (dtype == DataType::kFloat) tensor.data<float>()[i] = value;
+    else if (dtype == DataType::kFloat16) tensor.data<uint16_t>()[i] = FloatToHalf(value);
+    else if (dtype == DataType::kBool) tensor.data<uint8_t>()[i] = value > 0.5f;
+    else FAIL("Random: unsupported dtype");
+  }
+  return tensor;
+}
+
+// `count` seeded values in [-1, 1] as an IR text literal list.
+inline std::string Literal(int count, uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::ostringstream text;
+  text << "[";
+  for (int i = 0; i < count; ++i) text << (i ? ", " : "") << std::round(uniform(generator) * 1000.0f) / 1000.0f;
+  text << "]";
+  return text.str();
+}
+
+struct Outcome {
+  std::vector<cpu::NamedTensor> outputs;
+  cpu::RunStats stats;
+};
+
+inline Outcome Run(const Model& model, const std::vector<cpu::NamedTensor>& feeds, bool fused_kernels = true) {
+  cpu::SessionOptions options;
+  options.fused_kernels = fused_kernels;
+  auto session = cpu::Session::Create(model, options);
+  INFO(session.status().message());
+  REQUIRE(session.ok());
+  Outcome outcome;
+  auto outputs = (*session)->Run(feeds, &outcome.stats);
+  INFO(outputs.status().message());
+  REQUIRE(outputs.ok());
+  outcome.outputs = std::move(outputs).value();
+  return outcome;
+}
+
+// Element by element: |actual - expected| <= atol + rtol * |expected|, NaNs alike.
+inline void RequireClose(const std::vector<cpu::NamedTensor>& actual, const std::vector<cpu::NamedTensor>& expected,
+                         double rtol = 1e-4, double atol = 1e-5) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t k = 0; k < actual.size(); ++k) {
+    const cpu::RtTensor& a = actual[k].tensor;
+    const cpu::RtTensor& e = expected[k].tensor;
+    INFO("output " << expected[k].name);
+    REQUIRE(actual[k].name == expected[k].name);
+    REQUIRE(a.dtype() == e.dtype());
+    REQUIRE(a.dims() == e.dims());
+    for (int64_t i = 0; i < a.NumElements(); ++i) {
+      const double x = a.ValueAsDouble(i), y = e.ValueAsDouble(i);
+      if (std::isnan(y)) {
+        REQUIRE(std::isnan(x));
+        continue;
+      }
+      INFO("element " << i << ": " << x << " vs " << y);
+      REQUIRE(std::abs(x - y) <= atol + rtol * std::abs(y));
+    }
+  }
+}
+
+inline void RequireIdentical(const std::vector<cpu::NamedTensor>& actual,
+                             const std::vector<cpu::NamedTensor>& expected) {
+  RequireClose(actual, expected, 0.0, 0.0);
+}
+
+// The three runs every fusion test compares: the unfused model, and the outlined one fused
+// and op by op.
+struct Comparison {
+  Outcome unfused, fused, op_by_op;
+};
+
+inline Comparison Compare(const std::string& text, const std::vector<std::string>& group,
+                          const std::vector<cpu::NamedTensor>& feeds, double rtol = 1e-4, double atol = 1e-5) {
+  auto original = Parse(text);
+  auto outlined = Outlined(text, group);
+  REQUIRE(outlined->functions.size() == 1);
+  Comparison runs;
+  runs.unfused = Run(*original, feeds);
+  runs.fused = Run(*outlined, feeds, true);
+  runs.op_by_op = Run(*outlined, feeds, false);
+  RequireClose(runs.fused.outputs, runs.unfused.outputs, rtol, atol);
+  // The body runs the same kernels as the unfused graph.
+  RequireIdentical(runs.op_by_op.outputs, runs.unfused.outputs);
+  REQUIRE(runs.op_by_op.stats.kernels_launched == runs.unfused.stats.kernels_launched);
+  return runs;
+}
+
+}  // namespace fusionopt::fused_test

@@ -1,0 +1,110 @@
+// Shared by the fuse-composites tests: run the pass on IR text, compare with the expected text
+// (main graph and function bodies), check every body is recognised by ir/fused_pattern.h, and
+// compare numbers with the original — inlined (the bodies are faithful copies) and run as is
+// (the runtime's fused kernels).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusion_test_util.h"
+#include "ir/fused_pattern.h"
+#include "ir/op_class.h"
+#include "ir/text_format.h"
+
+namespace fusionopt::fuse_composites_test {
+
+using namespace fusionopt::fusion_test;
+
+inline constexpr const char* kPass = "fuse-composites";
+
+struct Fused {
+  std::unique_ptr<Model> model;
+  PassRun run;
+  int64_t Counter(const std::string& name) const {
+    auto it = run.statistics.counters.find(name);
+    return it == run.statistics.counters.end() ? 0 : it->second;
+  }
+};
+
+// Every function the pass created is recognised as the composite its fusion record names.
+inline void ExpectBodiesRecognised(const Model& model, const std::vector<passes::FusionRecord>& fusions) {
+  REQUIRE_FALSE(fusions.empty());
+  for (const passes::FusionRecord& fusion : fusions) {
+    const Function* function = model.FindFunction(kFusionDomain, fusion.function);
+    REQUIRE(function != nullptr);
+    INFO("function " << fusion.function << ":\n" << PrintGraph(*function->body));
+    std::optional<FusedComposite> composite = RecognizeComposite(*function);
+    REQUIRE(composite.has_value());
+    CHECK(NameOf(composite->kind) == fusion.kind);
+  }
+}
+
+// Runs the pass on `text`; checks the result prints as `expected`, its bodies are recognised,
+// and it computes the original's numbers both inlined and run with its fused kernels.
+inline Fused ExpectFused(const std::string& text, const std::string& expected,
+                         const std::map<std::string, int64_t>& symbols = {}) {
+  auto original = ParseInferred(text);
+  Fused fused{ParseInferred(text), {}};
+  fused.run = RunPass(*fused.model, kPass);
+  CHECK(fused.run.statistics.changed);
+  CHECK(Print(*fused.model) == Canonical(expected));
+  ExpectBodiesRecognised(*fused.model, fused.run.fusions);
+  ExpectSameNumbers(*original, *fused.model, symbols);
+  std::vector<cpu::NamedTensor> reference = RunOnCpu(*original, symbols);
+  std::vector<cpu::NamedTensor> direct = RunOnCpu(*fused.model, symbols);
+  REQUIRE(direct.size() == reference.size());
+  for (size_t i = 0; i < direct.size(); ++i) {
+    cpu::Comparison comparison = cpu::Compare(direct[i].tensor, reference[i].tensor, {1e-4, 1e-5});
+    INFO("fused run, output " << reference[i].name << ": max abs error " << comparison.max_abs_error);
+    CHECK(comparison.passed);
+  }
+  return fused;
+}
+
+// Runs the pass on `text`; checks it changed nothing and rejected a candidate for `reason`.
+inline void ExpectUnchanged(const std::string& text, const std::string& reason) {
+  auto model = ParseInferred(text);
+  std::string before = Print(*model);
+  PassRun run = RunPass(*model, kPass);
+  CHECK_FALSE(run.statistics.changed);
+  CHECK(Print(*model) == before);
+  INFO("reason " << reason);
+  CHECK(RejectionCount(run.statistics, reason) >= 1);
+}
+
+inline std::string Header(int64_t opset = 17) { return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\n"; }
+
+inline constexpr const char* kGammaBeta = R"(
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+)";
+
+// BERT's residual add and LayerNorm as PyTorch exports them; `axes` and `eps` vary per test.
+inline std::string BertLayerNorm(const std::string& signature, const std::string& axes = "[-1]",
+                          const std::string& eps = "%eps = Constant() {value: tensor float[] [1e-12]} @eps") {
+  return Header() + "graph main " + signature + kGammaBeta + R"({
+  %s = Add(%a, %b) @add
+  %m = ReduceMean(%s) {axes: )" + axes + R"(, keepdims: 1} @mean
+  %d = Sub(%s, %m) @sub
+  %two = Constant() {value: tensor float[] [2.0]} @two
+  %q = Pow(%d, %two) @pow
+  %v = ReduceMean(%q) {axes: )" + axes + R"(, keepdims: 1} @var
+  )" + eps + R"(
+  %e = Add(%v, %eps) @add_eps
+  %r = Sqrt(%e) @sqrt
+  %n = Div(%d, %r) @div
+  %t = Mul(%n, %g) @mul_gamma
+  %y = Add(%t, %be) @add_beta
+}
+)";
+}
+
+inline constexpr const char* kBertSignature = "(float[N,4,8] %a, float[N,4,8] %b) -> (float[N,4,8] %y)";
+
+}  // namespace fusionopt::fuse_composites_test
