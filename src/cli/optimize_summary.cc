@@ -19,7 +19,7 @@ OptimizeSummary SummarizeForOptimize(const Model& model) {
     for (const auto& [op, count] : ops) summary.ops[domain.empty() ? op : domain + "::" + op] += count;
   }
   summary.nodes = counts.total_node_count;
-  summary.launches = EstimateKernelLaunches(*model.graph);
+  summary.launches = EstimateKernelLaunches(model);
   return summary;
 }
 

@@ -101,7 +101,8 @@ class ChainMatcher {
   // `node`, the only reader of `value`: the value it gives, or null when it is no post-op.
   const Value* Step(const Value& value, const Node& node) {
     if (!IsDefaultDomain(node) || node.outputs().size() != 1 || node.output(0) == nullptr) return nullptr;
-    const std::string& op = node.op_type();
+    // A two-input Sum is an Add (light ResNet-50 writes its residuals that way).
+    const std::string op = node.op_type() == "Sum" && node.inputs().size() == 2 ? "Add" : node.op_type();
     if (op == "Add" || op == "Mul") {
       if (node.inputs().size() != 2) return nullptr;
       const Value* other = node.input(0) == &value ? node.input(1) : node.input(0);

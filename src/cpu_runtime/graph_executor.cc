@@ -80,6 +80,7 @@ struct GraphExecutor::Step {
   std::vector<int> inputs;   // slot per input, -1 when omitted; then the implicit inputs
   std::vector<int> outputs;  // slot per output, -1 when omitted
   std::vector<int> release;  // slots whose last reader is this step
+  bool on_host = false;      // integer shape arithmetic: runs, but launches no kernel
 };
 
 GraphExecutor::GraphExecutor(const Graph& graph) : graph_(graph) {}
@@ -119,6 +120,7 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph
     FUSIONOPT_RETURN_IF_ERROR(executor->AddStep(*node, context, computed));
   }
   for (const Value* output : graph.outputs()) executor->output_slots_.push_back(executor->SlotFor(output));
+  executor->RunAhead(FindLaunchFreeNodes(graph, context.initializers_overridable));
   executor->PlanReleases();
   return executor;
 }
@@ -150,6 +152,37 @@ Status GraphExecutor::AddStep(const Node& node, const PrepareContext& context, s
   }
   steps_.push_back(std::move(step));
   return Status::Ok();
+}
+
+// Nodes computed from constants alone run once, now: their results become constants and the
+// steps go, so no inference repeats them (a ConstantOfShape weight, a transposed initializer).
+// One that fails here is left to run (and report) at run time — it may sit in a branch that
+// never runs. Host-side shape arithmetic stays a step but counts no launch.
+void GraphExecutor::RunAhead(const LaunchFreeNodes& free) {
+  Allocator allocator;
+  KernelContext context;
+  context.allocator = &allocator;
+  std::vector<Step> kept;
+  for (Step& step : steps_) {
+    step.on_host = free.host.count(step.node) != 0;
+    if (free.load_time.count(step.node) && step.subgraph_kernel == nullptr && ComputeAhead(step, context)) continue;
+    kept.push_back(std::move(step));
+  }
+  steps_ = std::move(kept);
+}
+
+bool GraphExecutor::ComputeAhead(Step& step, KernelContext& context) {
+  context.inputs.clear();
+  for (int slot : step.inputs) {
+    if (slot >= 0 && !constants_[slot].defined()) return false;
+    context.inputs.push_back(slot >= 0 ? &constants_[slot] : nullptr);
+  }
+  context.outputs.assign(step.outputs.size(), RtTensor());
+  if (!step.kernel->Compute(context).ok()) return false;
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    if (step.outputs[i] >= 0) constants_[step.outputs[i]] = std::move(context.outputs[i]);
+  }
+  return true;
 }
 
 void GraphExecutor::PlanReleases() {
@@ -215,7 +248,7 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   }
   for (int slot : step.release) values[slot] = RtTensor();
   ++stats.nodes_executed;
-  if (step.kernel->LaunchesKernel()) ++stats.kernels_launched;
+  if (step.kernel->LaunchesKernel() && !step.on_host) ++stats.kernels_launched;
   return Status::Ok();
 }
 

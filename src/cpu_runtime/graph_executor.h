@@ -21,6 +21,7 @@
 #include "cpu_runtime/kernel.h"
 #include "cpu_runtime/rt_tensor.h"
 #include "ir/graph.h"
+#include "ir/op_class.h"
 #include "ir/status.h"
 
 namespace fusionopt::cpu {
@@ -84,6 +85,8 @@ class GraphExecutor {
   int SlotFor(const Value* value);
   // `computed` marks, per slot, the values available to the next step.
   Status AddStep(const Node& node, const PrepareContext& context, std::vector<bool>& computed);
+  void RunAhead(const LaunchFreeNodes& free);
+  bool ComputeAhead(Step& step, KernelContext& context);
   void PlanReleases();
   Status RunStep(Step& step, std::vector<RtTensor>& values, KernelContext& context, RunStats& stats);
 

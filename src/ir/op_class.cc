@@ -105,13 +105,76 @@ bool LaunchesKernel(const Node& node) {
   return op_class != OpClass::kView && op_class != OpClass::kShape && op_class != OpClass::kControlFlow;
 }
 
-int64_t EstimateKernelLaunches(const Graph& graph) {
+namespace {
+
+bool IsIntegerOrBool(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64:
+    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: case DataType::kUint64:
+    case DataType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool MayRunAhead(const Node& node) {
+  OpClass op_class = ClassifyOp(node);
+  return IsPure(node) && node.Subgraphs().empty() && op_class != OpClass::kFused;
+}
+
+}  // namespace
+
+LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable) {
+  LaunchFreeNodes free;
+  std::unordered_set<const Value*> constant, host;
+  auto is_constant = [&](const Value* value) {
+    return constant.count(value) || (value->graph() == &graph && ConstantValueOf(*value, initializers_overridable));
+  };
+  auto is_host = [&](const Value* value) {
+    return host.count(value) || (is_constant(value) && IsIntegerOrBool(value->dtype()));
+  };
+  for (const auto& owned : graph.nodes()) {
+    const Node* node = owned.get();
+    if (!MayRunAhead(*node)) continue;
+    bool all_constant = true, all_host = true;
+    for (const Value* input : node->inputs()) {
+      if (input == nullptr) continue;
+      all_constant = all_constant && is_constant(input);
+      all_host = all_host && is_host(input);
+    }
+    bool shape_op = node->op_type() == "Shape" || node->op_type() == "Size";
+    bool integer_outputs = true;
+    for (const Value* output : node->outputs()) {
+      if (output != nullptr && !IsIntegerOrBool(output->dtype())) integer_outputs = false;
+    }
+    if (all_constant) {
+      free.load_time.insert(node);
+      for (const Value* output : node->outputs()) {
+        if (output != nullptr) constant.insert(output);
+      }
+    } else if (shape_op || (all_host && integer_outputs && ClassifyOp(*node) != OpClass::kContraction)) {
+      free.host.insert(node);
+      for (const Value* output : node->outputs()) {
+        if (output != nullptr) host.insert(output);
+      }
+    }
+  }
+  return free;
+}
+
+int64_t EstimateKernelLaunches(const Graph& graph, bool initializers_overridable) {
+  LaunchFreeNodes free = FindLaunchFreeNodes(graph, initializers_overridable);
   int64_t launches = 0;
   for (const auto& node : graph.nodes()) {
-    if (LaunchesKernel(*node)) ++launches;
-    for (const Graph* subgraph : node->Subgraphs()) launches += EstimateKernelLaunches(*subgraph);
+    if (LaunchesKernel(*node) && !free.contains(node.get())) ++launches;
+    for (const Graph* subgraph : node->Subgraphs()) launches += EstimateKernelLaunches(*subgraph, initializers_overridable);
   }
   return launches;
+}
+
+int64_t EstimateKernelLaunches(const Model& model) {
+  return EstimateKernelLaunches(*model.graph, model.ir_version >= 4);
 }
 
 }  // namespace fusionopt

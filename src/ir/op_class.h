@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <unordered_set>
 
 #include "ir/graph.h"
 
@@ -36,11 +37,28 @@ OpClass ClassifyOp(std::string_view domain, std::string_view op_type);
 // deterministic results: what a rewrite may move, merge or evaluate at optimize time.
 bool IsPure(const Node& node);
 
-// Whether running the node launches a kernel (views, shape arithmetic and constants do not).
+// Whether running the node launches a kernel by its op (views, shape arithmetic and
+// constants do not). FindLaunchFreeNodes refines this with what the node reads.
 bool LaunchesKernel(const Node& node);
 
-// Kernels one inference is expected to launch: every launching node of the graph, plus the
-// nodes of every subgraph counted once (a branch or loop body's real count depends on data).
-int64_t EstimateKernelLaunches(const Graph& graph);
+// Nodes that launch no kernel per inference although their op would:
+// - load_time: pure nodes computed from constants alone (a ConstantOfShape weight, a
+//   Transpose of an initializer). A runtime computes them once when it loads the model.
+// - host: integer/bool arithmetic on shapes and integer constants (Shape → Gather → Concat,
+//   position ids sliced from a constant buffer). Backends compute these on the host, as
+//   onnxruntime's GPU providers do with shape subgraphs.
+// Constants are initializers callers cannot override and Constant nodes.
+struct LaunchFreeNodes {
+  std::unordered_set<const Node*> load_time;
+  std::unordered_set<const Node*> host;
+  bool contains(const Node* node) const { return load_time.count(node) || host.count(node); }
+};
+LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable);
+
+// Kernels one inference is expected to launch: every node that launches a kernel and is not
+// launch-free, plus the nodes of every subgraph counted once (a branch or loop body's real
+// count depends on data).
+int64_t EstimateKernelLaunches(const Graph& graph, bool initializers_overridable);
+int64_t EstimateKernelLaunches(const Model& model);
 
 }  // namespace fusionopt

@@ -33,8 +33,8 @@
 // it refuses is shortened from its end. (A residual operand cannot depend on the chain: every
 // value inside has the next step as its only reader.)
 //
-// Limits: ConvTranspose and Einsum are not matched. The composite pass runs first and may take
-// a GELU or SiLU as its own node, which then ends the chain.
+// Limits: ConvTranspose and Einsum are not matched. This pass runs before fuse-composites, so
+// a GELU or SiLU after a contraction joins its chain rather than becoming a node of its own.
 #include "passes/fuse_contraction_epilogues.h"
 
 #include <unordered_set>

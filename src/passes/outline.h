@@ -10,9 +10,10 @@
 // group's values that are read outside it or are graph outputs (same Value objects: names,
 // types and readers are untouched). Scalar constants the group reads are copied into the
 // body as Constant nodes, so they are compiled into the kernel instead of passed at run time.
-// The body is canonical (values renamed x0.., t0.., y0..), so identical groups share one
+// The body is canonical (values renamed x0.., c0.., t0.., y0..), so identical groups share one
 // function. The node records the replaced nodes' names in its `fused_nodes` attribute
-// (declared by the function, unused by its body): inspect, --report and bench read it.
+// (declared by the function, unused by its body), so a reader of the model can trace every
+// kernel back to the original nodes.
 //
 // Legality the outliner checks itself (each a rejection reason, not a crash): the members are
 // pure nodes of one graph without subgraphs, and the group is convex — no path leaves the
@@ -32,7 +33,7 @@ inline constexpr const char* kFusedNodesAttribute = "fused_nodes";
 
 struct FusionGroup {
   std::vector<Node*> nodes;  // the members, any order
-  std::string kind;          // "elementwise", "conv_epilogue", "layernorm", ... (report only)
+  std::string kind;          // "elementwise", "contraction_epilogue", "layernorm", ... (report only)
   std::string name;          // function name stem, e.g. "FusedConvAddRelu"
 };
 

@@ -45,12 +45,12 @@ struct Rejection {
   static constexpr size_t kMaxExamples = 5;
 };
 
-// One fused node of the result and what it replaced (for --report, inspect and bench).
+// One fused node of the result and what it replaced (for --report).
 struct FusionRecord {
   std::string pass;
   std::string node;                   // the ai.fusionopt node's name
   std::string function;               // the function it calls
-  std::string kind;                   // "elementwise", "conv_epilogue", "layernorm", ...
+  std::string kind;                   // "elementwise", "contraction_epilogue", "layernorm", ...
   std::vector<std::string> replaced;  // names of the original nodes, in graph order
 };
 

@@ -45,11 +45,18 @@ Status Dump(const Model& model, const PipelineOptions& options, size_t index, co
   return Status::Ok();
 }
 
-bool InitializersOutsideInputs(const Graph& graph) {
-  for (const Value* initializer : graph.initializers()) {
-    if (!initializer->is_graph_input()) return true;
+// IR 3 demands that every initializer be a graph input, and the passes add initializers (folded
+// constants and weights): an optimized IR 3 model moves to IR 4, where the old listings are
+// dropped (they were never feedable) and the weights the passes folded away go with them.
+void MoveToIrFour(Model& model) {
+  RaiseIrVersion(model, 4);
+  Graph& graph = *model.graph;
+  std::vector<Value*> initializers = graph.initializers();
+  for (Value* initializer : initializers) {
+    if (initializer->uses().empty() && !initializer->is_graph_input() && !initializer->is_graph_output()) {
+      graph.RemoveInitializer(initializer);
+    }
   }
-  return false;
 }
 
 bool ShouldCheck(const PipelineOptions& options) {
@@ -125,10 +132,8 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
       FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, index, name));
     }
   }
-  // IR 3 demands that every initializer be a graph input; the passes add initializers (folded
-  // constants, folded weights), so such a model moves to IR 4.
   bool changed = std::any_of(report.passes.begin(), report.passes.end(), [](const auto& pass) { return pass.changed; });
-  if (changed && model.ir_version < 4 && InitializersOutsideInputs(*model.graph)) RaiseIrVersion(model, 4);
+  if (changed && model.ir_version < 4) MoveToIrFour(model);
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

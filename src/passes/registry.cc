@@ -62,14 +62,14 @@ const std::vector<std::string>& LevelOne() {
 
 const std::vector<std::string>& LevelTwo() {
   static const std::vector<std::string> passes = {
-      // Composites first: LayerNorm/RMSNorm (with their residual Add), Softmax with its scale
-      // and mask, GELU and SiLU are claimed whole before the passes below split them into
-      // epilogue and elementwise pieces that no row kernel could run.
-      "fuse-composites",
-      // Epilogues before elementwise groups, so a contraction keeps its bias, residual and
-      // activation (one oneDNN call) instead of an elementwise group eating them; after the
-      // composites, which claim whole LayerNorm/Softmax/GELU patterns first.
+      // Epilogues first: a contraction takes its bias, residual and activation — GELU and SiLU
+      // included — into one oneDNN call with post-ops. Were the composites first, a GELU after
+      // MatMul+bias would become its own kernel next to the MatMul's.
       "fuse-contraction-epilogues",
+      // Then the composites: LayerNorm/RMSNorm (with a residual Add the epilogues left), Softmax
+      // with its scale and mask, and GELU/SiLU not after a contraction, claimed whole before
+      // the elementwise pass could split them into pieces no row kernel runs.
+      "fuse-composites",
       // Last fusion: whatever elementwise ops the patterns above left, in maximal groups.
       "fuse-elementwise",
       "eliminate-dead-code",
@@ -90,8 +90,8 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<MatMulAddToGemm>(1),
       Describe<ShareDuplicateInitializers>(1),
       Describe<EliminateCommonSubexpressions>(1),
-      Describe<FuseComposites>(2),
       Describe<FuseContractionEpilogues>(2),
+      Describe<FuseComposites>(2),
       Describe<FuseElementwise>(2),
   };
   return passes;

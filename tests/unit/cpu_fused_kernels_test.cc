@@ -130,6 +130,15 @@ TEST_CASE("Conv + bias + Relu and Conv + residual + Relu run as one kernel", "[c
   REQUIRE(first.fused.stats.kernels_launched == 4);
   Comparison second = Compare(text, {"conv2", "residual", "relu6"}, feeds);
   REQUIRE(second.fused.stats.kernels_launched == 4);
+
+  // A two-input Sum is the residual Add of light ResNet-50; a three-input one is no post-op.
+  std::string with_sum = text;
+  with_sum.replace(with_sum.find("Add(%r, %e)"), 11, "Sum(%r, %e)");
+  Comparison summed = Compare(with_sum, {"conv2", "residual", "relu6"}, feeds);
+  REQUIRE(summed.fused.stats.kernels_launched == 4);
+  std::string three = text;
+  three.replace(three.find("Add(%r, %e)"), 11, "Sum(%r, %e, %r)");
+  REQUIRE(Compare(three, {"conv2", "residual", "relu6"}, feeds).fused.stats.kernels_launched == 5);
 }
 
 TEST_CASE("an epilogue post-ops cannot express runs as the contraction and one program", "[cpu][fused]") {

@@ -1,5 +1,5 @@
-// Shared by the O2 fusion passes' tests. The CPU runtime does not execute ai.fusionopt nodes
-// itself yet, so a fused model is checked the way a runtime that inlines functions sees it:
+// Shared by the O2 fusion passes' tests. Besides running fused nodes on the CPU runtime, a
+// fused model is checked the way a runtime that inlines functions sees it:
 // InlineFusedNodes puts each function body back in place of its call, and the inlined model
 // must compute what the original computes. That also checks the body is a faithful copy of
 // the nodes it replaced.

@@ -169,12 +169,11 @@ graph main (float[2] %x, float[2] %w) -> (float[2] %y)
 
   // IR 3: every initializer is listed as an input and none can be overridden, so the Neg
   // folds. IR 3 would need the new %n listed as an input too; the pipeline moves the model to
-  // IR 4 instead, where the listing of %w (never feedable) is dropped.
+  // IR 4 instead, where the listing of %w (never feedable) is dropped, and %w with it.
   ExpectRewrite("ir_version 3\n" + graph, kPass, R"(
 ir_version 4
 opset "" 9
 graph main (float[2] %x) -> (float[2] %y)
-  init float[2] %w = [1.0, 2.0]
   init float[2] %n = [-1.0, -2.0]
 {
   %y = Add(%x, %n) @add

@@ -6,6 +6,7 @@
 
 #include "ir/graph.h"
 #include "ir/op_class.h"
+#include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
 #include "passes/outline.h"
@@ -308,5 +309,34 @@ graph main (float[2,3] %x) -> (float[6] %y, int64[2] %s)
 }
 )");
   REQUIRE(ClassifyOp(*FindNodeByOp(*model->graph, "Exp")) == OpClass::kElementwise);
-  REQUIRE(EstimateKernelLaunches(*model->graph) == 1);
+  REQUIRE(EstimateKernelLaunches(*model) == 1);
+}
+
+TEST_CASE("nodes computed from constants or on the host launch nothing", "[passes]") {
+  auto model = Parse(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,3] %x, float[3] %overridable) -> (float[N,3] %y, int64[2] %shape2)
+  init int64[1] %dims = [3]
+  init int64[] %zero = [0]
+  init int64[1] %one = [1]
+  init float[3] %overridable = [1.0, 2.0, 3.0]
+{
+  %weight = ConstantOfShape(%dims) {value: tensor float[1] [0.5]} @load_time
+  %shape = Shape(%x) @shape
+  %batch = Gather(%shape, %zero) @host_gather
+  %batch1 = Unsqueeze(%batch, %zero) @view
+  %shape2 = Concat(%batch1, %one) {axis: 0} @host_concat
+  %scaled = Mul(%x, %weight) @device_mul
+  %y = Add(%scaled, %overridable) @device_add
+}
+)");
+  InferShapes(*model);
+  LaunchFreeNodes free = FindLaunchFreeNodes(*model->graph, /*initializers_overridable=*/true);
+  REQUIRE(free.load_time.count(FindNode(*model->graph, "load_time")));
+  REQUIRE(free.host.count(FindNode(*model->graph, "host_gather")));
+  REQUIRE(free.host.count(FindNode(*model->graph, "host_concat")));
+  REQUIRE_FALSE(free.contains(FindNode(*model->graph, "device_mul")));
+  REQUIRE_FALSE(free.contains(FindNode(*model->graph, "device_add")));  // %overridable may be fed
+  REQUIRE(EstimateKernelLaunches(*model) == 2);
 }

@@ -1,0 +1,84 @@
+// What a session computes ahead (from constants alone) and what it counts as a launch.
+#include <catch2/catch.hpp>
+
+#include "cpu_runtime/session.h"
+#include "ir/shape_inference.h"
+#include "ir/text_format.h"
+
+using namespace fusionopt;
+using namespace fusionopt::cpu;
+
+namespace {
+
+constexpr const char* kModel = R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[3] %bias) -> (float[2,3] %y, int64[2] %shape2)
+  init int64[1] %dims = [3]
+  init int64[] %zero = [0]
+  init int64[1] %one = [1]
+  init float[3] %bias = [1.0, 2.0, 3.0]
+{
+  %weight = ConstantOfShape(%dims) {value: tensor float[1] [0.5]}
+  %shape = Shape(%x)
+  %rows = Gather(%shape, %zero)
+  %rows1 = Unsqueeze(%rows, %zero)
+  %shape2 = Concat(%rows1, %one) {axis: 0}
+  %scaled = Mul(%x, %weight)
+  %y = Add(%scaled, %bias)
+}
+)";
+
+RtTensor Floats(std::vector<int64_t> dims, std::vector<float> values) {
+  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
+  std::copy(values.begin(), values.end(), tensor.data<float>());
+  return tensor;
+}
+
+}  // namespace
+
+TEST_CASE("constant-only nodes run once when prepared; shape arithmetic launches nothing", "[cpu]") {
+  auto model = ParseModel(kModel);
+  REQUIRE(model.ok());
+  InferShapes(**model);  // as the loader does: host arithmetic is recognised by its int64 results
+  auto session = Session::Create(**model);
+  REQUIRE(session.ok());
+  RunStats stats;
+  auto outputs = (*session)->Run({{"x", Floats({2, 3}, {1, 2, 3, 4, 5, 6})}}, &stats);
+  REQUIRE(outputs.ok());
+  // ConstantOfShape was computed at Create; Shape/Gather/Unsqueeze/Concat run on the host;
+  // Mul and Add are the only launches. %bias may be fed (IR 8), so it is not folded in.
+  REQUIRE(stats.kernels_launched == 2);
+  REQUIRE(stats.nodes_executed == 6);
+  const float* y = (*outputs)[0].tensor.data<float>();
+  REQUIRE(std::vector<float>(y, y + 6) == std::vector<float>{1.5, 3, 4.5, 3, 4.5, 6});
+  const int64_t* shape = (*outputs)[1].tensor.data<int64_t>();
+  REQUIRE(std::vector<int64_t>(shape, shape + 2) == std::vector<int64_t>{2, 1});
+
+  // A fed %bias replaces the initializer's value.
+  auto fed = (*session)->Run({{"x", Floats({2, 3}, {1, 2, 3, 4, 5, 6})}, {"bias", Floats({3}, {0, 0, 0})}}, &stats);
+  REQUIRE(fed.ok());
+  REQUIRE((*fed)[0].tensor.data<float>()[0] == 0.5f);
+}
+
+TEST_CASE("a constant node that cannot be computed ahead fails when it runs, naming it", "[cpu]") {
+  // Gather with an out-of-range constant index fails ahead of time; the error must come from
+  // the run (the node might have sat in a branch that never runs), not from Create.
+  auto model = ParseModel(R"(
+ir_version 8
+opset "" 17
+graph main (float[2] %x) -> (float[2] %y)
+  init float[2] %table = [1.0, 2.0]
+  init int64[1] %index = [5]
+{
+  %g = Gather(%table, %index) @bad_gather
+  %y = Add(%x, %g)
+}
+)");
+  REQUIRE(model.ok());
+  auto session = Session::Create(**model);
+  REQUIRE(session.ok());
+  auto outputs = (*session)->Run({{"x", Floats({2}, {1, 2})}});
+  REQUIRE_FALSE(outputs.ok());
+  REQUIRE_THAT(outputs.status().message(), Catch::Contains("bad_gather"));
+}
