@@ -53,6 +53,8 @@ struct Instr {
 struct Program {
   int num_inputs = 0;
   std::vector<DataType> register_dtypes;  // inputs first, then temporaries
+  // Each temporary is the destination of exactly one instruction and inputs of none: the
+  // engine keeps input tiles and constants in registers across tiles.
   std::vector<Instr> code;
   std::vector<int> outputs;               // registers stored to the outputs, in order
   // Short description for errors and traces: "Add", "fused(Mul,Add,Relu)".

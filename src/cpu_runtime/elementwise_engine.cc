@@ -1,137 +1,23 @@
-// Program building, numpy broadcasting and the tiled single-pass evaluation loop.
+// Numpy broadcasting and the tiled single-pass evaluation loop.
+//
+// The output is walked in tiles of at most kTile elements that never straddle a row (the
+// innermost merged axis, see MakeLayout), so every input is, per row, a contiguous run or one
+// repeated value:
+//  - long rows get tiles within one row: an input walking the row is a plain slice of its
+//    tensor, and an input broadcast along the row is one value, filled once and kept while it
+//    repeats;
+//  - short rows get tiles of several whole rows, which amortise the per-tile work: inputs laid
+//    out like the output are slices, inputs that repeat the same rows in every tile (a bias
+//    over the last axis) are loaded once, and the rest are gathered row by row.
+// Slices stored as the register's lane type (inputs, and every output) are used in place, which
+// saves a pass through L1 per operand on bandwidth-bound programs.
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
-#include <optional>
 
 #include "cpu_runtime/elementwise_internal.h"
 
 namespace fusionopt::cpu::ew {
-
-std::optional<Lane> LaneOf(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat: case DataType::kFloat16: case DataType::kBFloat16: return Lane::kF32;
-    case DataType::kDouble: return Lane::kF64;
-    case DataType::kBool: return Lane::kBool;
-    case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64:
-    case DataType::kUint8: case DataType::kUint16: case DataType::kUint32: case DataType::kUint64:
-      return Lane::kI64;
-    default: return std::nullopt;
-  }
-}
-
-bool StoredAsLane(DataType dtype, Lane lane) {
-  switch (dtype) {
-    case DataType::kFloat: return lane == Lane::kF32;
-    case DataType::kDouble: return lane == Lane::kF64;
-    case DataType::kInt64: return lane == Lane::kI64;
-    case DataType::kBool: return lane == Lane::kBool;
-    default: return false;
-  }
-}
-
-// ---------------------------------------------------------------- builder
-
-namespace {
-
-bool IsComparison(Op op) {
-  return op == Op::kEqual || op == Op::kLess || op == Op::kLessOrEqual || op == Op::kGreater ||
-         op == Op::kGreaterOrEqual;
-}
-
-bool IsPredicate(Op op) {
-  return op == Op::kIsNaN || op == Op::kIsInf || op == Op::kIsInfPositive || op == Op::kIsInfNegative;
-}
-
-size_t Arity(Op op) {
-  if (op == Op::kWhere || op == Op::kClip) return 3;
-  switch (op) {
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow: case Op::kMax:
-    case Op::kMin: case Op::kModInteger: case Op::kModFloat: case Op::kPRelu: case Op::kBitShiftLeft:
-    case Op::kBitShiftRight: case Op::kBitwiseAnd: case Op::kBitwiseOr: case Op::kBitwiseXor:
-    case Op::kAnd: case Op::kOr: case Op::kXor:
-      return 2;
-    default:
-      return IsComparison(op) ? 2 : 1;
-  }
-}
-
-}  // namespace
-
-ProgramBuilder::ProgramBuilder(const std::vector<DataType>& input_dtypes) {
-  program_.num_inputs = static_cast<int>(input_dtypes.size());
-  program_.register_dtypes = input_dtypes;
-}
-
-int ProgramBuilder::NewRegister(DataType dtype) {
-  program_.register_dtypes.push_back(dtype);
-  return static_cast<int>(program_.register_dtypes.size() - 1);
-}
-
-Result<int> ProgramBuilder::Convert(int reg, DataType to) {
-  if (dtype(reg) == to) return reg;
-  if (!LaneOf(to)) return Unsupported("cannot compute " + std::string(NameOf(to)) + " values");
-  int dst = NewRegister(to);
-  program_.code.push_back(Instr{Op::kConvert, dst, reg});
-  return dst;
-}
-
-Result<int> ProgramBuilder::Fill(double value, DataType dtype) {
-  if (!LaneOf(dtype)) return Unsupported("cannot compute " + std::string(NameOf(dtype)) + " values");
-  int dst = NewRegister(dtype);
-  Instr instr{Op::kFill, dst};
-  instr.value = value;
-  program_.code.push_back(instr);
-  return dst;
-}
-
-Result<int> ProgramBuilder::Emit(Op op, const std::vector<int>& operands, float alpha, float beta) {
-  FUSIONOPT_CHECK(operands.size() == Arity(op), "operand count matches the op");
-  for (int reg : operands) {
-    if (!LaneOf(dtype(reg))) {
-      return Unsupported("elementwise ops on " + std::string(NameOf(dtype(reg))) + " are not supported");
-    }
-  }
-  std::vector<int> regs = operands;
-  // Where's value operands and every other op's operands share one dtype: ONNX requires it,
-  // except Pow's exponent and PRelu's slope, which are converted to the base's dtype.
-  size_t first_value = op == Op::kWhere ? 1 : 0;
-  DataType value_dtype = dtype(regs[first_value]);
-  for (size_t i = first_value + 1; i < regs.size(); ++i) {
-    if (dtype(regs[i]) == value_dtype) continue;
-    if (op != Op::kPow && op != Op::kPRelu && op != Op::kClip) {
-      return InvalidModel("operands have different types: " + std::string(NameOf(value_dtype)) + " and " +
-                          std::string(NameOf(dtype(regs[i]))));
-    }
-    FUSIONOPT_ASSIGN_OR_RETURN(regs[i], Convert(regs[i], value_dtype));
-  }
-  if (op == Op::kWhere && dtype(regs[0]) != DataType::kBool) {
-    return InvalidModel("Where's condition must be bool, not " + std::string(NameOf(dtype(regs[0]))));
-  }
-  bool gives_bool = IsComparison(op) || IsPredicate(op);
-  DataType result = gives_bool ? DataType::kBool : value_dtype;
-  Lane operand_lane = *LaneOf(value_dtype);
-  if (!Supports(op, operand_lane, *LaneOf(result))) {
-    return Unsupported("this op is not defined for " + std::string(NameOf(value_dtype)) + " values");
-  }
-  int dst = NewRegister(result);
-  Instr instr{op, dst};
-  instr.a = regs[0];
-  instr.b = regs.size() > 1 ? regs[1] : -1;
-  instr.c = regs.size() > 2 ? regs[2] : -1;
-  instr.alpha = alpha;
-  instr.beta = beta;
-  program_.code.push_back(instr);
-  return dst;
-}
-
-Program ProgramBuilder::Finish(std::string label) {
-  program_.label = std::move(label);
-  return std::move(program_);
-}
-
-// ---------------------------------------------------------------- broadcasting
 
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<const RtTensor*>& inputs) {
   size_t rank = 0;
@@ -202,187 +88,261 @@ Layout MakeLayout(const std::vector<int64_t>& out_dims, const std::vector<const 
   return layout;
 }
 
-template <typename Src, typename Dst>
-void LoadRun(Dst* dst, const Src* src, int64_t stride, int n) {
-  if (stride == 0) {
-    Dst value = static_cast<Dst>(src[0]);
-    std::fill(dst, dst + n, value);
-  } else {
-    for (int i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
-  }
-}
-
-template <typename Dst, typename Convert>
-void LoadRunConverted(Dst* dst, const uint16_t* src, int64_t stride, int n, Convert convert) {
-  if (stride == 0) {
-    std::fill(dst, dst + n, static_cast<Dst>(convert(src[0])));
-  } else {
-    for (int i = 0; i < n; ++i) dst[i] = static_cast<Dst>(convert(src[i]));
-  }
-}
-
-// Copies `n` elements of `input` starting at element `offset` (stride 0 or 1) into `dst`,
-// converting to the register's lane.
-template <typename Dst>
-void LoadTyped(Dst* dst, const RtTensor& input, int64_t offset, int64_t stride, int n) {
-  const uint8_t* base = input.raw();
-  switch (input.dtype()) {
-    case DataType::kFloat: return LoadRun(dst, reinterpret_cast<const float*>(base) + offset, stride, n);
-    case DataType::kDouble: return LoadRun(dst, reinterpret_cast<const double*>(base) + offset, stride, n);
-    case DataType::kFloat16:
-      return LoadRunConverted(dst, reinterpret_cast<const uint16_t*>(base) + offset, stride, n, HalfToFloat);
-    case DataType::kBFloat16:
-      return LoadRunConverted(dst, reinterpret_cast<const uint16_t*>(base) + offset, stride, n, BFloat16ToFloat);
-    case DataType::kInt64: return LoadRun(dst, reinterpret_cast<const int64_t*>(base) + offset, stride, n);
-    case DataType::kInt32: return LoadRun(dst, reinterpret_cast<const int32_t*>(base) + offset, stride, n);
-    case DataType::kInt16: return LoadRun(dst, reinterpret_cast<const int16_t*>(base) + offset, stride, n);
-    case DataType::kInt8: return LoadRun(dst, reinterpret_cast<const int8_t*>(base) + offset, stride, n);
-    case DataType::kUint64: return LoadRun(dst, reinterpret_cast<const uint64_t*>(base) + offset, stride, n);
-    case DataType::kUint32: return LoadRun(dst, reinterpret_cast<const uint32_t*>(base) + offset, stride, n);
-    case DataType::kUint16: return LoadRun(dst, reinterpret_cast<const uint16_t*>(base) + offset, stride, n);
-    case DataType::kUint8: case DataType::kBool:
-      return LoadRun(dst, reinterpret_cast<const uint8_t*>(base) + offset, stride, n);
-    default: FUSIONOPT_CHECK(false, "dtype validated by the builder");
-  }
-}
-
-void Load(const TileRegisters& regs, int reg, const RtTensor& input, int64_t offset, int64_t stride,
-          int at, int n) {
-  switch (regs.lane(reg)) {
-    case Lane::kF32: return LoadTyped(regs.at<float>(reg) + at, input, offset, stride, n);
-    case Lane::kF64: return LoadTyped(regs.at<double>(reg) + at, input, offset, stride, n);
-    case Lane::kI64: return LoadTyped(regs.at<int64_t>(reg) + at, input, offset, stride, n);
-    case Lane::kBool: return LoadTyped(regs.at<uint8_t>(reg) + at, input, offset, stride, n);
-  }
-}
-
-template <typename Src, typename Dst>
-void StoreRun(Dst* dst, const Src* src, int n) {
-  for (int i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
-}
-
-template <typename Src>
-void StoreTyped(const Src* src, RtTensor& output, int64_t offset, int n) {
-  uint8_t* base = output.raw();
-  switch (output.dtype()) {
-    case DataType::kFloat: return StoreRun(reinterpret_cast<float*>(base) + offset, src, n);
-    case DataType::kDouble: return StoreRun(reinterpret_cast<double*>(base) + offset, src, n);
-    case DataType::kFloat16:
-      for (int i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(base)[offset + i] = FloatToHalf(static_cast<float>(src[i]));
-      return;
-    case DataType::kBFloat16:
-      for (int i = 0; i < n; ++i) {
-        reinterpret_cast<uint16_t*>(base)[offset + i] = FloatToBFloat16(static_cast<float>(src[i]));
-      }
-      return;
-    case DataType::kInt64: return StoreRun(reinterpret_cast<int64_t*>(base) + offset, src, n);
-    case DataType::kInt32: return StoreRun(reinterpret_cast<int32_t*>(base) + offset, src, n);
-    case DataType::kInt16: return StoreRun(reinterpret_cast<int16_t*>(base) + offset, src, n);
-    case DataType::kInt8: return StoreRun(reinterpret_cast<int8_t*>(base) + offset, src, n);
-    case DataType::kUint64: return StoreRun(reinterpret_cast<uint64_t*>(base) + offset, src, n);
-    case DataType::kUint32: return StoreRun(reinterpret_cast<uint32_t*>(base) + offset, src, n);
-    case DataType::kUint16: return StoreRun(reinterpret_cast<uint16_t*>(base) + offset, src, n);
-    case DataType::kUint8: return StoreRun(reinterpret_cast<uint8_t*>(base) + offset, src, n);
-    case DataType::kBool:
-      for (int i = 0; i < n; ++i) base[offset + i] = src[i] != Src(0);
-      return;
-    default: FUSIONOPT_CHECK(false, "dtype validated by the builder");
-  }
-}
-
-void Store(const TileRegisters& regs, int reg, RtTensor& output, int64_t offset, int n) {
-  switch (regs.lane(reg)) {
-    case Lane::kF32: return StoreTyped(regs.at<float>(reg), output, offset, n);
-    case Lane::kF64: return StoreTyped(regs.at<double>(reg), output, offset, n);
-    case Lane::kI64: return StoreTyped(regs.at<int64_t>(reg), output, offset, n);
-    case Lane::kBool: return StoreTyped(regs.at<uint8_t>(reg), output, offset, n);
-  }
-}
-
-// Gathers the tile [start, start + n) of every input into its register, walking runs along
-// the innermost merged axis.
-void GatherTile(const Layout& layout, const std::vector<const RtTensor*>& inputs, const TileRegisters& regs,
-                int64_t start, int n) {
-  size_t rank = layout.dims.size();
-  std::vector<int64_t> index(rank);
-  int64_t rest = start;
-  for (size_t axis = rank; axis-- > 0;) {
-    index[axis] = rest % layout.dims[axis];
-    rest /= layout.dims[axis];
-  }
-  int done = 0;
-  while (done < n) {
-    int run = static_cast<int>(std::min<int64_t>(layout.dims[rank - 1] - index[rank - 1], n - done));
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      int64_t offset = 0;
-      for (size_t axis = 0; axis < rank; ++axis) offset += index[axis] * layout.strides[k][axis];
-      Load(regs, static_cast<int>(k), *inputs[k], offset, layout.strides[k][rank - 1], done, run);
-    }
-    done += run;
-    index[rank - 1] += run;
-    for (size_t axis = rank - 1; axis > 0 && index[axis] == layout.dims[axis]; --axis) {
-      index[axis] = 0;
-      ++index[axis - 1];
-    }
-  }
-}
-
-// When every input is contiguous or a broadcast scalar over one merged axis, each tile is a
-// plain slice of every operand: inputs stored as their lane type are read in place, outputs
-// stored as their lane type are written in place, and only the rest go through the register
-// copies.
-struct DirectTiles {
-  std::vector<bool> input_in_place;
-  std::vector<bool> output_in_place;
-
-  DirectTiles(const Layout& layout, const std::vector<const RtTensor*>& inputs,
-              const std::vector<RtTensor*>& outputs, const Program& program) {
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      Lane lane = *LaneOf(program.register_dtypes[k]);
-      input_in_place.push_back(layout.strides[k][0] == 1 && StoredAsLane(inputs[k]->dtype(), lane));
-    }
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      int reg = program.outputs[i];
-      bool written_once = std::count(program.outputs.begin(), program.outputs.end(), reg) == 1;
-      Lane lane = *LaneOf(program.register_dtypes[static_cast<size_t>(reg)]);
-      output_in_place.push_back(reg >= program.num_inputs && written_once &&
-                                StoredAsLane(outputs[i]->dtype(), lane));
-    }
-  }
-
-  void Run(const Layout& layout, const std::vector<const RtTensor*>& inputs,
-           const std::vector<RtTensor*>& outputs, const Program& program, TileRegisters& regs,
-           int64_t start, int n) const {
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      int reg = static_cast<int>(k);
-      const RtTensor& input = *inputs[k];
-      if (input_in_place[k]) {
-        regs.Bind(reg, const_cast<uint8_t*>(input.raw()) + start * ByteSizeOf(input.dtype(), 1));
-      } else {
-        int64_t stride = layout.strides[k][0];
-        Load(regs, reg, input, start * stride, stride, 0, n);
-      }
-    }
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (output_in_place[i]) {
-        regs.Bind(program.outputs[i], outputs[i]->raw() + start * ByteSizeOf(outputs[i]->dtype(), 1));
-      }
-    }
-    for (const Instr& instruction : program.code) Execute(regs, instruction, n);
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!output_in_place[i]) Store(regs, program.outputs[i], *outputs[i], start, n);
-    }
-  }
+// How a tile's values of one input reach its register.
+enum class Access : uint8_t {
+  kBind,    // a contiguous slice stored as the lane type: read in place
+  kCopy,    // a contiguous slice stored as another type: converted into the register
+  kFill,    // one value for the whole tile
+  kRepeat,  // the same rows in every tile (a row-broadcast input): loaded once
+  kRows,    // gathered row by row
 };
 
-}  // namespace
+struct InputAccess {
+  Access access;
+  int64_t inner_stride;  // elements per step along a row: 1 or 0
+  size_t element_size;
+};
 
-TileRegisters::TileRegisters(const Program& program)
-    : storage_(program.register_dtypes.size() * kTile),
-      bound_(program.register_dtypes.size(), nullptr),
-      dtypes_(program.register_dtypes) {
-  for (DataType dtype : dtypes_) lanes_.push_back(*LaneOf(dtype));
+struct OutputAccess {
+  bool in_place;
+  size_t element_size;
+};
+
+// Where one thread stands in one input.
+struct InputCursor {
+  int64_t row_offset = 0;  // the element at the start of the thread's current row
+  // kFill/kRepeat: the element offset and length the register still holds, so that a value
+  // repeated over consecutive tiles is filled once.
+  int64_t filled_from = -1;
+  int filled_count = 0;
+};
+
+// One thread's registers and row cursor.
+struct Workspace {
+  Workspace(const Program& program, int capacity, size_t rank)
+      : regs(program, capacity), inputs(static_cast<size_t>(program.num_inputs)), index(rank, 0) {}
+
+  TileRegisters regs;
+  int64_t row = 0;                  // a row of the output
+  std::vector<InputCursor> inputs;
+  std::vector<int64_t> index;       // the row's index over the outer axes
+};
+
+// Decided once per evaluation: the tiling, and how each operand is reached.
+class TilePlan {
+ public:
+  TilePlan(const Program& program, Layout layout, const std::vector<const RtTensor*>& inputs,
+           const std::vector<RtTensor*>& outputs, int64_t total);
+
+  int64_t tiles() const { return tiles_; }
+  Workspace NewWorkspace() const;
+  void Run(Workspace& workspace, int64_t tile) const;
+
+ private:
+  void PlanTiles();
+  void PlanInputs();
+  void PlanOutputs();
+  void SeekRow(Workspace& workspace, int64_t row) const;
+  void NextRow(Workspace& workspace) const;
+  void LoadInput(Workspace& workspace, size_t k, int64_t begin, int n) const;
+  void GatherRows(Workspace& workspace, int rows) const;
+
+  const Program& program_;
+  const Layout layout_;
+  const std::vector<const RtTensor*>& inputs_;
+  const std::vector<RtTensor*>& outputs_;
+  int64_t total_;
+  int64_t inner_;          // elements per row
+  int64_t rows_;
+  int64_t rows_per_tile_;  // 1: tiles within a row
+  int64_t tiles_per_row_;  // > 1 only for rows longer than a tile
+  int tile_length_;        // elements of a full tile
+  int64_t tiles_;
+  std::vector<InputAccess> input_access_;
+  std::vector<size_t> gathered_;     // inputs with Access::kRows
+  std::vector<OutputAccess> output_access_;
+  std::vector<Instr> hoisted_;       // constants, filled once per workspace
+  std::vector<Instr> tile_code_;     // the rest of the program when constants are hoisted
+};
+
+TilePlan::TilePlan(const Program& program, Layout layout, const std::vector<const RtTensor*>& inputs,
+                   const std::vector<RtTensor*>& outputs, int64_t total)
+    : program_(program), layout_(std::move(layout)), inputs_(inputs), outputs_(outputs), total_(total) {
+  PlanTiles();
+  PlanInputs();
+  PlanOutputs();
 }
+
+void TilePlan::PlanTiles() {
+  inner_ = layout_.dims.back();
+  rows_ = total_ / inner_;
+  // Rows that fit in a tile twice or more are grouped into tiles of whole rows: measured on one
+  // thread with [rows, inner] + [inner] and + [rows, 1], tiles of 64 to 256 elements cost more
+  // in per-tile work than the grouped rows cost in gathering.
+  rows_per_tile_ = std::min<int64_t>(kTile / inner_, rows_);
+  if (rows_per_tile_ >= 2) {
+    tiles_per_row_ = 1;
+    tile_length_ = static_cast<int>(rows_per_tile_ * inner_);
+    tiles_ = (rows_ + rows_per_tile_ - 1) / rows_per_tile_;
+    return;
+  }
+  // Equal tiles per row, a multiple of 16 lanes long, rather than full tiles and a remnant.
+  rows_per_tile_ = 1;
+  int64_t per_row = (inner_ + kTile - 1) / kTile;
+  int64_t length = ((inner_ + per_row - 1) / per_row + 15) / 16 * 16;
+  tile_length_ = static_cast<int>(std::min(length, inner_));
+  tiles_per_row_ = (inner_ + tile_length_ - 1) / tile_length_;
+  tiles_ = rows_ * tiles_per_row_;
+}
+
+void TilePlan::PlanInputs() {
+  std::vector<int64_t> dense(layout_.dims.size(), 1);
+  for (size_t axis = dense.size() - 1; axis-- > 0;) dense[axis] = dense[axis + 1] * layout_.dims[axis + 1];
+  bool whole_rows = rows_per_tile_ > 1;
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    const std::vector<int64_t>& strides = layout_.strides[k];
+    int64_t inner_stride = strides.back();
+    bool same_every_row = std::all_of(strides.begin(), strides.end() - 1, [](int64_t s) { return s == 0; });
+    Lane lane = *LaneOf(program_.register_dtypes[k]);
+    size_t size = static_cast<size_t>(ByteSizeOf(inputs_[k]->dtype(), 1));
+    Access access;
+    if (whole_rows ? strides == dense : inner_stride == 1) {
+      access = StoredAsLane(inputs_[k]->dtype(), lane) ? Access::kBind : Access::kCopy;
+    } else if (inner_stride == 0 && (!whole_rows || same_every_row)) {
+      access = Access::kFill;
+    } else if (same_every_row) {
+      access = Access::kRepeat;
+    } else {
+      access = Access::kRows;
+      gathered_.push_back(k);
+    }
+    input_access_.push_back({access, inner_stride, size});
+  }
+}
+
+void TilePlan::PlanOutputs() {
+  // A register stored to several outputs is computed into the first and copied to the others;
+  // an input register stored as an output is copied, never bound over the input.
+  std::vector<bool> bound(program_.register_dtypes.size(), false);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    size_t reg = static_cast<size_t>(program_.outputs[i]);
+    Lane lane = *LaneOf(program_.register_dtypes[reg]);
+    bool in_place = static_cast<int>(reg) >= program_.num_inputs && !bound[reg] &&
+                    StoredAsLane(outputs_[i]->dtype(), lane);
+    if (in_place) bound[reg] = true;
+    output_access_.push_back({in_place, static_cast<size_t>(ByteSizeOf(outputs_[i]->dtype(), 1))});
+  }
+  // Registers are written by exactly one instruction (the builder makes a new one for every
+  // result), so a constant in an unbound register stays valid across tiles.
+  auto constant = [&](const Instr& instruction) {
+    return instruction.op == Op::kFill && !bound[static_cast<size_t>(instruction.dst)];
+  };
+  if (std::none_of(program_.code.begin(), program_.code.end(), constant)) return;
+  for (const Instr& instruction : program_.code) {
+    (constant(instruction) ? hoisted_ : tile_code_).push_back(instruction);
+  }
+}
+
+Workspace TilePlan::NewWorkspace() const {
+  Workspace workspace(program_, tile_length_, layout_.dims.size());
+  for (const Instr& instruction : hoisted_) Execute(workspace.regs, instruction, tile_length_);
+  return workspace;
+}
+
+void TilePlan::SeekRow(Workspace& workspace, int64_t row) const {
+  if (row == workspace.row) return;
+  if (row == workspace.row + 1) return NextRow(workspace);
+  workspace.row = row;
+  for (InputCursor& cursor : workspace.inputs) cursor.row_offset = 0;
+  int64_t rest = row;
+  for (size_t axis = layout_.dims.size() - 1; axis-- > 0;) {
+    workspace.index[axis] = rest % layout_.dims[axis];
+    rest /= layout_.dims[axis];
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      workspace.inputs[k].row_offset += workspace.index[axis] * layout_.strides[k][axis];
+    }
+  }
+}
+
+void TilePlan::NextRow(Workspace& workspace) const {
+  ++workspace.row;
+  for (size_t axis = layout_.dims.size() - 1; axis-- > 0;) {
+    for (size_t k = 0; k < inputs_.size(); ++k) workspace.inputs[k].row_offset += layout_.strides[k][axis];
+    if (++workspace.index[axis] < layout_.dims[axis] || axis == 0) return;
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      workspace.inputs[k].row_offset -= layout_.strides[k][axis] * layout_.dims[axis];
+    }
+    workspace.index[axis] = 0;
+  }
+}
+
+// Makes input `k`'s register hold the tile that starts `begin` elements into the cursor's row.
+void TilePlan::LoadInput(Workspace& workspace, size_t k, int64_t begin, int n) const {
+  const InputAccess& access = input_access_[k];
+  const RtTensor& input = *inputs_[k];
+  InputCursor& cursor = workspace.inputs[k];
+  TileRegisters& regs = workspace.regs;
+  int reg = static_cast<int>(k);
+  int64_t offset = cursor.row_offset + begin * access.inner_stride;
+  switch (access.access) {
+    case Access::kBind:
+      regs.Bind(reg, const_cast<uint8_t*>(input.raw()) + static_cast<size_t>(offset) * access.element_size);
+      return;
+    case Access::kCopy: return Load(regs, reg, input, offset, 1, 0, n);
+    case Access::kFill: case Access::kRepeat: {
+      int length = access.access == Access::kFill ? n : tile_length_;
+      if (cursor.filled_from == offset && cursor.filled_count >= length) return;
+      if (access.access == Access::kFill) {
+        Load(regs, reg, input, offset, 0, 0, n);
+      } else {
+        for (int at = 0; at < length; at += static_cast<int>(inner_)) {
+          Load(regs, reg, input, offset, 1, at, static_cast<int>(inner_));
+        }
+      }
+      cursor.filled_from = offset;
+      cursor.filled_count = length;
+      return;
+    }
+    case Access::kRows: return;  // GatherRows
+  }
+}
+
+// Loads the kRows inputs for `rows` whole rows from the cursor's, leaving the cursor on the last.
+void TilePlan::GatherRows(Workspace& workspace, int rows) const {
+  int length = static_cast<int>(inner_);
+  for (int r = 0; r < rows; ++r) {
+    if (r > 0) NextRow(workspace);
+    for (size_t k : gathered_) {
+      Load(workspace.regs, static_cast<int>(k), *inputs_[k], workspace.inputs[k].row_offset,
+           input_access_[k].inner_stride, r * length, length);
+    }
+  }
+}
+
+void TilePlan::Run(Workspace& workspace, int64_t tile) const {
+  int64_t row = tile / tiles_per_row_ * rows_per_tile_;
+  int64_t begin = tile % tiles_per_row_ * tile_length_;
+  int rows = static_cast<int>(std::min(rows_per_tile_, rows_ - row));
+  int n = rows_per_tile_ > 1 ? rows * static_cast<int>(inner_)
+                             : static_cast<int>(std::min<int64_t>(tile_length_, inner_ - begin));
+  int64_t start = row * inner_ + begin;  // in the (dense) outputs
+  SeekRow(workspace, row);
+  for (size_t k = 0; k < inputs_.size(); ++k) LoadInput(workspace, k, begin, n);
+  if (!gathered_.empty()) GatherRows(workspace, rows);
+  TileRegisters& regs = workspace.regs;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const OutputAccess& access = output_access_[i];
+    if (access.in_place) {
+      regs.Bind(program_.outputs[i], outputs_[i]->raw() + static_cast<size_t>(start) * access.element_size);
+    }
+  }
+  for (const Instr& instruction : hoisted_.empty() ? program_.code : tile_code_) Execute(regs, instruction, n);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (!output_access_[i].in_place) Store(regs, program_.outputs[i], *outputs_[i], start, n);
+  }
+}
+
+}  // namespace
 
 Status Evaluate(const Program& program, const std::vector<const RtTensor*>& inputs,
                 const std::vector<RtTensor*>& outputs) {
@@ -395,57 +355,16 @@ Status Evaluate(const Program& program, const std::vector<const RtTensor*>& inpu
   int64_t total = 1;
   for (int64_t dim : out_dims) total *= dim;
   if (total == 0) return Status::Ok();
-  Layout layout = MakeLayout(out_dims, inputs);
-  int64_t tiles = (total + kTile - 1) / kTile;
+  const TilePlan plan(program, MakeLayout(out_dims, inputs), inputs, outputs, total);
   bool parallel = total >= (int64_t{1} << 15) && omp_get_max_threads() > 1;
-  std::optional<DirectTiles> direct;
-  if (layout.dims.size() == 1) direct.emplace(layout, inputs, outputs, program);
 
 #pragma omp parallel if (parallel)
   {
-    TileRegisters regs(program);
+    Workspace workspace = plan.NewWorkspace();
 #pragma omp for schedule(static)
-    for (int64_t tile = 0; tile < tiles; ++tile) {
-      int64_t start = tile * kTile;
-      int n = static_cast<int>(std::min<int64_t>(kTile, total - start));
-      if (direct) {
-        direct->Run(layout, inputs, outputs, program, regs, start, n);
-        continue;
-      }
-      GatherTile(layout, inputs, regs, start, n);
-      for (const Instr& instruction : program.code) Execute(regs, instruction, n);
-      for (size_t i = 0; i < outputs.size(); ++i) Store(regs, program.outputs[i], *outputs[i], start, n);
-    }
+    for (int64_t tile = 0; tile < plan.tiles(); ++tile) plan.Run(workspace, tile);
   }
   return Status::Ok();
-}
-
-// ---------------------------------------------------------------- rounding
-
-void RoundToStorage(DataType dtype, void* values, int n) {
-  auto wrap = [&](auto narrow) {
-    auto* v = static_cast<int64_t*>(values);
-    for (int i = 0; i < n; ++i) v[i] = static_cast<int64_t>(static_cast<decltype(narrow)>(v[i]));
-  };
-  switch (dtype) {
-    case DataType::kFloat16: {
-      auto* v = static_cast<float*>(values);
-      for (int i = 0; i < n; ++i) v[i] = HalfToFloat(FloatToHalf(v[i]));
-      return;
-    }
-    case DataType::kBFloat16: {
-      auto* v = static_cast<float*>(values);
-      for (int i = 0; i < n; ++i) v[i] = BFloat16ToFloat(FloatToBFloat16(v[i]));
-      return;
-    }
-    case DataType::kInt32: return wrap(int32_t{});
-    case DataType::kInt16: return wrap(int16_t{});
-    case DataType::kInt8: return wrap(int8_t{});
-    case DataType::kUint32: return wrap(uint32_t{});
-    case DataType::kUint16: return wrap(uint16_t{});
-    case DataType::kUint8: return wrap(uint8_t{});
-    default: return;
-  }
 }
 
 }  // namespace fusionopt::cpu::ew

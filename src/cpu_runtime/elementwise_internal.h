@@ -1,7 +1,9 @@
-// Internals shared by the elementwise engine files: register lanes and tile storage.
+// Internals shared by the elementwise engine files: register lanes, tile storage, and moving
+// values between tensors and registers.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cpu_runtime/elementwise.h"
@@ -24,12 +26,15 @@ constexpr int kTile = 512;
 // L1 per operand on bandwidth-bound programs.
 class TileRegisters {
  public:
-  explicit TileRegisters(const Program& program);
+  // Room for `capacity` (at most kTile) elements per register: a small tensor's evaluation
+  // should not pay for clearing full tiles.
+  TileRegisters(const Program& program, int capacity);
   template <typename T>
   T* at(int reg) const {
     void* bound = bound_[static_cast<size_t>(reg)];
     if (bound != nullptr) return static_cast<T*>(bound);
-    return reinterpret_cast<T*>(const_cast<uint64_t*>(storage_.data()) + static_cast<size_t>(reg) * kTile);
+    return reinterpret_cast<T*>(const_cast<uint64_t*>(storage_.data()) +
+                                static_cast<size_t>(reg) * static_cast<size_t>(capacity_));
   }
   void Bind(int reg, void* memory) { bound_[static_cast<size_t>(reg)] = memory; }
   void* ptr(int reg) const { return at<uint8_t>(reg); }
@@ -37,6 +42,7 @@ class TileRegisters {
   DataType dtype(int reg) const { return dtypes_[static_cast<size_t>(reg)]; }
 
  private:
+  int capacity_;
   std::vector<uint64_t> storage_;
   std::vector<void*> bound_;
   std::vector<Lane> lanes_;
@@ -50,6 +56,15 @@ void RoundToStorage(DataType dtype, void* values, int n);
 
 // True when `dtype`'s storage is exactly `lane`'s in-register representation.
 bool StoredAsLane(DataType dtype, Lane lane);
+
+// Copies `n` elements of `input` from element `offset` into register `reg` at position `at`,
+// converting to the register's lane; `stride` is 1 (a run) or 0 (one value repeated).
+void Load(const TileRegisters& regs, int reg, const RtTensor& input, int64_t offset, int64_t stride, int at,
+          int n);
+
+// Writes the first `n` values of register `reg` to `output` from element `offset`, converting
+// to the output's dtype.
+void Store(const TileRegisters& regs, int reg, RtTensor& output, int64_t offset, int n);
 
 void Execute(const TileRegisters& regs, const Instr& instruction, int n);
 bool Supports(Op op, Lane operand, Lane result);

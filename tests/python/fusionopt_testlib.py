@@ -1,11 +1,13 @@
 """Helpers for the end-to-end tests: model locations, tiny model builders, file
-snapshots, and comparisons of ONNX models written by fusionopt against their inputs."""
+snapshots, comparisons of ONNX models written by fusionopt against their inputs, seeded
+model inputs, and runs on fusionopt and onnxruntime."""
 import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -15,7 +17,7 @@ SHARED_MODELS = REPO_ROOT / ".." / "shared" / "models"
 SHARED_MODELS_MISSING = (f"{SHARED_MODELS} is absent: the model-zoo models live outside the "
                          "repository (../shared/models from the project root)")
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_IO, EXIT_UNSUPPORTED = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_IO, EXIT_UNSUPPORTED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 
 
 # ---------------------------------------------------------------- model files
@@ -335,3 +337,131 @@ def assert_refines(reported_shape, declared_shape, what):
     for reported, declared in zip(reported_shape, declared_shape):
         if declared is not None:
             assert reported == declared, f"{what}: {reported_shape} contradicts {declared_shape}"
+
+
+# ---------------------------------------------------------------- model inputs
+
+# Symbolic dims of the inputs we generate: a batch of 2 shows batch mix-ups, a sequence of 16
+# stays inside every position table (at most 64 positions).
+SYMBOLIC_DIMS = {"sequence": 16}
+DEFAULT_SYMBOLIC_DIM = 2
+
+
+def data_inputs(model):
+    """Graph inputs the caller feeds: initializers (listed as inputs in IR 3) excluded."""
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    return [value for value in model.graph.input if value.name not in initializers]
+
+
+def concrete_shape(value_info, symbolic=None):
+    dims = []
+    for dim in value_info.type.tensor_type.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(dim.dim_value)
+        elif symbolic is not None:
+            dims.append(symbolic)
+        else:
+            dims.append(SYMBOLIC_DIMS.get(dim.dim_param, DEFAULT_SYMBOLIC_DIM))
+    return dims
+
+
+def gather_table_size(model, input_name):
+    """Rows of the embedding table that a Gather reads with this input as its indices."""
+    tables = {tensor.name: tensor for tensor in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == input_name:
+            table = tables.get(node.input[0])
+            if table is not None:
+                return table.dims[0]
+    return None
+
+
+def make_input(model, value_info, rng):
+    shape = concrete_shape(value_info)
+    elem_type = value_info.type.tensor_type.elem_type
+    if elem_type == TensorProto.FLOAT:
+        return rng.standard_normal(shape).astype(np.float32)
+    assert elem_type == TensorProto.INT64, f"no generator for input {value_info.name} of type {elem_type}"
+    if "mask" in value_info.name:
+        mask = np.ones(shape, dtype=np.int64)
+        mask[-1, shape[-1] * 3 // 4:] = 0  # the last sequence is padded
+        return mask
+    vocab = gather_table_size(model, value_info.name)
+    assert vocab is not None, f"int64 input {value_info.name} feeds no embedding Gather"
+    return rng.integers(0, vocab, size=shape, dtype=np.int64)
+
+
+def make_inputs(model, seed=0):
+    rng = np.random.default_rng(seed)
+    return {value.name: make_input(model, value, rng) for value in data_inputs(model)}
+
+
+def shape_flags(model):
+    """`--shape NAME=D1xD2...` arguments that give `fusionopt run/verify` (whose symbolic dims
+    default to 1) the shapes make_inputs generates."""
+    flags = []
+    for value in data_inputs(model):
+        if any(not dim.HasField("dim_value") for dim in value.type.tensor_type.shape.dim):
+            flags += ["--shape", f"{value.name}={'x'.join(map(str, concrete_shape(value)))}"]
+    return flags
+
+
+def write_inputs(inputs, folder, suffix=".pb"):
+    """Writes each input to a file; returns the `--input NAME=FILE` arguments."""
+    folder.mkdir(exist_ok=True)
+    args = []
+    for index, (name, array) in enumerate(inputs.items()):
+        path = folder / f"input_{index}{suffix}"
+        if suffix == ".npy":
+            np.save(path, array)
+        else:
+            path.write_bytes(numpy_helper.from_array(array, name).SerializeToString())
+        args += ["--input", f"{name}={path}"]
+    return args
+
+
+def read_tensor(path):
+    tensor = TensorProto()
+    tensor.ParseFromString(Path(path).read_bytes())
+    return tensor
+
+
+# ---------------------------------------------------------------- running models
+
+def fusionopt_outputs(fusionopt, model_path, input_args, out_dir, *extra):
+    """Runs `fusionopt run` and returns [(name, array)] in graph-output order."""
+    out_dir.mkdir(exist_ok=True)
+    rc, stdout, stderr = fusionopt("run", model_path, *input_args, "--output-dir", out_dir, *extra,
+                                   timeout=600)
+    assert rc == EXIT_OK, stderr
+    output_names = [value.name for value in onnx.load(str(model_path), load_external_data=False).graph.output]
+    lines = stdout.splitlines()
+    assert len(lines) == len(output_names), f"expected one line per output: {stdout!r}"
+    for line, name in zip(lines, output_names):
+        assert name in line, f"line {line!r} does not name output {name}"
+    outputs = []
+    for index, name in enumerate(output_names):
+        tensor = read_tensor(out_dir / f"output_{index}.pb")
+        assert tensor.name == name
+        outputs.append((name, numpy_helper.to_array(tensor)))
+    assert not (out_dir / f"output_{len(output_names)}.pb").exists()
+    return outputs
+
+
+def onnxruntime_outputs(model_path, inputs):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    # Errors only: it warns once per initializer that no node reads (the IR-3 models list
+    # initializers as inputs), hundreds of lines that bury a failure's message.
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+    return list(zip(names, session.run(names, inputs)))
+
+
+def assert_outputs_close(actual, expected, rtol, atol):
+    assert [name for name, _ in actual] == [name for name, _ in expected]
+    for (name, got), (_, want) in zip(actual, expected):
+        assert got.dtype == want.dtype, f"{name}: dtype {got.dtype}, expected {want.dtype}"
+        assert got.shape == want.shape, f"{name}: shape {got.shape}, expected {want.shape}"
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)

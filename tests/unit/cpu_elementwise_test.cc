@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "cpu_runtime/elementwise.h"
 #include "cpu_runtime/session.h"
@@ -287,4 +289,187 @@ graph t (float[2,3] %x, int64[1] %like) -> (int64[2,3] %y)
   REQUIRE(outputs[0].tensor.dtype() == DataType::kInt64);
   REQUIRE(outputs[0].tensor.dims() == std::vector<int64_t>{2, 3});
   REQUIRE(Values(outputs[0].tensor) == std::vector<double>{1, -2, 3, 4, 5, 6});
+}
+
+namespace {
+
+// A tensor whose element i is value(i), stored as `dtype`.
+template <typename F>
+RtTensor Filled(DataType dtype, std::vector<int64_t> dims, F value) {
+  RtTensor tensor = RtTensor::Allocate(dtype, std::move(dims));
+  for (int64_t i = 0; i < tensor.NumElements(); ++i) {
+    double v = value(i);
+    switch (dtype) {
+      case DataType::kFloat: tensor.data<float>()[i] = static_cast<float>(v); break;
+      case DataType::kFloat16: tensor.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DataType::kInt32: tensor.data<int32_t>()[i] = static_cast<int32_t>(v); break;
+      case DataType::kBool: tensor.data<uint8_t>()[i] = v != 0.0; break;
+      default: FAIL("no filler for this dtype");
+    }
+  }
+  return tensor;
+}
+
+// Quarters in [-4, 4]: every sum and product of two stays exact in float and float16, so the
+// engine's results can be compared exactly with a reference computed here.
+double Quarter(int64_t i, int salt) { return static_cast<double>((i * 37 + salt) % 33 - 16) * 0.25; }
+
+// The element of `tensor` that numpy broadcasting pairs with element `flat` of an output of
+// dims `out_dims`.
+double BroadcastValue(const RtTensor& tensor, const std::vector<int64_t>& out_dims, int64_t flat) {
+  std::vector<int64_t> index(out_dims.size());
+  for (size_t axis = out_dims.size(); axis-- > 0;) {
+    index[axis] = flat % out_dims[axis];
+    flat /= out_dims[axis];
+  }
+  int64_t offset = 0;
+  size_t lead = out_dims.size() - tensor.rank();
+  for (size_t axis = 0; axis < tensor.rank(); ++axis) {
+    offset = offset * tensor.dim(axis) + (tensor.dim(axis) == 1 ? 0 : index[lead + axis]);
+  }
+  return tensor.ValueAsDouble(offset);
+}
+
+struct BroadcastCase {
+  std::vector<int64_t> x, scale, bias;
+};
+
+}  // namespace
+
+TEST_CASE("broadcast inputs are read in place or gathered per row, with exact results", "[cpu]") {
+  // y = x * scale + bias, stored to two float outputs (computed in place into the first, copied
+  // to the second) and rounded to a float16 output; the shapes cover rows longer than a tile
+  // and not a multiple of it, a single row, rank-3 layouts whose outer index wraps inside and
+  // between tiles, short rows grouped into tiles with a last partial tile, and each kind of
+  // broadcast: scalar, along the row, across rows.
+  const std::vector<BroadcastCase> cases = {
+      {{5, 777}, {777}, {5, 1}},           {{1, 1100}, {1100}, {1}},
+      {{3, 4, 1100}, {3, 1, 1100}, {1, 4, 1}}, {{6, 5, 300}, {6, 1, 300}, {1, 5, 1}},
+      {{40, 30, 7}, {40, 1, 7}, {1, 30, 1}},   {{1000, 48}, {48}, {1000, 1}},
+      {{7, 3, 5}, {1}, {5}},               {{9, 200}, {200}, {9, 1}},
+      {{2, 64, 7, 7}, {1, 64, 1, 1}, {64, 1, 1}}, {{2, 16, 56, 56}, {16, 1, 1}, {1}},
+  };
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, DataType::kFloat});
+  int product = builder.Emit(ew::Op::kMul, {0, 1}).value();
+  int sum = builder.Emit(ew::Op::kAdd, {product, 2}).value();
+  builder.AddOutput(sum);
+  builder.AddOutput(sum);
+  builder.AddOutput(builder.Convert(sum, DataType::kFloat16).value());
+  ew::Program program = builder.Finish("fused(Mul,Add)");
+  for (const BroadcastCase& shapes : cases) {
+    RtTensor x = Filled(DataType::kFloat, shapes.x, [](int64_t i) { return Quarter(i, 0); });
+    RtTensor scale = Filled(DataType::kFloat, shapes.scale, [](int64_t i) { return Quarter(i, 5); });
+    RtTensor bias = Filled(DataType::kFloat, shapes.bias, [](int64_t i) { return Quarter(i, 11); });
+    std::vector<int64_t> dims = ew::BroadcastDims({&x, &scale, &bias}).value();
+    RtTensor y = RtTensor::Allocate(DataType::kFloat, dims);
+    RtTensor copy = RtTensor::Allocate(DataType::kFloat, dims);
+    RtTensor half = RtTensor::Allocate(DataType::kFloat16, dims);
+    REQUIRE(ew::Evaluate(program, {&x, &scale, &bias}, {&y, &copy, &half}).ok());
+    INFO("x " << DimsToString(shapes.x) << " scale " << DimsToString(shapes.scale) << " bias "
+              << DimsToString(shapes.bias));
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < y.NumElements(); ++i) {
+      double expected = BroadcastValue(x, dims, i) * BroadcastValue(scale, dims, i) + BroadcastValue(bias, dims, i);
+      wrong += y.data<float>()[i] != expected || copy.data<float>()[i] != expected ||
+               HalfToFloat(half.data<uint16_t>()[i]) != expected;
+    }
+    REQUIRE(wrong == 0);
+  }
+}
+
+TEST_CASE("inputs stored as other types than their lanes are converted per row", "[cpu]") {
+  // int32 and float16 inputs cannot be read in place and a float16 output cannot be written in
+  // place; the bool condition and the float input can. out = Where(cond, Cast(k) + h, x) in
+  // float16, and its float copy.
+  ew::ProgramBuilder builder({DataType::kInt32, DataType::kFloat16, DataType::kBool, DataType::kFloat});
+  int k = builder.Convert(0, DataType::kFloat16).value();
+  int sum = builder.Emit(ew::Op::kAdd, {k, 1}).value();
+  int x = builder.Convert(3, DataType::kFloat16).value();
+  int selected = builder.Emit(ew::Op::kWhere, {2, sum, x}).value();
+  builder.AddOutput(selected);
+  builder.AddOutput(builder.Convert(selected, DataType::kFloat).value());
+  ew::Program program = builder.Finish("fused(Cast,Add,Where)");
+  const std::vector<std::vector<std::vector<int64_t>>> cases = {
+      {{6, 700}, {6, 1}, {700}, {6, 700}},     // one row per tile
+      {{300, 20}, {300, 1}, {20}, {300, 20}},  // several rows per tile
+      {{4, 9}, {1}, {4, 1}, {9}},              // every input broadcast somewhere
+  };
+  for (const auto& shapes : cases) {
+    RtTensor ints = Filled(DataType::kInt32, shapes[0], [](int64_t i) { return Quarter(i, 3) * 4; });
+    RtTensor halves = Filled(DataType::kFloat16, shapes[1], [](int64_t i) { return Quarter(i, 7); });
+    RtTensor cond = Filled(DataType::kBool, shapes[2], [](int64_t i) { return (i * 7) % 3 != 0; });
+    RtTensor floats = Filled(DataType::kFloat, shapes[3], [](int64_t i) { return Quarter(i, 1) + 0.125; });
+    std::vector<int64_t> dims = ew::BroadcastDims({&ints, &halves, &cond, &floats}).value();
+    RtTensor out = RtTensor::Allocate(DataType::kFloat16, dims);
+    RtTensor widened = RtTensor::Allocate(DataType::kFloat, dims);
+    REQUIRE(ew::Evaluate(program, {&ints, &halves, &cond, &floats}, {&out, &widened}).ok());
+    INFO("output " << DimsToString(dims));
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < out.NumElements(); ++i) {
+      double expected = BroadcastValue(cond, dims, i) != 0
+                            ? BroadcastValue(ints, dims, i) + BroadcastValue(halves, dims, i)
+                            : BroadcastValue(floats, dims, i);
+      wrong += HalfToFloat(out.data<uint16_t>()[i]) != expected || widened.data<float>()[i] != expected;
+    }
+    REQUIRE(wrong == 0);
+  }
+}
+
+TEST_CASE("constants are filled once per thread and still reach their outputs", "[cpu]") {
+  // 0.5 * x + 3 over row tiles, plus the constant 3 itself as a float output (computed into the
+  // output every tile) and as a float16 output (kept in a register and stored).
+  ew::ProgramBuilder builder({DataType::kFloat});
+  int half = builder.Fill(0.5, DataType::kFloat).value();
+  int three = builder.Fill(3.0, DataType::kFloat).value();
+  int scaled = builder.Emit(ew::Op::kMul, {0, half}).value();
+  builder.AddOutput(builder.Emit(ew::Op::kAdd, {scaled, three}).value());
+  builder.AddOutput(three);
+  builder.AddOutput(builder.Fill(3.0, DataType::kFloat16).value());
+  ew::Program program = builder.Finish("fused(Mul,Add)");
+  RtTensor x = Filled(DataType::kFloat, {3, 1300}, [](int64_t i) { return Quarter(i, 2); });
+  RtTensor y = RtTensor::Allocate(DataType::kFloat, {3, 1300});
+  RtTensor constant = RtTensor::Allocate(DataType::kFloat, {3, 1300});
+  RtTensor constant16 = RtTensor::Allocate(DataType::kFloat16, {3, 1300});
+  REQUIRE(ew::Evaluate(program, {&x}, {&y, &constant, &constant16}).ok());
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < x.NumElements(); ++i) {
+    wrong += y.data<float>()[i] != x.data<float>()[i] * 0.5f + 3.0f || constant.data<float>()[i] != 3.0f ||
+             constant16.data<uint16_t>()[i] != FloatToHalf(3.0f);
+  }
+  REQUIRE(wrong == 0);
+}
+
+TEST_CASE("results do not depend on the thread count", "[cpu]") {
+  // Tanh(x * scale + bias) over layouts large enough to run in parallel; one thread and two
+  // must agree bit for bit, and with the reference.
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, DataType::kFloat});
+  int product = builder.Emit(ew::Op::kMul, {0, 1}).value();
+  builder.AddOutput(builder.Emit(ew::Op::kTanh, {builder.Emit(ew::Op::kAdd, {product, 2}).value()}).value());
+  ew::Program program = builder.Finish("fused(Mul,Add,Tanh)");
+  const std::vector<BroadcastCase> cases = {
+      {{3, 40001}, {40001}, {3, 1}}, {{4099, 24}, {24}, {4099, 1}}, {{5, 77, 130}, {5, 1, 130}, {1, 77, 1}}};
+  const int threads = omp_get_max_threads();
+  for (const BroadcastCase& shapes : cases) {
+    RtTensor x = Filled(DataType::kFloat, shapes.x, [](int64_t i) { return Quarter(i, 0) * 0.3; });
+    RtTensor scale = Filled(DataType::kFloat, shapes.scale, [](int64_t i) { return Quarter(i, 5); });
+    RtTensor bias = Filled(DataType::kFloat, shapes.bias, [](int64_t i) { return Quarter(i, 11); });
+    std::vector<int64_t> dims = ew::BroadcastDims({&x, &scale, &bias}).value();
+    REQUIRE(x.NumElements() >= (int64_t{1} << 15));
+    RtTensor one = RtTensor::Allocate(DataType::kFloat, dims);
+    RtTensor two = RtTensor::Allocate(DataType::kFloat, dims);
+    omp_set_num_threads(1);
+    REQUIRE(ew::Evaluate(program, {&x, &scale, &bias}, {&one}).ok());
+    omp_set_num_threads(2);
+    REQUIRE(ew::Evaluate(program, {&x, &scale, &bias}, {&two}).ok());
+    omp_set_num_threads(threads);
+    INFO("x " << DimsToString(shapes.x));
+    REQUIRE(std::memcmp(one.raw(), two.raw(), one.nbytes()) == 0);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < one.NumElements(); ++i) {
+      float inner = static_cast<float>(BroadcastValue(x, dims, i) * BroadcastValue(scale, dims, i)) +
+                    static_cast<float>(BroadcastValue(bias, dims, i));
+      wrong += one.data<float>()[i] != std::tanh(inner);
+    }
+    REQUIRE(wrong == 0);
+  }
 }
