@@ -100,8 +100,9 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
                  std::unordered_map<int, dnnl::memory>& arguments, size_t first_index = 0);
 
 // Throws dnnl::error when oneDNN fell back to its reference implementation — orders of
-// magnitude slower than the unfused primitive plus an elementwise pass.
-void RejectReferenceImplementation(const char* implementation);
+// magnitude slower than the unfused primitive plus an elementwise pass — or, for a summed
+// residual, to its GEMM-based convolution, whose sum post-op is slow.
+void RejectReferenceImplementation(const char* implementation, bool sums_residual = false);
 
 // Factories for the contraction kernels with post-ops (kernels_contraction_matmul.cc,
 // kernels_contraction_conv.cc).

@@ -9,6 +9,7 @@
 // answer (squeezenet in ../shared/models); the direct kernels treat every channel alike.
 // double runs direct loops (kernels_contraction_conv_reference.cc). A fused node gives a Conv
 // an epilogue of post-ops (contraction_epilogue.h).
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -297,7 +298,10 @@ class ConvKernelBase : public Kernel {
       dnnl::convolution_forward::desc description(kind, dnnl::algorithm::convolution_direct, src, weights, bias, dst,
                                                   strides, dilations, pad_begin, pad_end);
       dnnl::convolution_forward::primitive_desc chosen(description, attributes, onednn::Engine());
-      if (!post_ops_.empty()) RejectReferenceImplementation(chosen.impl_info_str());
+      if (!post_ops_.empty()) {
+        bool sums = std::any_of(addends.layouts.begin(), addends.layouts.end(), [](const auto& l) { return l.summed; });
+        RejectReferenceImplementation(chosen.impl_info_str(), sums);
+      }
       src_chosen = chosen.src_desc();
       dst_chosen = chosen.dst_desc();
       plan.weights_chosen = chosen.weights_desc();
