@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -41,22 +42,26 @@ uint64_t ExternalBytes(const Model& model) {
 void PrintOptimizeSummary(const std::string& input, const std::string& output, int level,
                           const OptimizeSummary& before, const OptimizeSummary& after, double seconds) {
   spdlog::info("-O{}: {} -> {}", level, OneLine(input), OneLine(output));
-  spdlog::info("  {:<40} {:>10} {:>10}", "", "before", "after");
-  auto row = [](const std::string& label, long long a, long long b) {
-    spdlog::info("  {:<40} {:>10} {:>10}", label, a, b);
-  };
-  row("nodes", before.nodes, after.nodes);
-  row("estimated kernel launches", before.launches, after.launches);
-  spdlog::info("  {:<40} {:>10.3f} {:>10.3f}", "model size (MB)", before.bytes / 1e6, after.bytes / 1e6);
   std::set<std::string> ops;
-  for (const auto& [op, count] : before.ops) ops.insert(op);
-  for (const auto& [op, count] : after.ops) ops.insert(op);
+  for (const auto& [op, count] : before.ops) ops.insert(OneLine(op));  // op types are model text
+  for (const auto& [op, count] : after.ops) ops.insert(OneLine(op));
+  size_t width = 32;  // the label column fits the longest fused op name
+  for (const std::string& op : ops) width = std::max(width, op.size() + 2);
+  auto row = [width](const std::string& label, const std::string& a, const std::string& b) {
+    spdlog::info("  {:<{}} {:>10} {:>10}", label, width, a, b);
+  };
+  row("", "before", "after");
+  row("nodes", std::to_string(before.nodes), std::to_string(after.nodes));
+  row("estimated kernel launches", std::to_string(before.launches), std::to_string(after.launches));
+  row("model size (MB)", fmt::format("{:.3f}", before.bytes / 1e6), fmt::format("{:.3f}", after.bytes / 1e6));
   for (const std::string& op : ops) {
     auto count = [&op](const OptimizeSummary& summary) {
-      auto it = summary.ops.find(op);
-      return it == summary.ops.end() ? 0LL : static_cast<long long>(it->second);
+      for (const auto& [name, value] : summary.ops) {
+        if (OneLine(name) == op) return std::to_string(value);
+      }
+      return std::string("0");
     };
-    row("  " + OneLine(op), count(before), count(after));  // op types are model text
+    row("  " + op, count(before), count(after));
   }
   spdlog::info("wrote {} ({} nodes, {:.3f} MB) in {:.2f} s", OneLine(output), after.nodes, after.bytes / 1e6, seconds);
 }
