@@ -106,6 +106,8 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
   size_t index = 0;
   for (const std::string& name : PipelineFor(options.level)) {
     if (!Selected(options, name)) continue;
+    // --only/--disable can leave a cleanup pass twice in a row; the second run finds nothing.
+    if (!report.passes.empty() && report.passes.back().pass == name) continue;
     const PassInfo* info = FindPass(name);
     FUSIONOPT_CHECK(info != nullptr, "the pipeline names a registered pass");
     std::unique_ptr<Pass> pass = info->create();

@@ -91,3 +91,11 @@ def listed_passes_run(fusionopt, model, tmp_path):
     report = tmp_path / "count.json"
     assert fusionopt(model, "-o", tmp_path / "count.onnx", "-O2", "--report", report)[0] == lib.EXIT_OK
     return json.loads(report.read_text())["passes"]
+
+
+def test_selection_never_runs_a_pass_twice_in_a_row(fusionopt, tmp_path, model):
+    report = tmp_path / "report.json"
+    assert fusionopt(model, "-o", tmp_path / "out.onnx", "-O2", "--only", "fuse-elementwise", "--only",
+                     "eliminate-dead-code", "--report", report)[0] == lib.EXIT_OK
+    names = [entry["pass"] for entry in json.loads(report.read_text())["passes"]]
+    assert names and all(a != b for a, b in zip(names, names[1:])), names
