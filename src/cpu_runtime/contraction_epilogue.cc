@@ -261,7 +261,7 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
   }
 }
 
-void RejectReferenceImplementation(const char* implementation, bool sums_residual) {
+void RejectSlowImplementation(const char* implementation, bool sums_residual) {
   if (implementation != nullptr && std::strncmp(implementation, "ref", 3) == 0) {
     throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation takes these post-ops");
   }

@@ -102,7 +102,7 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
 // Throws dnnl::error when oneDNN fell back to its reference implementation — orders of
 // magnitude slower than the unfused primitive plus an elementwise pass — or, for a summed
 // residual, to its GEMM-based convolution, whose sum post-op is slow.
-void RejectReferenceImplementation(const char* implementation, bool sums_residual = false);
+void RejectSlowImplementation(const char* implementation, bool sums_residual = false);
 
 // Factories for the contraction kernels with post-ops (kernels_contraction_matmul.cc,
 // kernels_contraction_conv.cc).

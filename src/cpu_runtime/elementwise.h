@@ -82,6 +82,9 @@ class ProgramBuilder {
   Program program_;
 };
 
+// Whether registers can hold values of `dtype` (not strings, complex, 4-bit or float8).
+bool Computes(DataType dtype);
+
 // Output dims of numpy broadcasting; an error names the two incompatible shapes.
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<const RtTensor*>& inputs);
 

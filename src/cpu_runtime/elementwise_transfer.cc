@@ -6,6 +6,8 @@
 
 namespace fusionopt::cpu::ew {
 
+bool Computes(DataType dtype) { return LaneOf(dtype).has_value(); }
+
 std::optional<Lane> LaneOf(DataType dtype) {
   switch (dtype) {
     case DataType::kFloat: case DataType::kFloat16: case DataType::kBFloat16: return Lane::kF32;

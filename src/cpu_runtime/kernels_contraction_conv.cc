@@ -300,7 +300,7 @@ class ConvKernelBase : public Kernel {
       dnnl::convolution_forward::primitive_desc chosen(description, attributes, onednn::Engine());
       if (!post_ops_.empty()) {
         bool sums = std::any_of(addends.layouts.begin(), addends.layouts.end(), [](const auto& l) { return l.summed; });
-        RejectReferenceImplementation(chosen.impl_info_str(), sums);
+        RejectSlowImplementation(chosen.impl_info_str(), sums);
       }
       src_chosen = chosen.src_desc();
       dst_chosen = chosen.dst_desc();

@@ -230,7 +230,7 @@ class MatMulKernel : public Kernel {
     if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts));
     dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(plan.a, plan.b, plan.c), attributes,
                                             onednn::Engine());
-    if (!post_ops_.empty()) RejectReferenceImplementation(descriptor.impl_info_str());
+    if (!post_ops_.empty()) RejectSlowImplementation(descriptor.impl_info_str());
     plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }
@@ -442,7 +442,7 @@ class GemmKernel : public Kernel {
                                          ? dnnl::matmul::desc(plan.a, plan.b, plan.bias, plan.c)
                                          : dnnl::matmul::desc(plan.a, plan.b, plan.c);
     dnnl::matmul::primitive_desc descriptor(description, attributes, onednn::Engine());
-    if (!post_ops_.empty()) RejectReferenceImplementation(descriptor.impl_info_str());
+    if (!post_ops_.empty()) RejectSlowImplementation(descriptor.impl_info_str());
     plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }

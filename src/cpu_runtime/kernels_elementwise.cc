@@ -213,11 +213,20 @@ void RegisterElementwiseKernels(KernelRegistry& registry) {
                          "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "Greater", "And", "Or",
                          "Xor", "Sum", "Mean", "Max", "Min", "Clip", "Cast"},
                     1, kAnyOpset, Make<ElementwiseKernel>());
-  registry.Register("", {"Sign", "Round", "Erf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
-                         "Asinh", "Acosh", "Atanh", "Mish", "IsNaN", "IsInf", "BitwiseNot", "HardSwish", "Celu",
-                         "ThresholdedRelu", "Shrink", "Gelu", "LessOrEqual", "GreaterOrEqual", "BitwiseAnd",
-                         "BitwiseOr", "BitwiseXor", "Mod", "BitShift", "Where", "CastLike"},
-                    7, kAnyOpset, Make<ElementwiseKernel>());
+  // The rest from the opset that introduced them, so a model cannot use an op before it
+  // existed (and a fusion pass asking the registry learns the same).
+  const std::vector<std::pair<int64_t, std::vector<std::string>>> introduced = {
+      {7, {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan"}},
+      {9, {"Sign", "Erf", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "Shrink", "Where"}},
+      {10, {"IsInf", "ThresholdedRelu", "Mod"}},
+      {11, {"Round", "BitShift"}},
+      {12, {"Celu", "LessOrEqual", "GreaterOrEqual"}},
+      {14, {"HardSwish"}},
+      {15, {"CastLike"}},
+      {18, {"Mish", "BitwiseNot", "BitwiseAnd", "BitwiseOr", "BitwiseXor"}},
+      {20, {"Gelu"}},
+  };
+  for (const auto& [since, ops] : introduced) registry.Register("", ops, since, kAnyOpset, Make<ElementwiseKernel>());
 }
 
 }  // namespace fusionopt::cpu

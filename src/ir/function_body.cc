@@ -63,19 +63,7 @@ class BodyCopier {
   }
 
   Attribute CopyAttribute(const Attribute& source, Node& owner) {
-    Attribute copy;
-    copy.name = source.name;
-    copy.kind = source.kind;
-    copy.i = source.i;
-    copy.f = source.f;
-    copy.s = source.s;
-    copy.t = source.t;
-    copy.ints = source.ints;
-    copy.floats = source.floats;
-    copy.strings = source.strings;
-    copy.tensors = source.tensors;
-    copy.ref_attr_name = source.ref_attr_name;
-    copy.residual = source.residual;
+    Attribute copy = source.CopyWithoutGraphs();
     if (source.g) copy.g = CopySubgraph(*source.g, owner);
     for (const auto& graph : source.graphs) copy.graphs.push_back(CopySubgraph(*graph, owner));
     return copy;

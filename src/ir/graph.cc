@@ -98,6 +98,23 @@ std::optional<std::vector<int64_t>> Node::GetInts(std::string_view name) const {
   return attribute->ints;
 }
 
+Attribute Attribute::CopyWithoutGraphs() const {
+  Attribute copy;
+  copy.name = name;
+  copy.kind = kind;
+  copy.i = i;
+  copy.f = f;
+  copy.s = s;
+  copy.t = t;
+  copy.ints = ints;
+  copy.floats = floats;
+  copy.strings = strings;
+  copy.tensors = tensors;
+  copy.ref_attr_name = ref_attr_name;
+  copy.residual = residual;
+  return copy;
+}
+
 void Node::SetAttribute(Attribute attribute) {
   for (auto& existing : attributes_) {
     if (existing.name == attribute.name) {
@@ -254,15 +271,36 @@ void Graph::TransferProducer(Value* value, Node* to, int index) {
   FUSIONOPT_CHECK(index >= 0 && static_cast<size_t>(index) < to->outputs_.size() &&
                       to->outputs_[static_cast<size_t>(index)] == nullptr,
                   "an empty output slot");
-  if (value->producer_ != nullptr) value->producer_->outputs_[static_cast<size_t>(value->producer_index_)] = nullptr;
+  DetachProducer(value);
   value->producer_ = to;
   value->producer_index_ = index;
   to->outputs_[static_cast<size_t>(index)] = value;
 }
 
+void Graph::DetachProducer(Value* value) {
+  FUSIONOPT_CHECK(value->graph_ == this, "value of this graph");
+  if (value->producer_ == nullptr) return;
+  value->producer_->outputs_[static_cast<size_t>(value->producer_index_)] = nullptr;
+  value->producer_ = nullptr;
+  value->producer_index_ = -1;
+}
+
+void Graph::EraseValue(Value* value) {
+  FUSIONOPT_CHECK(value->graph_ == this && value->producer_ == nullptr && value->uses_.empty() &&
+                      !value->is_graph_input_ && !value->is_graph_output() && !value->is_initializer(),
+                  "erasing value " + value->name() + " that the graph still lists, produces or reads");
+  by_name_.erase(value->name_);
+  values_.erase(value->position_);
+}
+
 void Graph::MoveBefore(Node* node, Node* anchor) {
   FUSIONOPT_CHECK(node->graph_ == this && (anchor == nullptr || anchor->graph_ == this), "nodes of this graph");
   nodes_.splice(anchor == nullptr ? nodes_.end() : anchor->position_, nodes_, node->position_);
+}
+
+const Node* Graph::EnclosingNode(const Node* node) const {
+  while (node != nullptr && node->graph() != this) node = node->graph()->owner_node();
+  return node;
 }
 
 Node* Graph::NodeAfter(const Node* node) const {
@@ -281,12 +319,6 @@ void Graph::ReplaceAllUses(Value* from, Value* to) {
 
 namespace {
 
-// The node of `graph` that (transitively) contains `node`, or null when `node` lives
-// outside `graph`.
-const Node* AncestorIn(const Graph* graph, const Node* node) {
-  while (node != nullptr && node->graph() != graph) node = node->graph()->owner_node();
-  return node;
-}
 
 // Nodes of `graph` whose results `node` (or anything in its subgraphs) reads. Edges inside
 // a subgraph map back to `top` itself and are not dependencies.
@@ -294,7 +326,7 @@ void CollectProducersIn(const Graph* graph, const Node* top, const Node* node,
                         std::vector<const Node*>& out) {
   for (const Value* input : node->inputs()) {
     if (input == nullptr || input->producer() == nullptr) continue;
-    const Node* producer = AncestorIn(graph, input->producer());
+    const Node* producer = graph->EnclosingNode(input->producer());
     // An edge between two nodes inside `top`'s subgraphs maps back to `top` and is not a
     // dependency; `top` reading its own output (directly or from a subgraph) is a cycle.
     bool internal_edge = producer == top && input->producer() != top;

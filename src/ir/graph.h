@@ -141,6 +141,10 @@ struct Attribute {
   std::vector<std::unique_ptr<Graph>> graphs;
   std::string ref_attr_name;  // function attribute reference
   std::string residual;       // doc_string etc.; the whole AttributeProto for kOpaque
+
+  // A copy of every field but the subgraphs (g, graphs): a copied subgraph needs its new
+  // owner node, so callers that copy graph attributes attach those themselves.
+  Attribute CopyWithoutGraphs() const;
 };
 
 std::string_view NameOf(AttributeKind kind);
@@ -234,11 +238,20 @@ class Graph {
   // old producer's slot empty: the value keeps its name, type, declaration and uses. How a
   // rewrite replaces nodes without renaming what the rest of the model reads.
   void TransferProducer(Value* value, Node* to, int index);
+  // Leaves `value` without a producer (its producer's output slot becomes empty), so it can
+  // become an initializer under its own name or be written by another node.
+  void DetachProducer(Value* value);
+  // Erases a value nothing produces or reads and the graph does not list (no input, output
+  // or initializer).
+  void EraseValue(Value* value);
   // Moves `node` to just before `anchor` in the node order (null anchor: to the end). The
   // caller keeps the order topological (or sorts afterwards).
   void MoveBefore(Node* node, Node* anchor);
   // The node after `node` in the node order, or null at the end.
   Node* NodeAfter(const Node* node) const;
+  // The node of this graph that is `node` or holds it in a nested subgraph (a reader inside
+  // an If branch counts as its If), or null when `node` is outside this graph.
+  const Node* EnclosingNode(const Node* node) const;
   const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   size_t num_nodes() const { return nodes_.size(); }
 

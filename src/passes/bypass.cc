@@ -7,19 +7,6 @@
 
 namespace fusionopt::passes {
 
-bool CertainlySameShape(const Value& a, const Value& b) {
-  if (!a.type().is_tensor() || !b.type().is_tensor() || !a.shape() || !b.shape()) return false;
-  const Shape& left = *a.shape();
-  const Shape& right = *b.shape();
-  if (left.size() != right.size()) return false;
-  for (size_t i = 0; i < left.size(); ++i) {
-    bool same_size = left[i].is_known() && right[i].is_known() && left[i].value == right[i].value;
-    bool same_symbol = left[i].is_symbolic() && right[i].is_symbolic() && left[i].symbol == right[i].symbol;
-    if (!same_size && !same_symbol) return false;
-  }
-  return true;
-}
-
 bool CanProduceInstead(const Graph& graph, const Value& doomed) {
   return doomed.graph() == &graph && doomed.producer() != nullptr && !doomed.is_graph_output() &&
          !doomed.is_graph_input() && !doomed.is_initializer();
@@ -30,13 +17,9 @@ void ProduceInstead(Graph& graph, Value& doomed, Value& kept) {
   Node* producer = doomed.producer();
   int index = doomed.producer_output_index();
   graph.ReplaceAllUses(&doomed, &kept);
-  // TransferProducer needs empty slots: a two-slot holder parks both values, freeing the
-  // producer's slot for `kept`; removing the holder then drops `doomed`, which nothing reads.
-  Node* holder = graph.CreateNode("Identity", "", {}, {nullptr, nullptr});
-  if (kept.producer() != nullptr) graph.TransferProducer(&kept, holder, 0);
-  graph.TransferProducer(&doomed, holder, 1);
+  graph.DetachProducer(&doomed);
   graph.TransferProducer(&kept, producer, index);
-  graph.RemoveNode(holder);
+  graph.EraseValue(&doomed);
 }
 
 bool BypassChain(Graph& graph, const std::vector<Node*>& chain, Value& input, Value& output) {

@@ -20,10 +20,6 @@
 
 namespace fusionopt::passes {
 
-// Shapes known equal at run time: the same rank and, dim by dim, the same known size or the
-// same symbol (an unknown dim is never certain).
-bool CertainlySameShape(const Value& a, const Value& b);
-
 // Whether `kept` could take over the producer of `doomed` (see ProduceInstead).
 bool CanProduceInstead(const Graph& graph, const Value& doomed);
 

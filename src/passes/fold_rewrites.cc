@@ -36,19 +36,10 @@ Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor) {
 Value* ReplaceByInitializer(Graph& graph, Value& value, TensorPtr tensor) {
   FUSIONOPT_CHECK(value.graph() == &graph && value.producer() != nullptr && !value.is_graph_output(),
                   "only a computed value that is not a graph output becomes an initializer");
-  // Values cannot be renamed, so the readers move to a stand-in first; once the producer has
-  // let go of the name, the initializer takes it and the stand-in goes.
-  std::string name = value.name();
-  Value* stand_in = AddInitializer(graph, name + "__folding", tensor);
-  graph.ReplaceAllUses(&value, stand_in);
-  Node* holder = graph.CreateNode("Identity", "", {}, {nullptr});
-  graph.TransferProducer(&value, holder, 0);
-  graph.RemoveNode(holder);  // drops `value`, freeing its name
-  Value* folded = graph.CreateValue(name);
-  SetTensorInitializer(graph, folded, std::move(tensor));
-  graph.ReplaceAllUses(stand_in, folded);
-  graph.RemoveInitializer(stand_in);
-  return folded;
+  // The value itself becomes the initializer: its name, type and readers stay.
+  graph.DetachProducer(&value);
+  SetTensorInitializer(graph, &value, std::move(tensor));
+  return &value;
 }
 
 void RemoveIfUnused(std::vector<Value*> candidates) {
@@ -88,14 +79,12 @@ void RemoveBackward(Graph& graph, const std::vector<Node*>& nodes) {
 }  // namespace
 
 void AdoptChainResult(Graph& graph, Node& head, int index, const std::vector<Node*>& absorbed, Value& result) {
-  // TransferProducer needs an empty slot: a two-slot holder parks `result` while the chain
-  // goes, then takes `head`'s old output so `head` can produce `result`.
-  Node* holder = graph.CreateNode("Identity", "", {}, {nullptr, nullptr});
-  graph.TransferProducer(&result, holder, 0);
+  graph.DetachProducer(&result);
   RemoveBackward(graph, absorbed);
-  graph.TransferProducer(head.output(static_cast<size_t>(index)), holder, 1);
+  Value* replaced = head.output(static_cast<size_t>(index));
+  graph.DetachProducer(replaced);
   graph.TransferProducer(&result, &head, index);
-  graph.RemoveNode(holder);
+  graph.EraseValue(replaced);
 }
 
 void ReplaceChain(Graph& graph, Node& replacement, int index, const std::vector<Node*>& replaced, Value& result) {

@@ -88,14 +88,6 @@ ReadConstants ConstantsReadBy(const std::vector<Node*>& members) {
 
 bool Unread(const Value* value) { return value == nullptr || (value->uses().empty() && !value->is_graph_output()); }
 
-bool ReadOutside(const Value& value, const std::vector<Node*>& members) {
-  if (value.is_graph_output()) return true;
-  for (const Use& use : value.uses()) {
-    if (std::find(members.begin(), members.end(), use.node) == members.end()) return true;
-  }
-  return false;
-}
-
 void RemoveOrphans(const ReadConstants& read) {
   for (Node* node : read.constant_nodes) {
     bool orphan = true;
@@ -143,7 +135,7 @@ Result<bool> FuseComposites::RunOnGraph(Graph& graph, PassContext& context) {
     }
     ReadConstants constants = ConstantsReadBy(match.nodes);
     removed.insert(match.nodes.begin(), match.nodes.end());
-    bool residual_sum_read = match.residual_sum != nullptr && ReadOutside(*match.residual_sum, match.nodes);
+    bool residual_sum_read = match.residual_sum != nullptr && ReadOutside(*match.residual_sum, {match.nodes.begin(), match.nodes.end()});
     OutlineGroup(graph, FusionGroup{match.nodes, kind, FunctionStem(match)}, context);
     RemoveOrphans(constants);
     context.Count(kind);

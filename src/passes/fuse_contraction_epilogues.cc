@@ -39,6 +39,7 @@
 
 #include <unordered_set>
 
+#include "cpu_runtime/kernel.h"
 #include "ir/constant_value.h"
 #include "ir/legacy_opsets.h"
 #include "passes/epilogue_patterns.h"
@@ -150,9 +151,11 @@ Next BinaryStep(Node& reader, Value& value, const Contraction& contraction, cons
 
 std::string WhyNotActivation(const Node& reader, int64_t opset) {
   const std::string& op = reader.op_type();
-  if (op == "HardSwish" && opset < 14) return "HardSwish before opset 14";
+  // An op used before the opset that introduced it (HardSwish before 14, Gelu before 20).
+  if (cpu::KernelRegistry::BuiltIn().Find(reader.domain(), op, opset) == nullptr) {
+    return "no CPU kernel for " + op + " at opset " + std::to_string(opset);
+  }
   if (op == "Gelu") {
-    if (opset < 20) return "Gelu before opset 20";
     std::string approximate = reader.GetString("approximate", "none");
     if (approximate != "none" && approximate != "tanh") return "unknown Gelu approximation";
   }
@@ -179,7 +182,7 @@ struct ChainContext {
 Next NextStep(Value& value, const ChainContext& chain) {
   Node* only = SoleReader(value);
   if (only == nullptr) {
-    if (auto pattern = MatchActivationPattern(value)) return Next{std::move(pattern), nullptr, ""};
+    if (auto pattern = MatchActivationPattern(value, chain.opset)) return Next{std::move(pattern), nullptr, ""};
     for (const Use& use : value.uses()) {
       if (IsPostOp(*use.node)) {
         return Stop(use.node, value.is_graph_output() ? "value is a graph output" : "value has several readers");

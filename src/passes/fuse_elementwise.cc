@@ -64,23 +64,6 @@ struct Caps {
   int64_t max_outputs = 4;
 };
 
-// The outliner compiles these into the body (outline.cc), so they are not inputs.
-bool CompiledIntoBody(const Value& value) {
-  TensorPtr constant = ConstantValueOf(value, /*initializers_overridable=*/true);
-  return constant != nullptr && constant->dtype() != DataType::kString && constant->NumElements() <= 1;
-}
-
-const Node* OwnerIn(const Graph& graph, const Node* node) {
-  while (node != nullptr && node->graph() != &graph) node = node->graph()->owner_node();
-  return node;
-}
-
-bool ReadOutside(const Value& value, const std::unordered_set<const Node*>& members) {
-  if (value.is_graph_output()) return true;
-  return std::any_of(value.uses().begin(), value.uses().end(),
-                     [&](const Use& use) { return !members.count(use.node); });
-}
-
 class Grouper {
  public:
   Grouper(Graph& graph, PassContext& context, const Caps& caps, int64_t opset)
@@ -165,7 +148,7 @@ class Grouper {
     std::vector<const Value*> outputs;
     for (const Node* member : members) {
       for (const Value* input : member->inputs()) {
-        if (input == nullptr || member_set.count(input->producer()) || CompiledIntoBody(*input)) continue;
+        if (input == nullptr || member_set.count(input->producer()) || InlinableConstant(*input) != nullptr) continue;
         inputs.insert(input);
       }
       if (ReadOutside(*member->output(0), member_set)) outputs.push_back(member->output(0));
@@ -186,7 +169,7 @@ class Grouper {
     for (const Node* member : members) last = std::max(last, position_.at(member));
     for (const Node* member : members) {
       for (const Use& use : member->output(0)->uses()) {
-        const Node* reader = OwnerIn(graph_, use.node);
+        const Node* reader = graph_.EnclosingNode(use.node);
         if (reader != nullptr && !member_set.count(reader) && position_.at(reader) < last) return true;
       }
     }

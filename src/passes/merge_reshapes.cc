@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "passes/bypass.h"
+#include "passes/shape_facts.h"
 #include "passes/fold_rewrites.h"
 
 namespace fusionopt::passes {
@@ -265,7 +266,7 @@ bool MergeViewChain(Graph& graph, Node& last, PassContext& context) {
   if (chain.size() < 2 || chain.front()->input(0) == nullptr || last.output(0) == nullptr) return false;
   Value& output = *last.output(0);
   Value& input = *chain.front()->input(0);
-  if (CertainlySameShape(input, output) && input.dtype() == output.dtype() &&
+  if (ProvablySameShape(input, output) && input.dtype() == output.dtype() &&
       BypassChain(graph, chain, input, output)) {
     context.Matched();
     context.Count("view_chains_removed");

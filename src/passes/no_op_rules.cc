@@ -10,6 +10,7 @@
 
 #include "ir/op_class.h"
 #include "passes/bypass.h"
+#include "passes/shape_facts.h"
 #include "passes/fold_rewrites.h"
 
 namespace fusionopt::passes {
@@ -54,7 +55,7 @@ bool KeepsShape(const Site& site) {
   const Value* input = site.node.input(0);
   const Value* output = site.node.output(0);
   return input != nullptr && output != nullptr && input->dtype() == output->dtype() &&
-         CertainlySameShape(*input, *output);
+         ProvablySameShape(*input, *output);
 }
 
 bool IsIdentityPerm(const std::vector<int64_t>& perm) {

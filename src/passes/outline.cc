@@ -13,15 +13,6 @@
 namespace fusionopt::passes {
 namespace {
 
-// The node of `graph` that is or contains `node` (a reader inside a subgraph counts as its
-// owner), or null when `node` is outside `graph`.
-const Node* OwnerIn(const Graph* graph, const Node* node) {
-  while (node != nullptr && node->graph() != graph) {
-    node = node->graph()->owner_node();
-  }
-  return node;
-}
-
 std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
   const Graph* graph = nodes.front()->graph();
   std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
@@ -32,25 +23,8 @@ std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
   return ordered;
 }
 
-Attribute CopyAttribute(const Attribute& attribute) {
-  FUSIONOPT_CHECK(attribute.g == nullptr && attribute.graphs.empty(), "members have no subgraphs");
-  Attribute copy;
-  copy.name = attribute.name;
-  copy.kind = attribute.kind;
-  copy.i = attribute.i;
-  copy.f = attribute.f;
-  copy.s = attribute.s;
-  copy.t = attribute.t;
-  copy.ints = attribute.ints;
-  copy.floats = attribute.floats;
-  copy.strings = attribute.strings;
-  copy.tensors = attribute.tensors;
-  copy.ref_attr_name = attribute.ref_attr_name;
-  copy.residual = attribute.residual;
-  return copy;
-}
+}  // namespace
 
-// A scalar the body can hold itself: a constant that callers cannot override.
 TensorPtr InlinableConstant(const Value& value) {
   TensorPtr tensor = ConstantValueOf(value, /*initializers_overridable=*/true);
   if (tensor == nullptr || tensor->dtype() == DataType::kString || tensor->NumElements() > 1) return nullptr;
@@ -64,6 +38,8 @@ bool ReadOutside(const Value& value, const std::unordered_set<const Node*>& memb
   }
   return false;
 }
+
+namespace {
 
 struct Outlined {
   std::unique_ptr<Graph> body;
@@ -112,7 +88,10 @@ Outlined BuildBody(const std::vector<Node*>& members) {
       outputs.push_back(copy);
     }
     Node* copy = body.CreateNode(member->op_type(), member->domain(), inputs, outputs);
-    for (const Attribute& attribute : member->attributes()) copy->SetAttribute(CopyAttribute(attribute));
+    for (const Attribute& attribute : member->attributes()) {
+      FUSIONOPT_CHECK(attribute.g == nullptr && attribute.graphs.empty(), "members have no subgraphs");
+      copy->SetAttribute(attribute.CopyWithoutGraphs());
+    }
   }
   for (Value* output : outlined.outputs) body.AddOutput(mapped.at(output));
   return outlined;
@@ -175,7 +154,7 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes) {
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       for (const Use& use : output->uses()) {
-        const Node* reader = OwnerIn(graph, use.node);
+        const Node* reader = graph->EnclosingNode(use.node);
         if (reader != nullptr && seen.insert(reader).second) frontier.push_back(reader);
       }
     }
@@ -189,7 +168,7 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes) {
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       for (const Use& use : output->uses()) {
-        const Node* reader = OwnerIn(graph, use.node);
+        const Node* reader = graph->EnclosingNode(use.node);
         if (reader != nullptr && members.count(reader)) return true;
       }
     }
@@ -264,7 +243,7 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   bool reader_precedes = false;
   for (const Value* output : outlined.outputs) {
     for (const Use& use : output->uses()) {
-      const Node* reader = OwnerIn(&graph, use.node);
+      const Node* reader = graph.EnclosingNode(use.node);
       reader_precedes = reader_precedes || (span.count(reader) && !std::count(members.begin(), members.end(), reader));
     }
   }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -36,6 +37,14 @@ struct FusionGroup {
   std::string kind;          // "elementwise", "contraction_epilogue", "layernorm", ... (report only)
   std::string name;          // function name stem, e.g. "FusedConvAddRelu"
 };
+
+// A scalar constant (that callers cannot override) the outliner copies into a body as a
+// Constant node rather than passing it as an argument; null for any other value.
+TensorPtr InlinableConstant(const Value& value);
+
+// Whether something other than `members` reads `value`, or it is a graph output: then a
+// group writing it must give it as a result.
+bool ReadOutside(const Value& value, const std::unordered_set<const Node*>& members);
 
 // Why `nodes` cannot be outlined, or an empty string when it can.
 std::string WhyNotOutlinable(const std::vector<Node*>& nodes);

@@ -34,6 +34,17 @@ bool Selected(const PipelineOptions& options, const std::string& name) {
   return options.only.empty() || Contains(options.only, name);
 }
 
+// The level's passes less the deselected ones, with consecutive repeats run once: a level
+// ends with the cleanup the next one may begin with, and a selection can bring two runs of a
+// pass together — the second would find nothing.
+std::vector<std::string> PassesToRun(const PipelineOptions& options) {
+  std::vector<std::string> passes;
+  for (const std::string& name : PipelineFor(options.level)) {
+    if (Selected(options, name) && (passes.empty() || passes.back() != name)) passes.push_back(name);
+  }
+  return passes;
+}
+
 Status Dump(const Model& model, const PipelineOptions& options, size_t index, const std::string& pass) {
   namespace fs = std::filesystem;
   char prefix[16];
@@ -104,10 +115,7 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
     FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, 0, "input"));
   }
   size_t index = 0;
-  for (const std::string& name : PipelineFor(options.level)) {
-    if (!Selected(options, name)) continue;
-    // --only/--disable can leave a cleanup pass twice in a row; the second run finds nothing.
-    if (!report.passes.empty() && report.passes.back().pass == name) continue;
+  for (const std::string& name : PassesToRun(options)) {
     const PassInfo* info = FindPass(name);
     FUSIONOPT_CHECK(info != nullptr, "the pipeline names a registered pass");
     std::unique_ptr<Pass> pass = info->create();

@@ -108,8 +108,6 @@ std::vector<std::string> PipelineFor(int level) {
   std::vector<std::string> pipeline;
   if (level >= 1) pipeline = LevelOne();
   if (level >= 2) pipeline.insert(pipeline.end(), LevelTwo().begin(), LevelTwo().end());
-  // Consecutive repeats of a cleanup pass (levels that add nothing between them) run once.
-  pipeline.erase(std::unique(pipeline.begin(), pipeline.end()), pipeline.end());
   return pipeline;
 }
 

@@ -23,8 +23,8 @@ struct PassInfo {
 const std::vector<PassInfo>& AllPasses();
 const PassInfo* FindPass(std::string_view name);
 
-// The passes that run at `level` (0-3), in order; a pass may appear more than once (cleanup
-// after fusion).
+// The passes of `level` (0-3), in order; a pass may appear more than once (cleanup after
+// fusion). RunPipeline runs them less the deselected ones, never one twice in a row.
 std::vector<std::string> PipelineFor(int level);
 
 }  // namespace fusionopt::passes

@@ -17,6 +17,12 @@ bool ProvablySameShape(const Shape& a, const Shape& b) {
   return true;
 }
 
+bool ProvablySameShape(const Value& a, const Value& b) {
+  const Shape* left = KnownRankShape(a);
+  const Shape* right = KnownRankShape(b);
+  return left != nullptr && right != nullptr && ProvablySameShape(*left, *right);
+}
+
 bool ProvablyBroadcastsTo(const Shape& from, const Shape& to) {
   if (from.size() > to.size()) return false;
   size_t offset = to.size() - from.size();

@@ -19,6 +19,8 @@ bool ProvablySameDim(const Dim& a, const Dim& b);
 
 // The same rank and, dim by dim, ProvablySameDim.
 bool ProvablySameShape(const Shape& a, const Shape& b);
+// The same, on two values' inferred shapes (false when either rank is unknown).
+bool ProvablySameShape(const Value& a, const Value& b);
 
 // `from` broadcasts (numpy, aligned right) to exactly `to`: it is no longer, and each of its
 // dims is the matching dim of `to` or a known 1.
