@@ -6,74 +6,24 @@
 #include <cmath>
 
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 
 namespace {
-
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  REQUIRE(static_cast<int64_t>(values.size()) == tensor.NumElements());
-  std::copy(values.begin(), values.end(), tensor.data<float>());
-  return tensor;
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
-}
 
 // "graph ... { nodes }" wrapped into a model with the given default-domain opset.
 std::string ModelText(const std::string& graph, int opset = 17) {
   return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\n" + graph;
 }
 
-// The session points into the model, so both live together.
-struct Prepared {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Session> session;
-};
-
-Prepared Prepare(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  INFO(session.status().message());
-  REQUIRE(session.ok());
-  return {std::move(model).value(), std::move(session).value()};
-}
-
-std::vector<NamedTensor> Run(const std::string& text, const std::vector<NamedTensor>& feeds = {}) {
-  auto outputs = Prepare(text).session->Run(feeds);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  return std::move(outputs).value();
-}
-
-std::string CreateError(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  REQUIRE_FALSE(session.ok());
-  return session.status().message();
-}
-
 std::string RunError(const std::string& text, const std::vector<NamedTensor>& feeds) {
   auto outputs = Prepare(text).session->Run(feeds);
   REQUIRE_FALSE(outputs.ok());
   return outputs.status().message();
-}
-
-void CheckClose(const RtTensor& actual, const std::vector<int64_t>& dims, const std::vector<double>& expected) {
-  REQUIRE(actual.dims() == dims);
-  std::vector<double> values = Values(actual);
-  REQUIRE(values.size() == expected.size());
-  for (size_t i = 0; i < values.size(); ++i) CHECK(values[i] == Approx(expected[i]).margin(1e-6));
 }
 
 }  // namespace

@@ -1,70 +1,24 @@
 // If, Loop and Scan on the CPU runtime: branch and iteration semantics, outer-scope reads,
 // kernel counts per iteration, and the errors of malformed or unsupported bodies.
 #include <catch2/catch.hpp>
-#include <cstring>
-#include <numeric>
 
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 
 namespace {
 
-template <typename T>
-RtTensor Make(DataType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
-  RtTensor tensor = RtTensor::Allocate(dtype, std::move(dims));
-  REQUIRE(static_cast<int64_t>(values.size()) == tensor.NumElements());
-  if (!values.empty()) std::memcpy(tensor.raw(), values.data(), values.size() * sizeof(T));
-  return tensor;
-}
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
-  return Make(DataType::kFloat, std::move(dims), values);
-}
 RtTensor Int64Scalar(int64_t value) { return Make<int64_t>(DataType::kInt64, {}, {value}); }
 RtTensor Bool(bool value, std::vector<int64_t> dims = {}) {
   return Make<uint8_t>(DataType::kBool, std::move(dims), {static_cast<uint8_t>(value)});
 }
-RtTensor Iota(std::vector<int64_t> dims) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  std::iota(tensor.data<float>(), tensor.data<float>() + tensor.NumElements(), 0.0f);
-  return tensor;
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
-}
 
 std::string ModelText(int opset, const std::string& graph) {
   return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\n" + graph;
-}
-
-Result<std::vector<NamedTensor>> TryRun(const std::string& text, const std::vector<NamedTensor>& feeds,
-                                        RunStats* stats = nullptr) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(feeds, stats);
-}
-
-std::vector<NamedTensor> Run(const std::string& text, const std::vector<NamedTensor>& feeds,
-                             RunStats* stats = nullptr) {
-  auto outputs = TryRun(text, feeds, stats);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  return std::move(outputs).value();
-}
-
-Status CreateStatus(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return Session::Create(**model).status();
 }
 
 // %t is read only inside the branches: the runtime must keep it alive until the If has run.

@@ -1,69 +1,23 @@
 #include <catch2/catch.hpp>
-#include <cstring>
-#include <numeric>
 
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 
 namespace {
 
-template <typename T>
-RtTensor Make(DataType dtype, std::vector<int64_t> dims, const std::vector<T>& values) {
-  RtTensor tensor = RtTensor::Allocate(dtype, std::move(dims));
-  REQUIRE(static_cast<int64_t>(values.size()) == tensor.NumElements());
-  if (!values.empty()) std::memcpy(tensor.raw(), values.data(), values.size() * sizeof(T));
-  return tensor;
-}
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
-  return Make(DataType::kFloat, std::move(dims), values);
-}
 RtTensor Int64s(std::vector<int64_t> dims, const std::vector<int64_t>& values) {
   return Make(DataType::kInt64, std::move(dims), values);
-}
-RtTensor Iota(std::vector<int64_t> dims) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  std::iota(tensor.data<float>(), tensor.data<float>() + tensor.NumElements(), 0.0f);
-  return tensor;
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
 }
 
 // A one-graph model: `signature` is "inputs) -> (outputs", `body` the node lines.
 std::string Text(int opset, const std::string& signature, const std::string& body, const std::string& inits = "") {
   return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\ngraph g (" + signature + ")\n" + inits + "{\n" +
          body + "\n}\n";
-}
-
-Result<std::vector<NamedTensor>> TryRun(const std::string& text, const std::vector<NamedTensor>& feeds,
-                                        RunStats* stats = nullptr) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(feeds, stats);
-}
-
-std::vector<NamedTensor> Run(const std::string& text, const std::vector<NamedTensor>& feeds,
-                             RunStats* stats = nullptr) {
-  auto outputs = TryRun(text, feeds, stats);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  return std::move(outputs).value();
-}
-
-// The status of preparing the model (attribute errors surface here).
-Status CreateStatus(const std::string& text) {
-  auto model = ParseModel(text);
-  REQUIRE(model.ok());
-  return Session::Create(**model).status();
 }
 
 // One float input %x, one output %y of `node`.

@@ -6,39 +6,13 @@
 
 #include "cpu_runtime/elementwise.h"
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/float16.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
-
-namespace {
-
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  std::copy(values.begin(), values.end(), tensor.data<float>());
-  return tensor;
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
-}
-
-std::vector<NamedTensor> RunText(const std::string& text, const std::vector<NamedTensor>& feeds,
-                                 RunStats* stats = nullptr) {
-  auto model = ParseModel(text);
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  REQUIRE(session.ok());
-  auto outputs = (*session)->Run(feeds, stats);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  return std::move(outputs).value();
-}
-
-}  // namespace
+using namespace fusionopt::cpu_test;
 
 TEST_CASE("broadcasting follows numpy and names incompatible shapes", "[cpu]") {
   RtTensor a = Floats({2, 1, 3}, {1, 2, 3, 4, 5, 6});
@@ -123,7 +97,7 @@ TEST_CASE("contiguous operands are read and written in place with the same resul
 TEST_CASE("Pow squares exactly and integer Pow survives hostile exponents", "[cpu]") {
   RtTensor base = Floats({4}, {1.5f, -3.0f, 0.1f, 2.0f});
   RtTensor exponent = Floats({4}, {2.0f, 2.0f, 2.0f, 0.5f});
-  auto floats = RunText(R"(
+  auto floats = Run(R"(
 ir_version 8
 opset "" 17
 graph t (float[4] %x, float[4] %e) -> (float[4] %y)
@@ -145,7 +119,7 @@ graph t (float[4] %x, float[4] %e) -> (float[4] %y)
     a.data<int64_t>()[i] = bases[i];
     b.data<int64_t>()[i] = exponents[i];
   }
-  auto ints = RunText(R"(
+  auto ints = Run(R"(
 ir_version 8
 opset "" 17
 graph t (int64[5] %a, int64[5] %b) -> (int64[5] %y)
@@ -167,7 +141,7 @@ TEST_CASE("the builder rejects ops on types they are not defined for", "[cpu]") 
 }
 
 TEST_CASE("ONNX elementwise ops run through the session", "[cpu]") {
-  auto outputs = RunText(R"(
+  auto outputs = Run(R"(
 ir_version 8
 opset "" 17
 graph t (float[2,3] %x, float[3] %b) -> (float[2,3] %y, bool[2,3] %m, float[2,3] %c, int32[2,3] %i)
@@ -198,7 +172,7 @@ TEST_CASE("integer and float16 arithmetic keep their ONNX types", "[cpu]") {
   b.data<int32_t>()[0] = 1;
   b.data<int32_t>()[1] = 2;
   b.data<int32_t>()[2] = -2;
-  auto outputs = RunText(R"(
+  auto outputs = Run(R"(
 ir_version 8
 opset "" 17
 graph t (int32[3] %a, int32[3] %b) -> (int32[3] %sum, int32[3] %quotient, int32[3] %mod)
@@ -216,7 +190,7 @@ graph t (int32[3] %a, int32[3] %b) -> (int32[3] %sum, int32[3] %quotient, int32[
   RtTensor h = RtTensor::Allocate(DataType::kFloat16, {2});
   h.data<uint16_t>()[0] = FloatToHalf(1.0f);
   h.data<uint16_t>()[1] = FloatToHalf(2049.0f);  // not representable: 2048
-  auto half = RunText(R"(
+  auto half = Run(R"(
 ir_version 8
 opset "" 17
 graph t (float16[2] %h) -> (float16[2] %y)
@@ -277,7 +251,7 @@ TEST_CASE("Relu and Max keep NaN like numpy and onnxruntime", "[cpu]") {
 
 TEST_CASE("CastLike takes only the type of its second input", "[cpu]") {
   RtTensor like = RtTensor::Allocate(DataType::kInt64, {1});
-  auto outputs = RunText(R"(
+  auto outputs = Run(R"(
 ir_version 8
 opset "" 17
 graph t (float[2,3] %x, int64[1] %like) -> (int64[2,3] %y)

@@ -12,17 +12,12 @@
 
 #include "cpu_runtime/session.h"
 #include "ir/float16.h"
-#include "ir/text_format.h"
+#include "pass_test_support.h"
 #include "passes/outline.h"
 
 namespace fusionopt::fused_test {
 
-inline std::unique_ptr<Model> Parse(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return std::move(model).value();
-}
+using pass_test::Parse;
 
 // A pass that outlines the nodes it is given by name into one ai.fusionopt node (test-only).
 class OutlineNamed : public passes::Pass {
@@ -54,11 +49,7 @@ inline std::unique_ptr<Model> Outlined(const std::string& text, std::vector<std:
                                        std::string kind = "test") {
   auto model = Parse(text);
   OutlineNamed pass(std::move(names), std::move(kind));
-  passes::PassOptions options;
-  passes::PassStatistics statistics;
-  std::vector<passes::FusionRecord> fusions;
-  passes::PassContext context(*model, pass, options, statistics, fusions);
-  REQUIRE(pass.Run(*model, context).ok());
+  pass_test::RunPassObject(*model, pass);
   return model;
 }
 
@@ -96,43 +87,14 @@ struct Outcome {
 inline Outcome Run(const Model& model, const std::vector<cpu::NamedTensor>& feeds, bool fused_kernels = true) {
   cpu::SessionOptions options;
   options.fused_kernels = fused_kernels;
-  auto session = cpu::Session::Create(model, options);
-  INFO(session.status().message());
-  REQUIRE(session.ok());
   Outcome outcome;
-  auto outputs = (*session)->Run(feeds, &outcome.stats);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  outcome.outputs = std::move(outputs).value();
+  outcome.outputs = pass_test::RunWithFeeds(model, feeds, options, &outcome.stats);
   return outcome;
-}
-
-// Element by element: |actual - expected| <= atol + rtol * |expected|, NaNs alike.
-inline void RequireClose(const std::vector<cpu::NamedTensor>& actual, const std::vector<cpu::NamedTensor>& expected,
-                         double rtol = 1e-4, double atol = 1e-5) {
-  REQUIRE(actual.size() == expected.size());
-  for (size_t k = 0; k < actual.size(); ++k) {
-    const cpu::RtTensor& a = actual[k].tensor;
-    const cpu::RtTensor& e = expected[k].tensor;
-    INFO("output " << expected[k].name);
-    REQUIRE(actual[k].name == expected[k].name);
-    REQUIRE(a.dtype() == e.dtype());
-    REQUIRE(a.dims() == e.dims());
-    for (int64_t i = 0; i < a.NumElements(); ++i) {
-      const double x = a.ValueAsDouble(i), y = e.ValueAsDouble(i);
-      if (std::isnan(y)) {
-        REQUIRE(std::isnan(x));
-        continue;
-      }
-      INFO("element " << i << ": " << x << " vs " << y);
-      REQUIRE(std::abs(x - y) <= atol + rtol * std::abs(y));
-    }
-  }
 }
 
 inline void RequireIdentical(const std::vector<cpu::NamedTensor>& actual,
                              const std::vector<cpu::NamedTensor>& expected) {
-  RequireClose(actual, expected, 0.0, 0.0);
+  pass_test::RequireClose(actual, expected, 0.0, 0.0);
 }
 
 // The three runs every fusion test compares: the unfused model, and the outlined one fused
@@ -150,7 +112,7 @@ inline Comparison Compare(const std::string& text, const std::vector<std::string
   runs.unfused = Run(*original, feeds);
   runs.fused = Run(*outlined, feeds, true);
   runs.op_by_op = Run(*outlined, feeds, false);
-  RequireClose(runs.fused.outputs, runs.unfused.outputs, rtol, atol);
+  pass_test::RequireClose(runs.fused.outputs, runs.unfused.outputs, rtol, atol);
   // The body runs the same kernels as the unfused graph.
   RequireIdentical(runs.op_by_op.outputs, runs.unfused.outputs);
   REQUIRE(runs.op_by_op.stats.kernels_launched == runs.unfused.stats.kernels_launched);

@@ -2,11 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 
 namespace {
 
@@ -28,12 +30,6 @@ graph main (float[2,3] %x, float[3] %bias) -> (float[2,3] %y, int64[2] %shape2)
   %y = Add(%scaled, %bias)
 }
 )";
-
-RtTensor Floats(std::vector<int64_t> dims, std::vector<float> values) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  std::copy(values.begin(), values.end(), tensor.data<float>());
-  return tensor;
-}
 
 }  // namespace
 

@@ -8,71 +8,20 @@
 #include "cpu_runtime/reduction_math.h"
 #include "cpu_runtime/reduction_plan.h"
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/float16.h"
 #include "ir/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-RtTensor Make(DataType dtype, std::vector<int64_t> dims, const std::vector<double>& values) {
-  RtTensor tensor = RtTensor::Allocate(dtype, std::move(dims));
-  REQUIRE(static_cast<int64_t>(values.size()) == tensor.NumElements());
-  for (size_t i = 0; i < values.size(); ++i) {
-    switch (dtype) {
-      case DataType::kFloat: tensor.data<float>()[i] = static_cast<float>(values[i]); break;
-      case DataType::kDouble: tensor.data<double>()[i] = values[i]; break;
-      case DataType::kFloat16: tensor.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(values[i])); break;
-      case DataType::kInt32: tensor.data<int32_t>()[i] = static_cast<int32_t>(values[i]); break;
-      case DataType::kInt64: tensor.data<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
-      case DataType::kBool: tensor.data<uint8_t>()[i] = values[i] != 0; break;
-      default: FAIL("unexpected dtype in test");
-    }
-  }
-  return tensor;
-}
-
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<double>& values) {
-  return Make(DataType::kFloat, std::move(dims), values);
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
-}
-
 std::string ModelText(int opset, const std::string& signature, const std::string& body) {
   return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\ngraph t " + signature + "\n{\n" + body + "\n}\n";
-}
-
-Result<std::vector<NamedTensor>> TryRun(const std::string& text, const std::vector<NamedTensor>& feeds,
-                                        const SessionOptions& options = {}) {
-  auto model = ParseModel(text);
-  INFO(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model, options);
-  if (!session.ok()) return session.status();
-  return (*session)->Run(feeds);
-}
-
-std::vector<NamedTensor> Run(const std::string& text, const std::vector<NamedTensor>& feeds,
-                             const SessionOptions& options = {}) {
-  auto outputs = TryRun(text, feeds, options);
-  INFO(outputs.status().message());
-  REQUIRE(outputs.ok());
-  return std::move(outputs).value();
-}
-
-Status CreateStatus(const std::string& text) {
-  auto model = ParseModel(text);
-  REQUIRE(model.ok());
-  auto session = Session::Create(**model);
-  return session.ok() ? Status::Ok() : session.status();
 }
 
 void RequireClose(const std::vector<double>& actual, const std::vector<double>& expected, double margin = 1e-6) {
@@ -174,7 +123,7 @@ TEST_CASE("axes move from attribute to input at opset 13 for ReduceSum and 18 fo
 
   auto input = Run(ModelText(13, "(float[2,3] %x, int64[1] %axes) -> (float[3] %y)",
                              "  %y = ReduceSum(%x, %axes) {keepdims: 0}"),
-                   {{"x", x}, {"axes", Make(DataType::kInt64, {1}, {0})}});
+                   {{"x", x}, {"axes", Filled(DataType::kInt64, {1}, {0})}});
   RequireClose(Values(input[0].tensor), {5, 7, 9});
 
   Status stale = CreateStatus(ModelText(13, "(float[2,3] %x) -> (float %y)", "  %y = ReduceSum(%x) {axes: [1]}"));
@@ -237,7 +186,7 @@ TEST_CASE("reductions over an empty set give each op's identity", "[cpu]") {
 
   auto ints = Run(ModelText(18, "(int32[2,0] %x) -> (int32 %max)\n  init int64[1] %axes = [1]",
                             "  %max = ReduceMax(%x, %axes)"),
-                  {{"x", Make(DataType::kInt32, {2, 0}, {})}});
+                  {{"x", Filled(DataType::kInt32, {2, 0}, {})}});
   RequireClose(Values(ints[0].tensor), {-2147483648.0, -2147483648.0});
 }
 
@@ -248,10 +197,10 @@ TEST_CASE("integer, bool and float16 reductions keep their element type", "[cpu]
                 "  %sum = ReduceSum(%a, %axes) {keepdims: 0}\n  %prod = ReduceProd(%b)\n"
                 "  %any = ReduceMax(%c, %axes) {keepdims: 0}\n  %all = ReduceMin(%c, %axes) {keepdims: 0}\n"
                 "  %mean = ReduceMean(%h)"),
-      {{"a", Make(DataType::kInt64, {2, 2}, {4000000000.0, 5, -7, 2})},
-       {"b", Make(DataType::kInt32, {3}, {-3, 5, 7})},
-       {"c", Make(DataType::kBool, {2, 2}, {0, 1, 1, 1})},
-       {"h", Make(DataType::kFloat16, {4}, {0.5, 1.5, 2.5, 3.5})}});
+      {{"a", Filled(DataType::kInt64, {2, 2}, {4000000000.0, 5, -7, 2})},
+       {"b", Filled(DataType::kInt32, {3}, {-3, 5, 7})},
+       {"c", Filled(DataType::kBool, {2, 2}, {0, 1, 1, 1})},
+       {"h", Filled(DataType::kFloat16, {4}, {0.5, 1.5, 2.5, 3.5})}});
   REQUIRE(outputs[0].tensor.dtype() == DataType::kInt64);
   REQUIRE(outputs[0].tensor.data<int64_t>()[0] == 4000000005);
   REQUIRE(outputs[0].tensor.data<int64_t>()[1] == -5);
@@ -305,7 +254,7 @@ TEST_CASE("reduce ops reject bad axes at prepare time or at run time", "[cpu]") 
 
   // Rank unknown until run time: the error names the node when the data arrives.
   auto late = TryRun(ModelText(18, "(float %x, int64[2] %axes) -> (float %y)", "  %y = ReduceL1(%x, %axes) @l1"),
-                     {{"x", Floats({2, 2}, {1, 2, 3, 4})}, {"axes", Make(DataType::kInt64, {2}, {1, -1})}});
+                     {{"x", Floats({2, 2}, {1, 2, 3, 4})}, {"axes", Filled(DataType::kInt64, {2}, {1, -1})}});
   REQUIRE_FALSE(late.ok());
   REQUIRE_THAT(late.status().message(), Catch::Contains("'l1'") && Catch::Contains("same axis twice"));
 }
@@ -361,7 +310,7 @@ TEST_CASE("Softmax before opset 13 coerces the input to 2-D at axis", "[cpu]") {
   RequireClose(Values(single_axis[0].tensor), {0.25, 0.75, 0.75, 0.25});
 
   auto half = Run(ModelText(13, "(float16[2] %x) -> (float16 %y)", "  %y = Softmax(%x)"),
-                  {{"x", Make(DataType::kFloat16, {2}, {0, ln3})}});
+                  {{"x", Filled(DataType::kFloat16, {2}, {0, ln3})}});
   REQUIRE(half[0].tensor.dtype() == DataType::kFloat16);
   RequireClose(Values(half[0].tensor), {0.25, 0.75}, 1e-3);
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,14 +23,8 @@ using namespace fusionopt::fusion_test;
 
 inline constexpr const char* kPass = "fuse-composites";
 
-struct Fused {
-  std::unique_ptr<Model> model;
-  PassRun run;
-  int64_t Counter(const std::string& name) const {
-    auto it = run.statistics.counters.find(name);
-    return it == run.statistics.counters.end() ? 0 : it->second;
-  }
-};
+// The rewritten model, the original and the pass's statistics and fusion records.
+using Fused = Rewritten;
 
 // Every function the pass created is recognised as the composite its fusion record names.
 inline void ExpectBodiesRecognised(const Model& model, const std::vector<passes::FusionRecord>& fusions) {
@@ -49,33 +43,15 @@ inline void ExpectBodiesRecognised(const Model& model, const std::vector<passes:
 // and it computes the original's numbers both inlined and run with its fused kernels.
 inline Fused ExpectFused(const std::string& text, const std::string& expected,
                          const std::map<std::string, int64_t>& symbols = {}) {
-  auto original = ParseInferred(text);
-  Fused fused{ParseInferred(text), {}};
-  fused.run = RunPass(*fused.model, kPass);
-  CHECK(fused.run.statistics.changed);
-  CHECK(Print(*fused.model) == Canonical(expected));
+  Fused fused = fusion_test::ExpectFused(text, kPass, expected, {}, symbols);
   ExpectBodiesRecognised(*fused.model, fused.run.fusions);
-  ExpectSameNumbers(*original, *fused.model, symbols);
-  std::vector<cpu::NamedTensor> reference = RunOnCpu(*original, symbols);
-  std::vector<cpu::NamedTensor> direct = RunOnCpu(*fused.model, symbols);
-  REQUIRE(direct.size() == reference.size());
-  for (size_t i = 0; i < direct.size(); ++i) {
-    cpu::Comparison comparison = cpu::Compare(direct[i].tensor, reference[i].tensor, {1e-4, 1e-5});
-    INFO("fused run, output " << reference[i].name << ": max abs error " << comparison.max_abs_error);
-    CHECK(comparison.passed);
-  }
+  ExpectClose(RunOnCpu(*fused.model, OpenDims{symbols}), RunOnCpu(*fused.original, OpenDims{symbols}), {1e-4, 1e-5});
   return fused;
 }
 
 // Runs the pass on `text`; checks it changed nothing and rejected a candidate for `reason`.
 inline void ExpectUnchanged(const std::string& text, const std::string& reason) {
-  auto model = ParseInferred(text);
-  std::string before = Print(*model);
-  PassRun run = RunPass(*model, kPass);
-  CHECK_FALSE(run.statistics.changed);
-  CHECK(Print(*model) == before);
-  INFO("reason " << reason);
-  CHECK(RejectionCount(run.statistics, reason) >= 1);
+  pass_test::ExpectUnchanged(text, kPass, reason);
 }
 
 inline std::string Header(int64_t opset = 17) { return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\n"; }

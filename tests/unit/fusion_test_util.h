@@ -5,57 +5,36 @@
 // the nodes it replaced.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "cpu_runtime/compare.h"
-#include "cpu_runtime/session.h"
-#include "ir/graph.h"
-#include "passes/pass.h"
+#include "ir/op_class.h"
+#include "pass_test_support.h"
 
 namespace fusionopt::fusion_test {
 
-using Options = std::vector<std::pair<std::string, std::string>>;
+using namespace fusionopt::pass_test;
 
-// Parsed as the loader leaves a model: shapes inferred. REQUIREs that it parses.
-std::unique_ptr<Model> ParseInferred(const std::string& text);
+// `optimized`, its fused nodes inlined, computes what `original` computes on the same inputs;
+// symbolic dims take their size from `symbols`, 3 when not listed.
+inline void ExpectSameNumbers(const Model& original, const Model& optimized,
+                              const std::map<std::string, int64_t>& symbols = {},
+                              cpu::Tolerance tolerance = {1e-5, 1e-6}) {
+  std::unique_ptr<Model> inlined = InlineFusedNodes(optimized);
+  for (const auto& node : inlined->graph->nodes()) REQUIRE(node->domain() != kFusionDomain);
+  ExpectSameOutputs(original, *inlined, OpenDims{symbols}, tolerance);
+}
 
-// The printed model with every tensor written out; the canonical form of hand-written text.
-std::string Print(const Model& model);
-std::string Canonical(const std::string& text);
-
-// Runs `pass` alone through the O2 pipeline (shapes re-inferred, IR verified after it).
-struct PassRun {
-  passes::PassStatistics statistics;
-  std::vector<passes::FusionRecord> fusions;
-};
-PassRun RunPass(Model& model, const std::string& pass, const Options& options = {});
-
-int64_t RejectionCount(const passes::PassStatistics& statistics, const std::string& reason);
-
-// A copy of `model` in which every ai.fusionopt node (subgraphs included) is replaced by a copy
-// of its function's body, body values renamed uniquely after the call ("<call>/t0"); the
-// values the call wrote keep their names and readers; the fused functions are dropped. The
-// copy goes through the text form and has its shapes inferred.
-std::unique_ptr<Model> InlineFusedNodes(const Model& model);
-
-// The body of the function `node` calls, printed (PrintGraph).
-std::string PrintBody(const Model& model, const Node& node);
-
-// Runs `model` on the CPU runtime with seeded random inputs (cpu::RandomTensor); symbolic dims
-// take their size from `symbols`, 3 when not listed (not 1, so broadcasting is exercised).
-std::vector<cpu::NamedTensor> RunOnCpu(const Model& model, const std::map<std::string, int64_t>& symbols = {},
-                                       uint64_t seed = 7);
-
-// `optimized`, its fused nodes inlined, computes what `original` computes on the same inputs.
-void ExpectSameNumbers(const Model& original, const Model& optimized,
-                       const std::map<std::string, int64_t>& symbols = {}, cpu::Tolerance tolerance = {1e-5, 1e-6});
-
-// The nodes of the main graph as "op" or "domain::op", in order.
-std::vector<std::string> OpTypes(const Graph& graph);
+// Runs `pass` on `text`; checks the result prints as `expected` and, inlined, keeps the numbers.
+inline Rewritten ExpectFused(const std::string& text, const std::string& pass, const std::string& expected,
+                             const Options& options = {}, const std::map<std::string, int64_t>& symbols = {}) {
+  Rewritten fused = ExpectRewriteTo(text, pass, expected, options);
+  ExpectSameNumbers(*fused.original, *fused.model, symbols);
+  return fused;
+}
 
 }  // namespace fusionopt::fusion_test

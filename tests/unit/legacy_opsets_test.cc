@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cpu_runtime/session.h"
+#include "cpu_test_support.h"
 #include "ir/legacy_opsets.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
@@ -13,28 +14,10 @@
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
+using namespace fusionopt::cpu_test;
 namespace fs = std::filesystem;
 
 namespace {
-
-RtTensor Floats(std::vector<int64_t> dims, const std::vector<float>& values) {
-  RtTensor tensor = RtTensor::Allocate(DataType::kFloat, std::move(dims));
-  std::copy(values.begin(), values.end(), tensor.data<float>());
-  return tensor;
-}
-
-std::vector<double> Values(const RtTensor& tensor) {
-  std::vector<double> out;
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) out.push_back(tensor.ValueAsDouble(i));
-  return out;
-}
-
-std::unique_ptr<Model> Parse(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return std::move(model).value();
-}
 
 // Parses, checks that the legacy check accepts, and runs on the CPU runtime.
 std::vector<NamedTensor> RunLegacy(const std::string& text, const std::vector<NamedTensor>& feeds) {

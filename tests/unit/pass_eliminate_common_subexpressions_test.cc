@@ -7,8 +7,6 @@
 
 using namespace fusionopt;
 using namespace fusionopt::passes;
-using pass_test::Canonical;
-using pass_test::RequireSameOutputs;
 using pass_test::RunPass;
 
 namespace {
@@ -20,18 +18,11 @@ std::string Text(const std::string& signature, const std::string& body, const st
 }
 
 pass_test::PassOutcome ExpectRewrite(const std::string& before, const std::string& after) {
-  auto outcome = RunPass<EliminateCommonSubexpressions>(before);
-  CHECK(outcome.changed);
-  CHECK(outcome.text == Canonical(after));
-  RequireSameOutputs(before, *outcome.model);
-  return outcome;
+  return pass_test::ExpectRewrite<EliminateCommonSubexpressions>(before, after);
 }
 
 pass_test::PassOutcome ExpectUnchanged(const std::string& text) {
-  auto outcome = RunPass<EliminateCommonSubexpressions>(text);
-  CHECK_FALSE(outcome.changed);
-  CHECK(outcome.text == Canonical(text));
-  return outcome;
+  return pass_test::ExpectUnchanged<EliminateCommonSubexpressions>(text);
 }
 
 }  // namespace

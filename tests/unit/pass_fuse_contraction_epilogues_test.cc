@@ -35,32 +35,18 @@ graph main (float[N,4] %a)" + extra_inputs + R"() -> (float[N,3] %y)
 // Runs the pass and checks the main graph's ops afterwards and the numbers.
 PassRun ExpectOps(const std::string& text, const std::vector<std::string>& ops, const Options& options = {},
                   const std::map<std::string, int64_t>& symbols = {}) {
-  auto original = ParseInferred(text);
-  auto model = ParseInferred(text);
-  PassRun run = RunPass(*model, kPass, options);
-  CHECK(OpTypes(*model->graph) == ops);
-  ExpectSameNumbers(*original, *model, symbols);
-  return run;
+  Rewritten rewritten = Rewrite(text, kPass, options);
+  CHECK(OpTypes(*rewritten.model->graph) == ops);
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, symbols);
+  return rewritten.run;
 }
 
 PassRun ExpectFused(const std::string& text, const std::string& expected) {
-  auto original = ParseInferred(text);
-  auto model = ParseInferred(text);
-  PassRun run = RunPass(*model, kPass);
-  CHECK(run.statistics.changed);
-  CHECK(Print(*model) == Canonical(expected));
-  ExpectSameNumbers(*original, *model);
-  return run;
+  return fusion_test::ExpectFused(text, kPass, expected).run;
 }
 
 void ExpectUnchanged(const std::string& text, const std::string& reason) {
-  auto model = ParseInferred(text);
-  std::string printed = Print(*model);
-  PassRun run = RunPass(*model, kPass);
-  CHECK_FALSE(run.statistics.changed);
-  CHECK(Print(*model) == printed);
-  INFO("reason: " << reason);
-  CHECK(RejectionCount(run.statistics, reason) >= 1);
+  pass_test::ExpectUnchanged(text, kPass, reason);
 }
 
 }  // namespace

@@ -15,25 +15,12 @@ constexpr const char* kPass = "fuse-elementwise";
 // Runs the pass on `text`, checks the graph prints as `expected` and the numbers are kept.
 PassRun ExpectFused(const std::string& text, const std::string& expected, const Options& options = {},
                     const std::map<std::string, int64_t>& symbols = {}) {
-  auto original = ParseInferred(text);
-  auto model = ParseInferred(text);
-  PassRun run = RunPass(*model, kPass, options);
-  CHECK(run.statistics.changed);
-  CHECK(Print(*model) == Canonical(expected));
-  ExpectSameNumbers(*original, *model, symbols);
-  return run;
+  return fusion_test::ExpectFused(text, kPass, expected, options, symbols).run;
 }
 
 // Runs the pass on `text` and checks it changed nothing, rejecting something for `reason`.
 PassRun ExpectUnchanged(const std::string& text, const std::string& reason, const Options& options = {}) {
-  auto model = ParseInferred(text);
-  std::string printed = Print(*model);
-  PassRun run = RunPass(*model, kPass, options);
-  CHECK_FALSE(run.statistics.changed);
-  CHECK(Print(*model) == printed);
-  INFO("reason: " << reason);
-  if (!reason.empty()) CHECK(RejectionCount(run.statistics, reason) >= 1);
-  return run;
+  return pass_test::ExpectUnchanged(text, kPass, reason, options);
 }
 
 }  // namespace

@@ -9,21 +9,16 @@
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
+#include "pass_test_support.h"
 #include "passes/outline.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 
 using namespace fusionopt;
 using namespace fusionopt::passes;
+using pass_test::Parse;
 
 namespace {
-
-std::unique_ptr<Model> Parse(const std::string& text) {
-  auto model = ParseModel(text);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return std::move(model).value();
-}
 
 Node* FindNode(const Graph& graph, const std::string& name) {
   for (const auto& node : graph.nodes()) {
@@ -62,22 +57,17 @@ class OutlineNamed : public Pass {
   std::vector<std::string> names_;
 };
 
-struct Outcome {
+struct Outcome : pass_test::PassRun {
   bool changed = false;
   std::string why_not;
   Node* fused = nullptr;
-  PassStatistics statistics;
-  std::vector<FusionRecord> fusions;
 };
 
 Outcome Outline(Model& model, std::vector<std::string> names) {
   OutlineNamed pass(std::move(names));
   Outcome outcome;
-  PassOptions options;
-  PassContext context(model, pass, options, outcome.statistics, outcome.fusions);
-  auto changed = pass.Run(model, context);
-  REQUIRE(changed.ok());
-  outcome.changed = *changed;
+  static_cast<pass_test::PassRun&>(outcome) = pass_test::RunPassObject(model, pass);
+  outcome.changed = outcome.statistics.changed;
   outcome.why_not = pass.why_not;
   outcome.fused = pass.fused;
   return outcome;

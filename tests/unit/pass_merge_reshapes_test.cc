@@ -7,9 +7,6 @@
 
 using namespace fusionopt;
 using namespace fusionopt::passes;
-using pass_test::Canonical;
-using pass_test::RequireSameOutputs;
-using pass_test::RunPass;
 
 namespace {
 
@@ -19,17 +16,11 @@ std::string Text(int opset, const std::string& signature, const std::string& bod
 }
 
 pass_test::PassOutcome ExpectRewrite(const std::string& before, const std::string& after) {
-  auto outcome = RunPass<MergeReshapes>(before);
-  CHECK(outcome.changed);
-  CHECK(outcome.text == Canonical(after));
-  RequireSameOutputs(before, *outcome.model);
-  return outcome;
+  return pass_test::ExpectRewrite<MergeReshapes>(before, after);
 }
 
 pass_test::PassOutcome ExpectUnchanged(const std::string& text) {
-  auto outcome = RunPass<MergeReshapes>(text);
-  CHECK_FALSE(outcome.changed);
-  CHECK(outcome.text == Canonical(text));
+  auto outcome = pass_test::ExpectUnchanged<MergeReshapes>(text);
   CHECK(outcome.statistics.matches == 0);
   return outcome;
 }

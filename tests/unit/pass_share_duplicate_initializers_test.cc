@@ -15,9 +15,7 @@
 
 using namespace fusionopt;
 using namespace fusionopt::passes;
-using pass_test::Canonical;
-using pass_test::RequireSameOutputs;
-using pass_test::RunPass;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -106,19 +104,19 @@ TEST_CASE("share-duplicate-initializers compares memory-mapped weights in place"
   }
   auto file = MappedFile::Open(data.string());
   REQUIRE(file.ok());
-  auto model = pass_test::Parse(Text("float[256] %x) -> (float[256] %y",
-                                     "  %a = Add(%x, %m1)\n  %b = Mul(%a, %m2)\n  %y = Sub(%b, %m3)",
-                                     "  init float[1] %m1 = [0.0]\n  init float[1] %m2 = [0.0]\n"
-                                     "  init float[1] %m3 = [0.0]\n"));
+  auto model = ParseInferred(Text("float[256] %x) -> (float[256] %y",
+                                  "  %a = Add(%x, %m1)\n  %b = Mul(%a, %m2)\n  %y = Sub(%b, %m3)",
+                                  "  init float[1] %m1 = [0.0]\n  init float[1] %m2 = [0.0]\n"
+                                  "  init float[1] %m3 = [0.0]\n"));
   const char* names[] = {"m1", "m2", "m3"};
   for (uint64_t i = 0; i < 3; ++i) {
     auto tensor = std::make_shared<Tensor>(Tensor::Mapped(DataType::kFloat, {256}, *file, i * 1024, 1024));
     model->graph->SetInitializer(model->graph->FindValue(names[i]), tensor);
   }
   InferShapes(*model);
-  std::string before = PrintModel(*model, PrintOptions{-1});
+  std::string before = Print(*model);
 
-  auto outcome = pass_test::RunPassOn<ShareDuplicateInitializers>(std::move(model));
+  auto outcome = RunPassOn<ShareDuplicateInitializers>(std::move(model));
   CHECK(outcome.Counter("initializers_removed") == 1);
   CHECK(outcome.Counter("bytes_saved") == 1024);
   const Graph& graph = *outcome.model->graph;
