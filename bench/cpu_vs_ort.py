@@ -5,7 +5,7 @@ For each benchmark model: the same inputs, the same thread count, warm-up runs, 
 median of --repeat timed runs on each side; the ratio ours/ORT is the figure of merit
 (issue 3's target: <= 1.5). Also an elementwise bandwidth check: y = x + z over 64 MB
 float32 tensors against a plain 64 MB copy timed in the same script (target: >= 50% of the
-copy's bandwidth).
+copy's bandwidth). Then broadcast Adds (row, column, channel) against onnxruntime.
 
     .venv/bin/python bench/cpu_vs_ort.py --threads 2 --repeat 20
 """
@@ -24,6 +24,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BENCH_MODELS = ROOT / "models" / "bench"
+
+
+BROADCAST_CASES = [
+    ((128, 768), (128, 768)),        # same shape
+    ((128, 768), (768,)),            # row broadcast (bias, LayerNorm gamma)
+    ((1, 128, 768), (1, 128, 1)),    # column broadcast (LayerNorm mean)
+    ((1, 64, 56, 56), (1, 64, 1, 1)),  # channel broadcast (BatchNorm, SE scale)
+    ((1, 512, 7, 7), (1, 512, 1, 1)),  # channel broadcast, short rows
+]
 
 
 def ensure_bench_models(names):
@@ -91,10 +100,12 @@ def time_fusionopt(binary, path, feeds, threads, warmup, repeat, folder):
     return float(match.group(2))
 
 
-def elementwise_model(path, elements):
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [elements])
-    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [elements])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements])
+def elementwise_model(path, x_shape, z_shape=None):
+    z_shape = z_shape or x_shape
+    y_shape = list(np.broadcast_shapes(tuple(x_shape), tuple(z_shape)))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, list(z_shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)
     graph = helper.make_graph([helper.make_node("Add", ["x", "z"], ["y"])], "add", [x, z], [y])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8  # the newest onnx writes IR versions fusionopt does not load yet
@@ -137,7 +148,7 @@ def main():
 
         elements = 16 * 1024 * 1024  # 64 MB of float32 per tensor
         path = pathlib.Path(folder) / "add.onnx"
-        elementwise_model(path, elements)
+        elementwise_model(path, [elements])
         feeds = {"x": np.ones(elements, np.float32), "z": np.ones(elements, np.float32)}
         copy = copy_bandwidth(elements, args.repeat)
         our_ms = time_fusionopt(args.binary, path, feeds, args.threads, args.warmup, args.repeat, folder)
@@ -150,6 +161,22 @@ def main():
         print(f"| plain copy (numpy copyto, 2 x 64 MB moved) | {copy / 1e9:.2f} | 1.00 |")
         print(f"| fusionopt Add (3 x 64 MB moved) | {ours / 1e9:.2f} | {ours / copy:.2f} |")
         print(f"| onnxruntime Add | {theirs / 1e9:.2f} | {theirs / copy:.2f} |")
+
+        # Broadcast adds, the shapes fused transformer and CNN bodies meet: row, column and
+        # channel broadcasts against the same-shape case, both runtimes on the same inputs.
+        print()
+        print("| Add x + z | fusionopt (ms) | onnxruntime (ms) | ours / ORT |")
+        print("|---|---:|---:|---:|")
+        rng = np.random.default_rng(0)
+        for x_shape, z_shape in BROADCAST_CASES:
+            path = pathlib.Path(folder) / "broadcast.onnx"
+            elementwise_model(path, x_shape, z_shape)
+            feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+                     "z": rng.standard_normal(z_shape).astype(np.float32)}
+            ours_ms = time_fusionopt(args.binary, path, feeds, args.threads, args.warmup, args.repeat * 10, folder)
+            ort_ms = time_ort(path, feeds, args.threads, args.warmup, args.repeat * 10)
+            label = f"{list(x_shape)} + {list(z_shape)}"
+            print(f"| {label} | {ours_ms:.4f} | {ort_ms:.4f} | {ours_ms / ort_ms:.2f} |")
 
 
 if __name__ == "__main__":
