@@ -11,6 +11,7 @@
 
 #include "ir/text_format.h"
 #include "onnx_io/model_io.h"
+#include "scratch_dir.h"
 
 using namespace fusionopt;
 namespace fs = std::filesystem;
@@ -131,8 +132,7 @@ std::string LoadError(const onnx::ModelProto& proto) {
 }
 
 std::string SavedBytes(const Model& model) {
-  fs::path dir = fs::temp_directory_path() / "fusionopt_function_test";
-  fs::create_directories(dir);
+  test_support::ScratchDir dir("function_test");
   auto report = SaveModel(model, (dir / "out.onnx").string());
   INFO(report.status().message());
   REQUIRE(report.ok());
@@ -380,9 +380,7 @@ function ai.fusionopt::AddBias (%a) -> (%r) opset "" 17 {
   model.graph->SetInitializer(weights, big);
   model.functions[0]->body->nodes().front()->mutable_attributes()[0].t = big;
 
-  fs::path dir = fs::temp_directory_path() / "fusionopt_function_external";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  test_support::ScratchDir dir("function_external");
   SaveOptions options;
   options.external_data = true;
   auto report = SaveModel(model, (dir / "out.onnx").string(), options);

@@ -11,6 +11,7 @@
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 #include "onnx_io/model_io.h"
+#include "scratch_dir.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
@@ -48,16 +49,9 @@ void RequireRefused(const Status& status, std::initializer_list<const char*> fra
   for (const char* fragment : fragments) REQUIRE_THAT(status.message(), Catch::Contains(fragment));
 }
 
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("fusionopt_legacy_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 // Through the file loader, as every CLI command reads a model.
 Result<std::unique_ptr<Model>> SaveAndLoad(const std::string& text, const std::string& name) {
-  fs::path dir = FreshDir(name);
+  test_support::ScratchDir dir("legacy_test_" + name);
   auto saved = SaveModel(*Parse(text), (dir / "model.onnx").string());
   REQUIRE(saved.ok());
   return LoadModel((dir / "model.onnx").string());

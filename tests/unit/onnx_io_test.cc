@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "onnx_io/model_io.h"
+#include "scratch_dir.h"
 #include "onnx_io/proto_codec.h"
 
 using namespace fusionopt;
@@ -44,13 +45,6 @@ onnx::ModelProto TinyModel() {
   return model;
 }
 
-fs::path FreshDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("fusionopt_io_test_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 std::string SaveToString(const Model& model, const fs::path& dir) {
   auto report = SaveModel(model, (dir / "out.onnx").string());
   REQUIRE(report.ok());
@@ -81,11 +75,11 @@ TEST_CASE("save reproduces the loaded bytes, unknown fields included", "[onnx_io
   bytes += std::string("\xc0\x3e\x07", 3);  // field 1000, varint 7: unknown to every reader
   auto model = LoadModelFromBytes(bytes, ".");
   REQUIRE(model.ok());
-  fs::path dir = FreshDir("roundtrip");
-  REQUIRE(SaveToString(**model, dir) == bytes);
-  REQUIRE(fs::directory_iterator(dir) != fs::directory_iterator());
+  test_support::ScratchDir dir("io_test_roundtrip");
+  REQUIRE(SaveToString(**model, dir.path()) == bytes);
+  REQUIRE(fs::directory_iterator(dir.path()) != fs::directory_iterator());
   int files = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir)) ++files;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path())) ++files;
   REQUIRE(files == 1);  // no temporary left behind
 }
 
@@ -120,7 +114,7 @@ TEST_CASE("invalid graphs are rejected with the offending name", "[onnx_io]") {
 }
 
 TEST_CASE("external data is confined to the model folder", "[onnx_io]") {
-  fs::path dir = FreshDir("confine");
+  test_support::ScratchDir dir("io_test_confine");
   fs::create_directories(dir / "model");
   { std::ofstream(dir / "model" / "w.bin", std::ios::binary) << std::string(16, '\1'); }
   { std::ofstream(dir / "outside.bin", std::ios::binary) << std::string(16, '\1'); }
@@ -136,9 +130,9 @@ TEST_CASE("external data is confined to the model folder", "[onnx_io]") {
 }
 
 TEST_CASE("external data round trip maps on load and writes a side file", "[onnx_io]") {
-  fs::path dir = FreshDir("external");
+  test_support::ScratchDir dir("io_test_external");
   onnx::ModelProto proto = TinyModel();
-  auto model = LoadModelFromBytes(proto.SerializeAsString(), dir.string());
+  auto model = LoadModelFromBytes(proto.SerializeAsString(), dir.path().string());
   REQUIRE(model.ok());
   SaveOptions options;
   options.external_data = true;

@@ -2,8 +2,6 @@
 // what must stay apart.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "ir/mapped_file.h"
 #include "onnx_io/model_io.h"
 #include "pass_harness.h"
+#include "scratch_dir.h"
 #include "passes/share_duplicate_initializers.h"
 
 using namespace fusionopt;
@@ -22,14 +21,6 @@ namespace {
 std::string Text(const std::string& signature, const std::string& body, const std::string& inits) {
   return "ir_version 8\nopset \"\" 17\ngraph g (" + signature + ")\n" + inits + "{\n" + body + "\n}\n";
 }
-
-// A scratch folder removed at the end of the test.
-struct ScratchDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("fusionopt_share_test_" + std::to_string(::getpid()));
-  ScratchDir() { std::filesystem::create_directories(path); }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-};
 
 }  // namespace
 
@@ -89,13 +80,13 @@ TEST_CASE("share-duplicate-initializers leaves the model's interface alone", "[p
 }
 
 TEST_CASE("share-duplicate-initializers compares memory-mapped weights in place", "[passes]") {
-  ScratchDir scratch;
+  test_support::ScratchDir scratch("share_test");
   // A data file holding the same 256 floats twice, then a variant differing in the last one.
   std::vector<float> weights(256);
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.25f * static_cast<float>(i);
   std::vector<float> variant = weights;
   variant.back() += 1.0f;
-  std::filesystem::path data = scratch.path / "weights.bin";
+  std::filesystem::path data = scratch / "weights.bin";
   {
     std::ofstream out(data, std::ios::binary);
     for (const auto* block : {&weights, &weights, &variant}) {
@@ -127,7 +118,7 @@ TEST_CASE("share-duplicate-initializers compares memory-mapped weights in place"
   RequireSameOutputs(before, *outcome.model);
 
   // The shared model saves and loads back with its external data.
-  std::string path = (scratch.path / "shared.onnx").string();
+  std::string path = (scratch / "shared.onnx").string();
   SaveOptions save;
   save.external_data = true;
   REQUIRE(SaveModel(*outcome.model, path, save).ok());

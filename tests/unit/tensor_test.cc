@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "ir/tensor.h"
+#include "scratch_dir.h"
 
 using namespace fusionopt;
 
@@ -54,7 +55,8 @@ TEST_CASE("content equality compares dtype, dims and bytes", "[tensor]") {
 }
 
 TEST_CASE("mapped tensors point into the file without copying", "[tensor]") {
-  std::string path = "/tmp/fusionopt_tensor_test.bin";
+  test_support::ScratchDir scratch("tensor_test");
+  std::string path = (scratch / "weights.bin").string();
   {
     std::ofstream out(path, std::ios::binary);
     float values[4] = {1, 2, 3, 4};
@@ -66,8 +68,7 @@ TEST_CASE("mapped tensors point into the file without copying", "[tensor]") {
   REQUIRE(tensor.bytes().data() == (*file)->data() + 8);
   REQUIRE(tensor.values<float>()[0] == 3.0f);
   REQUIRE(tensor.external_source()->offset == 8);
-  std::remove(path.c_str());
 
-  auto missing = MappedFile::Open("/tmp/fusionopt_no_such_file.bin");
+  auto missing = MappedFile::Open((scratch / "no_such_file.bin").string());
   REQUIRE(missing.status().code() == ErrorCode::kIo);
 }
