@@ -52,6 +52,25 @@ RtTensor ConstantToFloat32(const TensorPtr& constant) {
   return converted;
 }
 
+RtTensor TransposedMatrix(const RtTensor& matrix) {
+  FUSIONOPT_CHECK(matrix.dtype() == DataType::kFloat && matrix.rank() >= 2, "a float32 matrix to transpose");
+  std::vector<int64_t> dims = matrix.dims();
+  const int64_t rows = dims[dims.size() - 2], columns = dims.back();
+  std::swap(dims[dims.size() - 2], dims.back());
+  RtTensor transposed = RtTensor::Allocate(DataType::kFloat, dims);
+  const int64_t matrices = rows * columns == 0 ? 0 : matrix.NumElements() / (rows * columns);
+  const float* in = matrix.data<float>();
+  float* out = transposed.data<float>();
+  for (int64_t index = 0; index < matrices; ++index) {
+    const float* source = in + index * rows * columns;
+    float* target = out + index * rows * columns;
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t column = 0; column < columns; ++column) target[column * rows + row] = source[row * columns + column];
+    }
+  }
+  return transposed;
+}
+
 void ConvertFromFloat32(const RtTensor& source, const RtTensor& destination) {
   const float* in = source.data<float>();
   const int64_t count = source.NumElements();

@@ -11,6 +11,7 @@
 namespace fusionopt::cpu {
 namespace {
 
+using onednn::ColumnMajorDesc;
 using onednn::RowMajorDesc;
 using onednn::Wrap;
 
@@ -141,6 +142,11 @@ class MatMulKernel : public Kernel {
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
       constant_b_ = ConstantToFloat32(b);
+      // One matrix for every batch: kept column-major, the layout oneDNN's GEMM runs fastest.
+      if (constant_b_.rank() >= 2 && constant_b_.NumElements() == constant_b_.dim(constant_b_.rank() - 2) * constant_b_.dims().back()) {
+        constant_b_ = TransposedMatrix(constant_b_);
+        constant_b_column_major_ = true;
+      }
     }
     return Status::Ok();
   }
@@ -213,7 +219,7 @@ class MatMulKernel : public Kernel {
     if (shape.b_shared()) {
       const int64_t rows = Product(shape.a_batch) * shape.m;
       plan.a = RowMajorDesc({rows, shape.k});
-      plan.b = RowMajorDesc({shape.k, shape.n});
+      plan.b = constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n) : RowMajorDesc({shape.k, shape.n});
       plan.c = RowMajorDesc({rows, shape.n});
     } else {
       if (shape.batch.size() + 2 > kMaxOneDnnRank) throw dnnl::error(dnnl_unimplemented, "more than 12 dims");
@@ -236,6 +242,7 @@ class MatMulKernel : public Kernel {
   }
 
   RtTensor constant_b_;  // float32 copy of a constant B
+  bool constant_b_column_major_ = false;
   std::vector<PostOp> post_ops_;
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<Plan> plans_;
@@ -301,6 +308,11 @@ class GemmKernel : public Kernel {
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
       constant_b_ = ConstantToFloat32(b);
+      // Stored column-major, the layout oneDNN's GEMM runs fastest; transB says it already is.
+      if (!trans_b_ && constant_b_.rank() == 2) {
+        constant_b_ = TransposedMatrix(constant_b_);
+        constant_b_column_major_ = true;
+      }
     }
     const TensorPtr& c = info.constant_input(2);
     if (c != nullptr && (c->dtype() == DataType::kFloat || IsHalfPrecision(c->dtype()))) {
@@ -422,13 +434,10 @@ class GemmKernel : public Kernel {
                                 shape.c_rows, shape.c_columns, static_cast<int64_t>(epilogue)};
     key.insert(key.end(), addends.key.begin(), addends.key.end());
     if (const Plan* plan = plans_.Find(key)) return *plan;
-    using dnnl::memory;
     Plan plan;
     // Transposed operands are strided views; oneDNN reads them in place.
-    plan.a = trans_a_ ? memory::desc({shape.m, shape.k}, memory::data_type::f32, memory::dims{1, shape.m})
-                      : RowMajorDesc({shape.m, shape.k});
-    plan.b = trans_b_ ? memory::desc({shape.k, shape.n}, memory::data_type::f32, memory::dims{1, shape.k})
-                      : RowMajorDesc({shape.k, shape.n});
+    plan.a = trans_a_ ? ColumnMajorDesc(shape.m, shape.k) : RowMajorDesc({shape.m, shape.k});
+    plan.b = trans_b_ || constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n) : RowMajorDesc({shape.k, shape.n});
     plan.c = RowMajorDesc({shape.m, shape.n});
     dnnl::primitive_attr attributes;
     if (alpha_ != 1.0f) attributes.set_output_scales(0, {alpha_});
@@ -452,6 +461,7 @@ class GemmKernel : public Kernel {
   float alpha_ = 1.0f;
   float beta_ = 1.0f;
   RtTensor constant_b_;  // float32 copy of a constant B
+  bool constant_b_column_major_ = false;
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
   std::vector<PostOp> post_ops_;
   size_t first_addend_ = 0;  // the context input holding the first post-op addend

@@ -22,6 +22,10 @@ dnnl::memory::desc RowMajorDesc(const std::vector<int64_t>& dims, dnnl::memory::
   return dnnl::memory::desc(ToDims(dims), type, strides);
 }
 
+dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns) {
+  return dnnl::memory::desc({rows, columns}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, std::max<int64_t>(rows, 1)});
+}
+
 dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims) {
   return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }

@@ -116,6 +116,65 @@ graph g (float %a, float %b) -> (float %y) {
 })"), {{"a", a_t}, {"b", a_t}}), Catch::Contains("inner dimensions differ"));
 }
 
+TEST_CASE("constant MatMul and Gemm weights give the same numbers as fed ones", "[cpu]") {
+  // B = [[1,0],[0,1],[1,1]] as an initializer: the kernel keeps its own column-major copy.
+  RtTensor a = Floats({2, 1, 3}, {1, 2, 3, 4, 5, 6});
+  auto shared = Run(ModelText(R"(
+graph g (float %a) -> (float %y)
+  init float[1,3,2] %b = [1, 0, 0, 1, 1, 1]
+{
+  %y = MatMul(%a, %b)
+})"), {{"a", a}});
+  CheckClose(shared[0].tensor, {2, 1, 2}, {4, 5, 10, 11});
+  // One matrix per batch is not a shared weight: it stays as loaded.
+  auto per_batch = Run(ModelText(R"(
+graph g (float %a) -> (float %y)
+  init float[2,3,1] %b = [1, 1, 1, 1, 0, 2]
+{
+  %y = MatMul(%a, %b)
+})"), {{"a", a}});
+  CheckClose(per_batch[0].tensor, {2, 1, 1}, {6, 16});
+  // A 1-D constant B is a column already.
+  auto vector_b = Run(ModelText(R"(
+graph g (float %a) -> (float %y)
+  init float[3] %b = [1, 0, 2]
+{
+  %y = MatMul(%a, %b)
+})"), {{"a", a}});
+  CheckClose(vector_b[0].tensor, {2, 1}, {7, 16});
+
+  const std::string gemm = R"(
+graph g (float %a) -> (float %y)
+  init float[3,2] %b = [1, 0, 0, 1, 1, 1]
+  init float[2] %c = [10, 20]
+{
+  %y = Gemm(%a, %b, %c) {alpha: 2.0}
+})";
+  RtTensor rows = Floats({2, 3}, {1, 2, 3, 4, 5, 6});
+  CheckClose(Run(ModelText(gemm), {{"a", rows}})[0].tensor, {2, 2}, {18, 30, 30, 42});
+  const std::string gemm_trans_b = R"(
+graph g (float %a) -> (float %y)
+  init float[2,3] %b = [1, 0, 1, 0, 1, 1]
+{
+  %y = Gemm(%a, %b) {transB: 1}
+})";
+  CheckClose(Run(ModelText(gemm_trans_b), {{"a", rows}})[0].tensor, {2, 2}, {4, 5, 10, 11});
+  // Many rows and a wide B: the column-major copy must hold every element in its place.
+  std::vector<double> wide(16 * 24);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<double>(i % 7) - 3.0;
+  RtTensor many_rows = Iota({5, 16});
+  std::vector<double> expected(5 * 24, 0.0);
+  for (int row = 0; row < 5; ++row) {
+    for (int column = 0; column < 24; ++column) {
+      for (int inner = 0; inner < 16; ++inner) expected[row * 24 + column] += (row * 16 + inner) * wide[inner * 24 + column];
+    }
+  }
+  std::string constant = "graph g (float %a) -> (float %y)\n  init float[16,24] %b = [";
+  for (size_t i = 0; i < wide.size(); ++i) constant += (i ? ", " : "") + std::to_string(wide[i]);
+  constant += "]\n{\n  %y = MatMul(%a, %b)\n}";
+  CheckClose(Run(ModelText(constant), {{"a", many_rows}})[0].tensor, {5, 24}, expected);
+}
+
 TEST_CASE("Conv: pads, strides, bias, groups, auto_pad, dilations, 1-D to 3-D", "[cpu]") {
   RtTensor x = Floats({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   CheckClose(Run(ModelText(R"(
