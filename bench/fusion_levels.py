@@ -42,6 +42,8 @@ def model_list(args):
     for name in args.bench_models:
         models.append((f"{name} (bench size, sequence {args.sequence})", BENCH_MODELS / f"{name}.onnx",
                        args.sequence))
+    if args.bench_only:
+        return models
     for path in sorted((ROOT / "models").glob("*.onnx")):
         models.append((path.stem, path, SMALL_SEQUENCE))
     if SHARED.is_dir():
@@ -99,6 +101,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--sequence", type=int, default=128, help="length for symbolic sequence dims")
     parser.add_argument("--bench-models", nargs="*", default=["resnet_style", "bert_style"])
+    parser.add_argument("--bench-only", action="store_true",
+                        help="only the benchmark-size models, not models/ and ../shared/models")
     parser.add_argument("--binary", default=str(ROOT / "build" / "fusionopt"))
     args = parser.parse_args()
     ensure_bench_models(args.bench_models)

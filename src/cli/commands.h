@@ -47,6 +47,7 @@ struct RunOptions {
   int warmup = 0;
   int repeat = 1;
   bool op_by_op = false;  // run fused nodes' bodies op by op (cpu::SessionOptions::fused_kernels)
+  bool profile = false;   // print where the timed runs spent their time, per node and per op
 };
 
 struct VerifyOptions {

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <unordered_map>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/feeds.h"
@@ -35,6 +38,42 @@ Tensor AsIrTensor(const cpu::RtTensor& tensor) {
   return Tensor::Borrowed(tensor.dtype(), tensor.dims(), tensor.raw(), tensor.nbytes(), tensor.storage());
 }
 
+std::string OpName(const Node& node) {
+  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+}
+
+// The nodes that took longest per timed run, then the time per op type: where to look first.
+void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, const Graph& main_graph,
+                  int runs) {
+  constexpr size_t kTopNodes = 25;
+  std::vector<std::pair<const Node*, cpu::NodeTiming>> nodes(node_times.begin(), node_times.end());
+  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
+  std::map<std::string, std::pair<double, int64_t>> per_op;  // ms, nodes
+  double total_ms = 0;
+  for (const auto& [node, timing] : nodes) {
+    if (node->graph() == &main_graph) total_ms += timing.total_ms;  // body nodes run inside a main-graph node
+    auto& entry = per_op[OpName(*node)];
+    entry.first += timing.total_ms;
+    ++entry.second;
+  }
+  auto share = [&](double ms) { return total_ms > 0 ? 100.0 * ms / total_ms : 0.0; };
+  std::printf("profile: %zu nodes, %.4f ms per run in nodes (mean of %d timed runs)\n", nodes.size(), total_ms / runs,
+              runs);
+  std::printf("%10s %7s %7s  %-40s %s\n", "ms/run", "share", "calls", "op", "node");
+  for (size_t i = 0; i < std::min(kTopNodes, nodes.size()); ++i) {
+    const auto& [node, timing] = nodes[i];
+    std::printf("%10.4f %6.1f%% %7lld  %-40s %s\n", timing.total_ms / runs, share(timing.total_ms),
+                static_cast<long long>(timing.calls / runs), OpName(*node).c_str(), node->name().c_str());
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> ops(per_op.begin(), per_op.end());
+  std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("%10s %7s %7s  %s\n", "ms/run", "share", "nodes", "op type");
+  for (const auto& [op, totals] : ops) {
+    std::printf("%10.4f %6.1f%% %7lld  %s\n", totals.first / runs, share(totals.first),
+                static_cast<long long>(totals.second), op.c_str());
+  }
+}
+
 }  // namespace
 
 void AddRunOptions(CLI::App& command, RunOptions& options) {
@@ -49,6 +88,8 @@ void AddRunOptions(CLI::App& command, RunOptions& options) {
       ->check(CLI::Range(1, 1000000));
   command.add_flag("--op-by-op", options.op_by_op,
                    "Run each fused node's body op by op instead of as one fused kernel (debugging, comparisons)");
+  command.add_flag("--profile", options.profile,
+                   "Print the time per node (the slowest 25) and per op type over the timed runs");
 }
 
 int RunRun(const RunOptions& options) {
@@ -59,9 +100,11 @@ int RunRun(const RunOptions& options) {
   auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   cpu::RunStats stats;
+  std::unordered_map<const Node*, cpu::NodeTiming> node_times;
   Result<std::vector<cpu::NamedTensor>> outputs = Status(ErrorCode::kInternal, "not run");
   std::vector<double> latencies_ms;
   for (int i = 0; i < options.warmup + options.repeat; ++i) {
+    if (options.profile && i == options.warmup) stats.node_times = &node_times;
     auto start = std::chrono::steady_clock::now();
     outputs = (*session)->Run(*feeds, &stats);
     if (!outputs.ok()) return ReportError(options.model, outputs.status());
@@ -89,6 +132,7 @@ int RunRun(const RunOptions& options) {
   // With timing requested, a latency line goes to stdout in a fixed format scripts parse.
   if (options.repeat > 1 || options.warmup > 0) std::printf("latency_ms runs=%zu min=%.4f median=%.4f mean=%.4f\n", latencies_ms.size(), latencies_ms.front(),
               latencies_ms[latencies_ms.size() / 2], mean);
+  if (options.profile) PrintProfile(node_times, *(*model)->graph, options.repeat);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "cpu_runtime/graph_executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "cpu_runtime/function_call.h"
 #include "cpu_runtime/kernels_control_flow.h"
@@ -238,9 +239,15 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   context.inputs.clear();
   for (int slot : step.inputs) context.inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
   context.outputs.assign(step.outputs.size(), RtTensor());
+  const auto start = stats.node_times != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   Status status = step.subgraph_kernel != nullptr ? step.subgraph_kernel->Run(context, stats)
                                                   : step.kernel->Compute(context);
   if (!status.ok()) return status.WithContext(DescribeNode(*step.node));
+  if (stats.node_times != nullptr) {
+    NodeTiming& timing = (*stats.node_times)[step.node];
+    timing.total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ++timing.calls;
+  }
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
     FUSIONOPT_CHECK(context.outputs[i].defined(), DescribeNode(*step.node) + " left an output unset");

@@ -26,10 +26,19 @@
 
 namespace fusionopt::cpu {
 
+// Wall time spent in one node over the runs profiled.
+struct NodeTiming {
+  double total_ms = 0;
+  int64_t calls = 0;  // includes every iteration of a body
+};
+
 struct RunStats {
   int64_t kernels_launched = 0;           // kernels run, including every iteration of a body
   int64_t nodes_executed = 0;             // nodes run, including every iteration of a body
   uint64_t peak_intermediate_bytes = 0;   // most intermediate memory alive at once
+  // When set, each node's wall time adds here. An If/Loop/Scan's time includes its bodies,
+  // whose nodes are listed as well.
+  std::unordered_map<const Node*, NodeTiming>* node_times = nullptr;
 };
 
 // What preparing any graph of a model needs to know about the model.

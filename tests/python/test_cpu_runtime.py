@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import fusionopt_testlib as lib
 from fusionopt_testlib import (assert_outputs_close, concrete_shape, data_inputs, fusionopt_outputs,
@@ -441,3 +441,56 @@ def test_conformance_driver_usage_errors(conformance, node_tests, known, args):
     rc, stdout, stderr = conformance(node_tests, *args, known=known)
     assert rc == 2, stdout
     assert stderr.startswith("error: ")
+
+
+# ---------------------------------------------------------------- profile
+
+def parse_profile(stdout):
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("profile: "))
+    header = re.match(r"profile: (\d+) nodes, ([\d.]+) ms per run in nodes \(mean of (\d+) timed runs\)",
+                      lines[start])
+    assert header, lines[start]
+    split = next(i for i in range(start + 2, len(lines)) if "op type" in lines[i])
+    nodes = [line.split(None, 4) for line in lines[start + 2:split]]
+    ops = [line.split(None, 3) for line in lines[split + 1:]]
+    return int(header.group(1)), float(header.group(2)), nodes, ops
+
+
+def test_profile_lists_every_node_and_op_type(fusionopt, resnet):
+    rc, stdout, stderr = fusionopt("run", resnet, "--repeat", "3", "--profile")
+    assert rc == lib.EXIT_OK, stderr
+    count, per_run_ms, nodes, ops = parse_profile(stdout)
+    model = onnx.load(str(resnet))
+    assert count == len(model.graph.node)
+    assert len(nodes) == min(25, count)
+    assert {name for *_, name in nodes} <= {node.name for node in model.graph.node}
+    times = [float(row[0]) for row in nodes]
+    assert times == sorted(times, reverse=True) and per_run_ms > 0
+    # The per-op table covers every node once and the shares add up to the whole.
+    assert sum(int(row[2]) for row in ops) == count
+    assert {row[3] for row in ops} == {node.op_type for node in model.graph.node}
+    assert sum(float(row[1].rstrip("%")) for row in ops) == pytest.approx(100, abs=0.5)
+    assert all(int(row[2]) == 1 for row in nodes), "each node runs once per run"
+
+
+def test_profile_counts_branch_nodes_inside_their_if(fusionopt, tmp_path):
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="inner_relu")], "then", [],
+                               [helper.make_tensor_value_info("r", TensorProto.FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"], name="inner_neg")], "else", [],
+                              [helper.make_tensor_value_info("n", TensorProto.FLOAT, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], name="gate", then_branch=branch, else_branch=other)], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = lib.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+                    tmp_path / "if.onnx")
+    np.save(tmp_path / "c.npy", np.array(True))
+    rc, stdout, stderr = fusionopt("run", path, "--input", f"c={tmp_path / 'c.npy'}", "--repeat", "2", "--profile")
+    assert rc == lib.EXIT_OK, stderr
+    count, _, nodes, ops = parse_profile(stdout)
+    assert count == 2 and {row[4] for row in nodes} == {"gate", "inner_relu"}
+    # Only the main graph's If makes up the whole; the branch's Relu is inside it.
+    shares = {row[3]: float(row[1].rstrip("%")) for row in ops}
+    assert shares["If"] == pytest.approx(100, abs=0.1) and shares["Relu"] <= shares["If"]
