@@ -4,6 +4,7 @@
 //   O1 (cleanup, standard ops only — the result runs anywhere):
 //     eliminate-dead-code first, so later passes do not spend time on what will go.
 //   O2 (vertical fusion) runs O1 first, so patterns meet a clean graph.
+//   O3 runs O1, then its own passes (LevelThreeBeforeVertical), then O2's.
 //   Each level ends with eliminate-dead-code: rewrites leave orphans behind.
 #include "passes/registry.h"
 
@@ -77,6 +78,14 @@ const std::vector<std::string>& LevelTwo() {
   return passes;
 }
 
+// O3's own passes run between O1 and O2's vertical fusions: they regroup contractions and
+// claim whole attention blocks, which the epilogue, composite and elementwise passes would
+// otherwise split into pieces (a Softmax with its mask, a MatMul with its bias).
+const std::vector<std::string>& LevelThreeBeforeVertical() {
+  static const std::vector<std::string> passes = {};
+  return passes;
+}
+
 }  // namespace
 
 const std::vector<PassInfo>& AllPasses() {
@@ -107,6 +116,9 @@ const PassInfo* FindPass(std::string_view name) {
 std::vector<std::string> PipelineFor(int level) {
   std::vector<std::string> pipeline;
   if (level >= 1) pipeline = LevelOne();
+  if (level >= 3) {
+    pipeline.insert(pipeline.end(), LevelThreeBeforeVertical().begin(), LevelThreeBeforeVertical().end());
+  }
   if (level >= 2) pipeline.insert(pipeline.end(), LevelTwo().begin(), LevelTwo().end());
   return pipeline;
 }
