@@ -29,6 +29,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
+#include "passes/attribute_equality.h"
 #include "passes/bypass.h"
 #include "passes/content_hash.h"
 #include "passes/fold_rewrites.h"
@@ -40,41 +41,6 @@ uint64_t HashText(const std::string& text, uint64_t seed) {
   return HashBytes(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), seed);
 }
 
-std::vector<const Attribute*> SortedAttributes(const Node& node) {
-  std::vector<const Attribute*> sorted;
-  for (const Attribute& attribute : node.attributes()) sorted.push_back(&attribute);
-  std::sort(sorted.begin(), sorted.end(), [](const Attribute* a, const Attribute* b) { return a->name < b->name; });
-  return sorted;
-}
-
-bool SameFloats(const std::vector<float>& a, const std::vector<float>& b) {
-  auto same_bits = [](float x, float y) { return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y); };
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), same_bits);
-}
-
-bool SameTensor(const TensorPtr& a, const TensorPtr& b) { return a && b && a->ContentEquals(*b); }
-
-// Graph-valued attributes never compare equal: nodes holding subgraphs are not merged.
-bool SameAttribute(const Attribute& a, const Attribute& b) {
-  if (a.name != b.name || a.kind != b.kind || a.ref_attr_name != b.ref_attr_name) return false;
-  switch (a.kind) {
-    case AttributeKind::kInt: return a.i == b.i;
-    case AttributeKind::kFloat: return std::bit_cast<uint32_t>(a.f) == std::bit_cast<uint32_t>(b.f);
-    case AttributeKind::kString: return a.s == b.s;
-    case AttributeKind::kInts: return a.ints == b.ints;
-    case AttributeKind::kFloats: return SameFloats(a.floats, b.floats);
-    case AttributeKind::kStrings: return a.strings == b.strings;
-    case AttributeKind::kTensor: return SameTensor(a.t, b.t);
-    case AttributeKind::kTensors:
-      return a.tensors.size() == b.tensors.size() &&
-             std::equal(a.tensors.begin(), a.tensors.end(), b.tensors.begin(), SameTensor);
-    case AttributeKind::kOpaque:
-    case AttributeKind::kUndefined: return a.residual == b.residual;
-    case AttributeKind::kGraph:
-    case AttributeKind::kGraphs: return false;
-  }
-  return false;
-}
 
 uint64_t HashAttribute(const Attribute& attribute, uint64_t seed) {
   uint64_t hash = HashCombine(HashText(attribute.name, seed), static_cast<uint64_t>(attribute.kind));
@@ -119,12 +85,7 @@ struct SameNodeKey {
     for (size_t i = 0; i < a.outputs().size(); ++i) {
       if ((a.output(i) == nullptr) != (b.output(i) == nullptr)) return false;
     }
-    auto first = SortedAttributes(a);
-    auto second = SortedAttributes(b);
-    for (size_t i = 0; i < first.size(); ++i) {
-      if (!SameAttribute(*first[i], *second[i])) return false;
-    }
-    return true;
+    return SameAttributes(a, b);
   }
 };
 

@@ -113,14 +113,6 @@ void EnsureFusionDomain(Model& model) {
   RaiseIrVersion(model, 8);
 }
 
-std::string UniqueNodeName(const Graph& graph, const std::string& stem) {
-  std::set<std::string> taken;
-  for (const auto& node : graph.nodes()) taken.insert(node->name());
-  std::string name = stem;
-  for (int suffix = 1; taken.count(name); ++suffix) name = stem + "_" + std::to_string(suffix);
-  return name;
-}
-
 // The nodes from the group's first member to its last, in graph order, with their positions:
 // in a topologically ordered graph only they can lie on a path from one member to another.
 std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const std::vector<Node*>& nodes) {
@@ -142,6 +134,14 @@ std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const 
 }
 
 }  // namespace
+
+std::string UniqueNodeName(const Graph& graph, const std::string& stem) {
+  std::set<std::string> taken;
+  for (const auto& node : graph.nodes()) taken.insert(node->name());
+  std::string name = stem;
+  for (int suffix = 1; taken.count(name); ++suffix) name = stem + "_" + std::to_string(suffix);
+  return name;
+}
 
 bool LeavesAndReenters(const std::vector<Node*>& nodes) {
   const Graph* graph = nodes.front()->graph();

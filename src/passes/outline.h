@@ -56,6 +56,9 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes);
 // must be outlinable (checked: a pass asks WhyNotOutlinable first and reports the reason).
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context);
 
+// `stem`, or `stem_1`, `stem_2`, ... : the first name no node of `graph` has.
+std::string UniqueNodeName(const Graph& graph, const std::string& stem);
+
 // The replaced nodes' names a fused node carries (empty for other nodes).
 std::vector<std::string> FusedNodeNames(const Node& node);
 

@@ -19,6 +19,7 @@
 #include "passes/fuse_composites.h"
 #include "passes/fuse_contraction_epilogues.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_horizontal_contractions.h"
 #include "passes/matmul_add_to_gemm.h"
 #include "passes/merge_reshapes.h"
 #include "passes/share_duplicate_initializers.h"
@@ -82,7 +83,11 @@ const std::vector<std::string>& LevelTwo() {
 // claim whole attention blocks, which the epilogue, composite and elementwise passes would
 // otherwise split into pieces (a Softmax with its mask, a MatMul with its bias).
 const std::vector<std::string>& LevelThreeBeforeVertical() {
-  static const std::vector<std::string> passes = {};
+  static const std::vector<std::string> passes = {
+      // Q/K/V (and any contractions sharing an input) become one contraction + Split while
+      // their bias Adds are still separate ops that can move below the Split with them.
+      "fuse-horizontal-contractions",
+  };
   return passes;
 }
 
@@ -102,6 +107,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<FuseContractionEpilogues>(2),
       Describe<FuseComposites>(2),
       Describe<FuseElementwise>(2),
+      Describe<FuseHorizontalContractions>(3),
   };
   return passes;
 }

@@ -1,0 +1,381 @@
+// fuse-horizontal-contractions (O3): contractions that read the same input with constant
+// weights become one contraction over the concatenated weights; a Split hands each former
+// reader its own columns (DESIGN.md §2, horizontal fusion). One launch and one read of the
+// shared input instead of one per contraction, and a wider GEMM that uses the machine better.
+//
+//   %q = MatMul(%x, %Wq)  %q1 = Add(%q, %bq)         %m = MatMul(%x, Wq|Wk|Wv)
+//   %k = MatMul(%x, %Wk)  %k1 = Add(%k, %bk)    →    %a = Add(%m, bq|bk|bv)
+//   %v = MatMul(%x, %Wv)  %v1 = Add(%v, %bv)         %q1, %k1, %v1 = Split(%a, [Nq, Nk, Nv]) {axis: last}
+//
+// Members: MatMul with a constant 2-D B; Gemm with constant B and C (C absent, [N] or [1, N]);
+// Conv with a constant weight and bias and group 1 (Inception's parallel 1×1 convolutions,
+// detector heads). Members of one group have the same op, the same attributes, and weights
+// that differ only in the output axis; at most `max_members` per group (the rest form further
+// groups). Bias C or B missing on some members is filled with zeros.
+//
+// Epilogues move below the Split while every member continues the same way, so the O2
+// epilogue fusion can take the merged contraction, its bias and activation as one kernel:
+// a bias Add by a per-channel constant (concatenated like the weights), then a unary
+// activation with the same attributes (Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip with
+// the same bounds, ...). A member's value read by several nodes or being a graph output ends
+// the epilogue there; the Split produces that value under its own name.
+//
+// Legality: members read only the shared input and constants, so no path can join two of them
+// and merging never creates a cycle; contractions and the sunk ops are pure. Limits: Conv with
+// groups, kernels of different sizes (zero-padding the smaller would be exact but is not
+// done), non-constant weights, and MatMuls whose shared operand is B are left alone.
+#include "passes/fuse_horizontal_contractions.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <unordered_set>
+
+#include "passes/attribute_equality.h"
+#include "passes/constant_operand.h"
+#include "passes/fold_rewrites.h"
+#include "passes/outline.h"
+
+namespace fusionopt::passes {
+namespace {
+
+// Four members cover Q/K/V, SwiGLU's gate/up and Inception's three parallel 1×1 branches;
+// the literature puts the register-pressure knee of merged kernels at 4–6 members.
+constexpr int64_t kDefaultMaxMembers = 4;
+
+struct Member {
+  Node* contraction = nullptr;
+  ConstantOperand weight;
+  std::optional<ConstantOperand> bias;  // Gemm's C, Conv's B
+  int64_t width = 0;                     // output columns (MatMul, Gemm) or channels (Conv)
+  Value* tail = nullptr;                 // what the Split produces for this member
+  std::vector<Node*> epilogue;           // nodes moved below the Split, in order
+  std::vector<ConstantOperand> epilogue_biases;  // per epilogue Add, its constant addend
+};
+
+// The axis of the weight that holds output channels, and of the output.
+int64_t WeightOutputAxis(const Node& contraction) {
+  if (contraction.op_type() == "MatMul") return 1;
+  if (contraction.op_type() == "Gemm") return contraction.GetInt("transB", 0) != 0 ? 0 : 1;
+  return 0;  // Conv: [C_out, C_in, k...]
+}
+
+std::optional<ConstantOperand> ConstantInput(const Node& node, size_t index, const Model& model) {
+  Value* value = node.input(index);
+  if (value == nullptr) return std::nullopt;
+  return ReadConstantOperand(value, model);
+}
+
+// Why `node` cannot be a member, or "" with `member` filled in.
+std::string WhyNotMember(Node& node, const Model& model, Member& member) {
+  const std::string& op = node.op_type();
+  const Value* x = node.input(0);
+  if (x == nullptr || !x->shape() || x->shape()->size() < 2) return "shared input has unknown rank or rank < 2";
+  std::optional<ConstantOperand> weight = ConstantInput(node, 1, model);
+  if (!weight) return "weight is not a floating-point constant";
+  if (weight->dtype != x->dtype()) return "weight dtype differs from the input's";
+  if ((op == "MatMul" || op == "Gemm") && weight->dims.size() != 2) return "weight is not 2-D";
+  if (op == "Conv" && (weight->dims.size() < 3 || node.GetInt("group", 1) != 1)) return "grouped or malformed Conv";
+  member.contraction = &node;
+  member.width = weight->dims[static_cast<size_t>(WeightOutputAxis(node))];
+  member.weight = std::move(*weight);
+  if (node.inputs().size() > 2 && node.input(2) != nullptr) {
+    std::optional<ConstantOperand> bias = ConstantInput(node, 2, model);
+    if (!bias) return "bias is not a floating-point constant";
+    const bool per_channel = bias->dims == std::vector<int64_t>{member.width} ||
+                             (op == "Gemm" && bias->dims == std::vector<int64_t>{1, member.width});
+    if (!per_channel || bias->dtype != member.weight.dtype) return "bias is not one value per output channel";
+    member.bias = std::move(*bias);
+  }
+  member.tail = node.output(0);
+  if (member.tail == nullptr) return "output unused";
+  return "";
+}
+
+// Members that can share one kernel: same op and attributes, weights equal but for the
+// output axis.
+bool Compatible(const Member& a, const Member& b) {
+  if (a.contraction->op_type() != b.contraction->op_type() || !SameAttributes(*a.contraction, *b.contraction)) {
+    return false;
+  }
+  if (a.weight.dtype != b.weight.dtype || a.weight.dims.size() != b.weight.dims.size()) return false;
+  const size_t axis = static_cast<size_t>(WeightOutputAxis(*a.contraction));
+  for (size_t i = 0; i < a.weight.dims.size(); ++i) {
+    if (i != axis && a.weight.dims[i] != b.weight.dims[i]) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- epilogues
+
+const std::unordered_set<std::string_view>& SinkableActivations() {
+  static const std::unordered_set<std::string_view> ops = {
+      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+      "Softplus", "Softsign", "Mish", "Gelu", "Clip", "ThresholdedRelu"};
+  return ops;
+}
+
+// The single node reading `value`, when `value` is no graph output.
+Node* SoleReader(const Value& value) {
+  if (value.is_graph_output() || value.uses().size() != 1) return nullptr;
+  return value.uses().front().node;
+}
+
+// The bias layout an Add after the contraction must have: one value per output channel, on
+// the channel axis of the output (last for MatMul/Gemm, 1 for Conv, right-aligned).
+bool PerChannelBias(const ConstantOperand& bias, const Member& member, size_t output_rank) {
+  const bool conv = member.contraction->op_type() == "Conv";
+  const size_t channel_from_right = conv ? output_rank - 2 : 0;  // dims after the channel axis
+  if (bias.dims.size() < channel_from_right + 1 || bias.dims.size() > output_rank) return false;
+  const size_t channel_axis = bias.dims.size() - 1 - channel_from_right;
+  for (size_t i = 0; i < bias.dims.size(); ++i) {
+    if (bias.dims[i] != (i == channel_axis ? member.width : 1)) return false;
+  }
+  return true;
+}
+
+// Whether every member continues with the same epilogue step; if so, records it.
+bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output_rank) {
+  std::vector<Node*> readers;
+  for (const Member& member : members) {
+    Node* reader = SoleReader(*member.tail);
+    if (reader == nullptr || !IsStandardDomain(*reader) || reader->outputs().size() != 1) return false;
+    if (!readers.empty() && reader->op_type() != readers[0]->op_type()) return false;
+    readers.push_back(reader);
+  }
+  const Node& first = *readers[0];
+  std::vector<ConstantOperand> biases;
+  if (first.op_type() == "Add") {
+    for (size_t i = 0; i < members.size(); ++i) {
+      const Node& add = *readers[i];
+      if (add.inputs().size() != 2) return false;
+      const size_t other = add.input(0) == members[i].tail ? 1 : 0;
+      if (add.input(1 - other) != members[i].tail) return false;
+      std::optional<ConstantOperand> bias = ConstantInput(add, other, model);
+      if (!bias || bias->dtype != members[i].weight.dtype || !PerChannelBias(*bias, members[i], output_rank) ||
+          (i > 0 && bias->dims.size() != biases[0].dims.size())) {
+        return false;
+      }
+      biases.push_back(std::move(*bias));
+    }
+  } else {
+    if (!SinkableActivations().count(first.op_type()) || first.input(0) != members[0].tail) return false;
+    for (size_t i = 1; i < members.size(); ++i) {
+      const Node& reader = *readers[i];
+      if (reader.input(0) != members[i].tail || !SameAttributes(first, reader) ||
+          reader.inputs().size() != first.inputs().size()) {
+        return false;
+      }
+      // Clip's bounds: the same values for every member.
+      for (size_t input = 1; input < reader.inputs().size(); ++input) {
+        if (reader.input(input) != first.input(input)) return false;
+      }
+    }
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    members[i].epilogue.push_back(readers[i]);
+    if (!biases.empty()) members[i].epilogue_biases.push_back(std::move(biases[i]));
+    members[i].tail = readers[i]->output(0);
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------- the merged kernel
+
+// Concatenation of the parts along `axis`; a missing part (nullopt) is zeros of `width` there.
+TensorPtr Concatenate(const std::vector<const ConstantOperand*>& parts, const std::vector<int64_t>& widths,
+                      size_t axis, DataType dtype, std::vector<int64_t> like_dims) {
+  int64_t outer = 1, inner = 1, total = 0;
+  for (size_t i = 0; i < axis; ++i) outer *= like_dims[i];
+  for (size_t i = axis + 1; i < like_dims.size(); ++i) inner *= like_dims[i];
+  for (int64_t width : widths) total += width;
+  std::vector<double> values(static_cast<size_t>(outer * total * inner), 0.0);
+  int64_t offset = 0;
+  for (size_t part = 0; part < parts.size(); ++part) {
+    const int64_t block = widths[part] * inner;
+    if (parts[part] != nullptr) {
+      const std::vector<double> source = parts[part]->Values();
+      for (int64_t row = 0; row < outer; ++row) {
+        std::copy_n(source.begin() + row * block, block, values.begin() + (row * total * inner + offset * inner));
+      }
+    }
+    offset += widths[part];
+  }
+  like_dims[axis] = total;
+  return MakeFloatingTensor(dtype, std::move(like_dims), values);
+}
+
+Value* NewValue(Graph& graph, const Value& like) { return graph.CreateValue(graph.UniqueName(like.name() + "_horizontal")); }
+
+Node* AddNodeLike(Graph& graph, const Node& like, std::vector<Value*> inputs, Value* output) {
+  Node* node = graph.CreateNode(like.op_type(), like.domain(), inputs, {output},
+                                UniqueNodeName(graph, like.name() + "_horizontal"));
+  for (const Attribute& attribute : like.attributes()) node->SetAttribute(attribute.CopyWithoutGraphs());
+  return node;
+}
+
+// The merged contraction, the merged epilogue and the Split, placed before the first member.
+// Returns the merged contraction.
+Node* Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t output_rank) {
+  const Node& first = *members[0].contraction;
+  std::vector<int64_t> widths;
+  for (const Member& member : members) widths.push_back(member.width);
+  const DataType dtype = members[0].weight.dtype;
+
+  std::vector<const ConstantOperand*> weights;
+  for (const Member& member : members) weights.push_back(&member.weight);
+  std::vector<Value*> inputs = {first.input(0),
+                                AddInitializer(graph, first.input(1)->name() + "_horizontal",
+                                               Concatenate(weights, widths, static_cast<size_t>(WeightOutputAxis(first)),
+                                                           dtype, members[0].weight.dims))};
+  const bool any_bias = std::any_of(members.begin(), members.end(), [](const Member& m) { return m.bias.has_value(); });
+  if (any_bias) {
+    std::vector<const ConstantOperand*> biases;
+    for (const Member& member : members) biases.push_back(member.bias ? &*member.bias : nullptr);
+    inputs.push_back(AddInitializer(graph, first.name() + "_bias_horizontal",
+                                    Concatenate(biases, widths, 0, dtype, {widths[0]})));
+  }
+  std::vector<Node*> created = {AddNodeLike(graph, first, inputs, NewValue(graph, *first.output(0)))};
+
+  for (size_t step = 0; step < members[0].epilogue.size(); ++step) {
+    const Node& like = *members[0].epilogue[step];
+    Value* current = created.back()->output(0);
+    std::vector<Value*> step_inputs = {current};
+    if (like.op_type() == "Add") {
+      const ConstantOperand& bias0 = members[0].epilogue_biases[step];
+      std::vector<const ConstantOperand*> biases;
+      for (const Member& member : members) biases.push_back(&member.epilogue_biases[step]);
+      const size_t conv_inner = first.op_type() == "Conv" ? output_rank - 2 : 0;
+      step_inputs.push_back(AddInitializer(graph, like.name() + "_bias_horizontal",
+                                           Concatenate(biases, widths, bias0.dims.size() - 1 - conv_inner, dtype, bias0.dims)));
+    } else {
+      step_inputs.insert(step_inputs.end(), like.inputs().begin() + 1, like.inputs().end());
+    }
+    created.push_back(AddNodeLike(graph, like, step_inputs, NewValue(graph, *like.output(0))));
+  }
+
+  const int64_t axis = first.op_type() == "Conv" ? 1 : static_cast<int64_t>(output_rank) - 1;
+  std::vector<Value*> split_inputs = {created.back()->output(0)};
+  if (opset >= 13) {
+    split_inputs.push_back(AddInitializer(graph, first.name() + "_split",
+                                          std::make_shared<const Tensor>(Tensor::FromValues(
+                                              DataType::kInt64, {static_cast<int64_t>(widths.size())}, widths))));
+  }
+  Node* split = graph.CreateNode("Split", "", split_inputs, std::vector<Value*>(members.size(), nullptr),
+                                 UniqueNodeName(graph, first.name() + "_split"));
+  Attribute axis_attribute;
+  axis_attribute.name = "axis";
+  axis_attribute.kind = AttributeKind::kInt;
+  axis_attribute.i = axis;
+  split->SetAttribute(std::move(axis_attribute));
+  if (opset < 13) {
+    Attribute sizes;
+    sizes.name = "split";
+    sizes.kind = AttributeKind::kInts;
+    sizes.ints = widths;
+    split->SetAttribute(std::move(sizes));
+  }
+  created.push_back(split);
+
+  Node* anchor = members[0].contraction;
+  for (const auto& node : graph.nodes()) {
+    if (std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.contraction == node.get(); })) {
+      anchor = node.get();
+      break;
+    }
+  }
+  for (Node* node : created) graph.MoveBefore(node, anchor);
+
+  std::vector<Value*> unread;
+  for (size_t i = 0; i < members.size(); ++i) {
+    graph.TransferProducer(members[i].tail, split, static_cast<int>(i));
+    std::vector<Node*> chain = {members[i].contraction};
+    chain.insert(chain.end(), members[i].epilogue.begin(), members[i].epilogue.end());
+    for (Node* node : chain) {
+      for (Value* input : node->inputs()) {
+        if (input != nullptr && input != first.input(0)) unread.push_back(input);
+      }
+    }
+    for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.RemoveNode(*node);
+  }
+  RemoveIfUnused(unread);
+  return created.front();
+}
+
+// Readers of `x` that are contractions, in graph order.
+std::vector<Node*> ContractionsReading(const Value& x) {
+  std::vector<Node*> readers;
+  for (const auto& use : x.uses()) {
+    const Node* node = use.node;
+    const std::string& op = node->op_type();
+    if (use.input_index == 0 && IsStandardDomain(*node) && (op == "MatMul" || op == "Gemm" || op == "Conv") &&
+        std::find(readers.begin(), readers.end(), node) == readers.end()) {
+      readers.push_back(use.node);
+    }
+  }
+  return readers;
+}
+
+}  // namespace
+
+std::vector<PassOptionInfo> FuseHorizontalContractions::options() const {
+  return {{"max_members", std::to_string(kDefaultMaxMembers),
+           "most contractions merged into one (larger sets form several groups)"}};
+}
+
+Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_members, context.IntOption("max_members"));
+  if (max_members < 2) return UsageError("fuse-horizontal-contractions.max_members must be at least 2");
+  const int64_t opset = context.model().OpsetFor("").value_or(0);
+  // The shared inputs, in the order their first contraction appears.
+  std::vector<Value*> shared;
+  std::unordered_set<const Value*> seen;
+  for (const auto& node : graph.nodes()) {
+    Value* x = node->input(0);
+    if (x != nullptr && seen.insert(x).second && ContractionsReading(*x).size() >= 2) shared.push_back(x);
+  }
+  bool changed = false;
+  for (Value* x : shared) {
+    std::vector<std::vector<Member>> classes;
+    for (Node* node : ContractionsReading(*x)) {
+      Member member;
+      if (std::string why = WhyNotMember(*node, context.model(), member); !why.empty()) {
+        context.Rejected(*node, why);
+        continue;
+      }
+      auto fits = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return Compatible(c[0], member); });
+      if (fits != classes.end()) fits->push_back(std::move(member));
+      else classes.push_back({std::move(member)});
+    }
+    const size_t output_rank = x->shape()->size();
+    for (std::vector<Member>& candidates : classes) {
+      if (candidates.size() < 2) {
+        context.Rejected(*candidates[0].contraction, "no other contraction on the same input with compatible weights and attributes");
+        continue;
+      }
+      for (size_t begin = 0; begin + 1 < candidates.size(); begin += static_cast<size_t>(max_members)) {
+        const size_t end = std::min(candidates.size(), begin + static_cast<size_t>(max_members));
+        if (end - begin < 2) break;
+        std::vector<Member> group(std::make_move_iterator(candidates.begin() + begin),
+                                  std::make_move_iterator(candidates.begin() + end));
+        while (SinkOneStep(group, context.model(), output_rank)) {
+        }
+        FusionRecord record{std::string(name()), "", "", "horizontal_" + group[0].contraction->op_type(), {}};
+        for (const Member& member : group) {
+          record.replaced.push_back(member.contraction->name());
+          for (const Node* node : member.epilogue) record.replaced.push_back(node->name());
+        }
+        context.Matched();
+        context.Count("contractions_merged", static_cast<int64_t>(group.size()));
+        context.Count("epilogue_nodes_moved", static_cast<int64_t>(group.size() * group[0].epilogue.size()));
+        record.node = Rewrite(graph, group, opset, output_rank)->name();
+        context.RecordFusion(std::move(record));
+        changed = true;
+      }
+    }
+  }
+  if (changed) FUSIONOPT_RETURN_IF_ERROR(graph.SortTopologically());
+  return changed;
+}
+
+}  // namespace fusionopt::passes
