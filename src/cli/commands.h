@@ -14,6 +14,10 @@ namespace CLI {
 class App;
 }
 
+namespace fusionopt {
+struct Model;
+}  // namespace fusionopt
+
 namespace fusionopt::cli {
 
 struct OptimizeOptions {
@@ -32,11 +36,16 @@ struct OptimizeOptions {
   std::string dump_dir;
   std::string report;
   bool check_each_pass = false;
+  std::string target = "h100";    // the cost model's profile (passes/target_profiles.h)
+  std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
 };
 
 struct InspectOptions {
   std::string input;
   bool json = false;
+  bool cost = false;              // the per-kernel roofline table instead of the summary
+  std::string target = "h100";
+  std::vector<std::string> dims;  // SYMBOL=N
 };
 
 struct RunOptions {
@@ -69,6 +78,8 @@ void AddInspectOptions(CLI::App& command, InspectOptions& options);
 
 int RunOptimize(const OptimizeOptions& options);
 int RunInspect(const InspectOptions& options);
+// `inspect --cost`: the roofline table of the loaded model (inspect_cost.cc).
+int RunInspectCost(const InspectOptions& options, const Model& model);
 int ListPasses();
 
 // `text` with control characters and invalid UTF-8 escaped as \xNN (one printable line).

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "ir/model_summary.h"
 #include "onnx_io/model_io.h"
+#include "passes/cost_model.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -110,11 +111,23 @@ void PrintText(const std::string& path, const Model& model, const ModelSummary& 
 void AddInspectOptions(CLI::App& command, InspectOptions& options) {
   command.add_option("model", options.input, "ONNX model")->required();
   command.add_flag("--json", options.json, "Print JSON instead of text");
+  CLI::Option* cost = command.add_flag(
+      "--cost", options.cost, "Per-kernel roofline table: FLOPs, bytes, intensity, bound, predicted time");
+  command.add_option("--target", options.target, "Cost-model target: t4, a100, h100 (default), h200, cpu")->needs(cost);
+  command.add_option("--dim", options.dims, "Size of a symbolic dim: SYMBOL=N (repeatable; default 1)")->needs(cost);
 }
 
 int RunInspect(const InspectOptions& options) {
+  if (options.cost) {
+    // Flags before files: a bad --target or --dim is reported whatever the model.
+    Status target = passes::CheckTargetName(options.target);
+    if (!target.ok()) return ReportError(options.input, target);
+    auto dims = passes::ParseDimSettings(options.dims);
+    if (!dims.ok()) return ReportError(options.input, dims.status());
+  }
   auto model = LoadModel(options.input);
   if (!model.ok()) return ReportError(options.input, model.status());
+  if (options.cost) return RunInspectCost(options, **model);
   ModelSummary summary = Summarize(**model);
   if (options.json) {
     std::cout << SummaryJson(options.input, **model, summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -60,6 +60,8 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& optio
   pipeline.dump_after = options.dump_after;
   pipeline.dump_dir = options.dump_dir;
   pipeline.check_each_pass = options.check_each_pass;
+  pipeline.target = options.target;
+  FUSIONOPT_ASSIGN_OR_RETURN(pipeline.dims, passes::ParseDimSettings(options.dims));
   for (const std::string& setting : options.pass_options) {
     size_t dot = setting.find('.');
     size_t equals = setting.find('=');
@@ -98,6 +100,10 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--dump-after", options.dump_after, "Write the IR text after this pass, or 'all'");
   command.add_option("--dump-dir", options.dump_dir, "Folder for --dump-after files (NN-PASS.ir)");
   command.add_option("--report", options.report, "Write per-pass statistics and every fusion as JSON");
+  command.add_option("--target", options.target,
+                     "Cost-model target: t4, a100, h100 (default), h200, or cpu (this machine, measured); "
+                     "at -O3 it decides every fusion");
+  command.add_option("--dim", options.dims, "Size of a symbolic dim for the cost model: SYMBOL=N (repeatable; default 1)");
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
@@ -113,6 +119,8 @@ int RunOptimize(const OptimizeOptions& options) {
   if (!model.ok()) return ReportError(options.input, model.status());
   Status destination = CheckDestination(options, **model);
   if (!destination.ok()) return ReportError(options.output, destination);
+  Status dims = passes::CheckDimSymbols(**model, pipeline->dims);
+  if (!dims.ok()) return ReportError(options.input, dims);
 
   OptimizeSummary before = SummarizeForOptimize(**model);
   auto report = passes::RunPipeline(**model, *pipeline);

@@ -239,6 +239,7 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   context.inputs.clear();
   for (int slot : step.inputs) context.inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
   context.outputs.assign(step.outputs.size(), RtTensor());
+  context.launched = true;
   const auto start = stats.node_times != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   Status status = step.subgraph_kernel != nullptr ? step.subgraph_kernel->Run(context, stats)
                                                   : step.kernel->Compute(context);
@@ -255,7 +256,7 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   }
   for (int slot : step.release) values[slot] = RtTensor();
   ++stats.nodes_executed;
-  if (step.kernel->LaunchesKernel() && !step.on_host) ++stats.kernels_launched;
+  if (step.kernel->LaunchesKernel() && !step.on_host && context.launched) ++stats.kernels_launched;
   return Status::Ok();
 }
 

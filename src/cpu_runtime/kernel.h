@@ -25,6 +25,9 @@ struct KernelContext {
   std::vector<const RtTensor*> inputs;  // nullptr for an omitted optional input
   std::vector<RtTensor> outputs;        // sized to the node's outputs; the kernel fills them
   Allocator* allocator = nullptr;
+  // Set before each run; a kernel that only made views of its inputs this time (a Split into
+  // contiguous slices) clears it, so the run counts no launch.
+  bool launched = true;
 
   size_t num_inputs() const { return inputs.size(); }
   const RtTensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }

@@ -136,6 +136,11 @@ class SplitKernel : public Kernel {
     size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, SplitSizes(context, data.dim(axis)));
     FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(data.dtype()));
+    if (Product(data.dims(), 0, axis) == 1) {
+      // One row before the axis: each part is a contiguous slice of the input, so a view.
+      MakeSliceViews(data, axis, sizes, element_size, context);
+      return Status::Ok();
+    }
     std::vector<uint8_t*> parts;
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::vector<int64_t> dims = data.dims();
@@ -176,6 +181,23 @@ class SplitKernel : public Kernel {
                           " into " + std::to_string(parts) + " outputs");
     }
     return sizes;
+  }
+
+  void MakeSliceViews(const RtTensor& data, size_t axis, const std::vector<int64_t>& sizes, size_t element_size,
+                      KernelContext& context) const {
+    const int64_t inner = Product(data.dims(), axis + 1);
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (present_[i]) {
+        std::vector<int64_t> dims = data.dims();
+        dims[axis] = sizes[i];
+        const size_t byte_offset = static_cast<size_t>(offset * inner) * element_size;
+        context.outputs[i] = RtTensor(data.dtype(), std::move(dims),
+                                      std::shared_ptr<uint8_t>(data.storage(), data.raw() + byte_offset));
+      }
+      offset += sizes[i];
+    }
+    context.launched = false;
   }
 
   int64_t axis_ = 0;

@@ -75,6 +75,7 @@ class FunctionCallKernel final : public SubgraphKernel {
       fused_ = CreateFusedRows(info);
       if (!fused_) fused_ = CreateFusedElementwise(info);
       if (!fused_) fused_ = CreateFusedContraction(info);
+      if (!fused_) fused_ = CreateFusedAttention(info);
     }
     return Status::Ok();
   }

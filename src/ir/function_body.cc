@@ -7,7 +7,8 @@ namespace {
 
 class BodyCopier {
  public:
-  BodyCopier(const Node& call, std::unordered_set<const Value*> dropped)
+  // `call` null: a plain copy (no formal attributes to resolve).
+  BodyCopier(const Node* call, std::unordered_set<const Value*> dropped)
       : call_(call), dropped_(std::move(dropped)) {}
 
   void Copy(const Graph& source, Graph& target) {
@@ -52,7 +53,7 @@ class BodyCopier {
         node->mutable_attributes().push_back(CopyAttribute(attribute, *node));
         continue;
       }
-      const Attribute* given = call_.FindAttribute(attribute.ref_attr_name);
+      const Attribute* given = call_ != nullptr ? call_->FindAttribute(attribute.ref_attr_name) : nullptr;
       // A graph-valued argument reads the caller's scope, which the copy does not have; a
       // caller's own reference has no value to give.
       if (given == nullptr || given->g || !given->graphs.empty() || !given->ref_attr_name.empty()) continue;
@@ -76,7 +77,7 @@ class BodyCopier {
     return copy;
   }
 
-  const Node& call_;
+  const Node* call_;
   std::unordered_set<const Value*> dropped_;  // formals of the source body the call omits
 };
 
@@ -91,8 +92,14 @@ std::unique_ptr<Graph> InstantiateFunctionBody(const Function& function, const N
     }
   }
   auto body = std::make_unique<Graph>();
-  BodyCopier(call, std::move(dropped)).Copy(*function.body, *body);
+  BodyCopier(&call, std::move(dropped)).Copy(*function.body, *body);
   return body;
+}
+
+std::unique_ptr<Graph> CopyGraph(const Graph& graph) {
+  auto copy = std::make_unique<Graph>();
+  BodyCopier(nullptr, {}).Copy(graph, *copy);
+  return copy;
 }
 
 }  // namespace fusionopt

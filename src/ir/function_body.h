@@ -19,4 +19,9 @@ namespace fusionopt {
 std::unique_ptr<Graph> InstantiateFunctionBody(const Function& function, const Node& call,
                                                bool drop_omitted_inputs = false);
 
+// A copy of a graph that reads no enclosing scope (a main graph): same names, types, nodes and
+// subgraphs; initializers share their tensors. What a caller infers or rewrites on the copy
+// leaves the original alone.
+std::unique_ptr<Graph> CopyGraph(const Graph& graph);
+
 }  // namespace fusionopt

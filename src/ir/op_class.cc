@@ -100,8 +100,30 @@ bool IsPure(const Node& node) {
   return op_class != OpClass::kOpaque && op_class != OpClass::kControlFlow;
 }
 
+namespace {
+
+// A Split whose input has only unit dims before the axis: every part is a contiguous slice of
+// the input, which a runtime hands out as a view (the CPU runtime does).
+bool SplitsIntoSlices(const Node& node) {
+  if (node.op_type() != "Split" || !(node.domain().empty() || node.domain() == "ai.onnx")) return false;
+  const Value* input = node.input(0);
+  if (input == nullptr || !input->shape()) return false;
+  const Shape& shape = *input->shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t axis = node.GetInt("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  for (int64_t i = 0; i < axis; ++i) {
+    if (!shape[static_cast<size_t>(i)].is_known() || shape[static_cast<size_t>(i)].value != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool LaunchesKernel(const Node& node) {
   OpClass op_class = ClassifyOp(node);
+  if (SplitsIntoSlices(node)) return false;
   return op_class != OpClass::kView && op_class != OpClass::kShape && op_class != OpClass::kControlFlow;
 }
 

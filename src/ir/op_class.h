@@ -38,7 +38,8 @@ OpClass ClassifyOp(std::string_view domain, std::string_view op_type);
 bool IsPure(const Node& node);
 
 // Whether running the node launches a kernel by its op (views, shape arithmetic and
-// constants do not). FindLaunchFreeNodes refines this with what the node reads.
+// constants do not; nor does a Split whose input has only unit dims before the axis, whose
+// parts are contiguous slices). FindLaunchFreeNodes refines this with what the node reads.
 bool LaunchesKernel(const Node& node);
 
 // Nodes that launch no kernel per inference although their op would:

@@ -133,6 +133,7 @@ Result<bool> FuseComposites::RunOnGraph(Graph& graph, PassContext& context) {
       context.Rejected(*anchor, kind + ": " + why_not);
       continue;
     }
+    if (!context.JudgeFusion(match.nodes).apply) continue;
     ReadConstants constants = ConstantsReadBy(match.nodes);
     removed.insert(match.nodes.begin(), match.nodes.end());
     bool residual_sum_read = match.residual_sum != nullptr && ReadOutside(*match.residual_sum, {match.nodes.begin(), match.nodes.end()});

@@ -258,12 +258,13 @@ bool FuseLongestLegalPrefix(Graph& graph, Chain chain, PassContext& context) {
       name += chain.names[i];
     }
     std::string why = WhyNotOutlinable(members);
-    if (why.empty()) {
+    // A prefix the cost model refuses is reported by JudgeFusion; a shorter one may still pay.
+    if (why.empty() && context.JudgeFusion(members).apply) {
       OutlineGroup(graph, FusionGroup{members, "contraction_epilogue", name}, context);
       context.Count("post_ops_fused", static_cast<int64_t>(chain.steps.size()));
       return true;
     }
-    context.Rejected(*chain.steps.back().front(), why);
+    if (!why.empty()) context.Rejected(*chain.steps.back().front(), why);
     chain.steps.pop_back();
     chain.names.pop_back();
   }

@@ -220,6 +220,7 @@ Result<bool> FuseElementwise::RunOnGraph(Graph& graph, PassContext& context) {
       context.Rejected(*members.front(), why);
       continue;
     }
+    if (!context.JudgeFusion(members).apply) continue;
     OutlineGroup(graph, FusionGroup{members, "elementwise", FunctionStem(members)}, context);
     context.Count("ops_fused", static_cast<int64_t>(members.size()));
     changed = true;

@@ -1,6 +1,8 @@
 #include "passes/pass.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 namespace fusionopt::passes {
 
@@ -52,7 +54,70 @@ void PassContext::Rejected(const Node& node, const std::string& reason) {
 
 void PassContext::RecordFusion(FusionRecord record) {
   record.pass = std::string(pass_.name());
+  std::vector<std::string> replaced = record.replaced;
+  std::sort(replaced.begin(), replaced.end());
+  if (!judged_members_.empty() && replaced == judged_members_) {
+    record.predicted_separate_s = judged_.predicted_separate_s;
+    record.predicted_fused_s = judged_.predicted_fused_s;
+  }
+  judged_members_.clear();
   fusions_.push_back(std::move(record));
+}
+
+PassContext::~PassContext() = default;
+
+const CostModel& PassContext::cost_model() {
+  if (cost_model_ == nullptr) {
+    auto profile = FindTargetProfile(kDefaultTarget);
+    FUSIONOPT_CHECK(profile.ok(), "the default target is a published profile");
+    own_cost_model_ = std::make_unique<CostModel>(model_, *profile);
+    cost_model_ = own_cost_model_.get();
+  }
+  return *cost_model_;
+}
+
+void PassContext::UseCostModel(const CostModel& cost_model, bool gate_fusions) {
+  cost_model_ = &cost_model;
+  gate_fusions_ = gate_fusions;
+}
+
+namespace {
+
+std::string Microseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f us", seconds * 1e6);
+  return text;
+}
+
+}  // namespace
+
+FusionVerdict PassContext::JudgeFusion(const std::vector<Node*>& members) {
+  FUSIONOPT_CHECK(!members.empty(), "a fusion candidate has members");
+  const CostModel& costs = cost_model();
+  KernelCost separate = costs.SeparateCost(members);
+  KernelCost fused = costs.GroupCost(members);
+  FusionVerdict verdict;
+  verdict.predicted = separate.known && fused.known;
+  if (verdict.predicted) {
+    verdict.predicted_separate_s = separate.seconds;
+    verdict.predicted_fused_s = fused.seconds;
+  }
+  judged_members_.clear();
+  if (gate_fusions_ && verdict.predicted && fused.seconds >= separate.seconds) {
+    verdict.apply = false;
+    verdict.reason = "cost model: fused " + Microseconds(fused.seconds) + " >= separate " + Microseconds(separate.seconds);
+    // The rejection key stays constant so refusals count together; the numbers are in the
+    // verdict and the CostRejection.
+    Rejected(*members.front(), kCostModelRejection);
+    CostRejection rejection{{}, separate.seconds, fused.seconds, verdict.reason};
+    for (const Node* member : members) rejection.members.push_back(member->name());
+    statistics_.cost_rejections.push_back(std::move(rejection));
+    return verdict;
+  }
+  for (const Node* member : members) judged_members_.push_back(member->name());
+  std::sort(judged_members_.begin(), judged_members_.end());
+  judged_ = verdict;
+  return verdict;
 }
 
 std::vector<Graph*> GraphsInnermostFirst(Graph& graph) {

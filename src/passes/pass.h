@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +19,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "passes/cost_model.h"
 
 namespace fusionopt::passes {
 
@@ -52,6 +55,18 @@ struct FusionRecord {
   std::string function;               // the function it calls
   std::string kind;                   // "elementwise", "contraction_epilogue", "layernorm", ...
   std::vector<std::string> replaced;  // names of the original nodes, in graph order
+  // The cost model's prediction (PassContext::JudgeFusion) for the replaced nodes as separate
+  // kernels and as this one; NaN when the pass did not ask or a shape was unknown.
+  double predicted_separate_s = std::numeric_limits<double>::quiet_NaN();
+  double predicted_fused_s = std::numeric_limits<double>::quiet_NaN();
+};
+
+// A fusion candidate the cost model refused (at O3), for --report.
+struct CostRejection {
+  std::vector<std::string> members;  // node names
+  double predicted_separate_s = 0;
+  double predicted_fused_s = 0;
+  std::string reason;
 };
 
 struct PassStatistics {
@@ -60,6 +75,7 @@ struct PassStatistics {
   int64_t matches = 0;
   std::map<std::string, Rejection> rejections;  // by reason
   std::map<std::string, int64_t> counters;      // pass-specific ("batchnorms_folded")
+  std::vector<CostRejection> cost_rejections;   // candidates JudgeFusion refused
   int64_t nodes_before = 0;
   int64_t nodes_after = 0;
   double milliseconds = 0;
@@ -67,12 +83,25 @@ struct PassStatistics {
 
 class Pass;
 
+// The rejection reason (PassStatistics::rejections key) of every group the cost model refuses.
+inline constexpr const char* kCostModelRejection = "cost model: fused not faster than separate";
+
+// What the cost model says about fusing a group (PassContext::JudgeFusion).
+struct FusionVerdict {
+  bool apply = true;       // outline the group
+  bool predicted = false;  // both sides could be costed (every shape known)
+  double predicted_separate_s = std::numeric_limits<double>::quiet_NaN();  // members as their own kernels
+  double predicted_fused_s = std::numeric_limits<double>::quiet_NaN();     // the group as one kernel
+  std::string reason;      // when !apply: "cost model: fused 3.20 us >= separate 2.90 us"
+};
+
 // What a running pass may read and report. One context per pass run.
 class PassContext {
  public:
   PassContext(Model& model, const Pass& pass, const PassOptions& options, PassStatistics& statistics,
               std::vector<FusionRecord>& fusions)
       : model_(model), pass_(pass), options_(options), statistics_(statistics), fusions_(fusions) {}
+  ~PassContext();
 
   Model& model() { return model_; }
 
@@ -86,6 +115,27 @@ class PassContext {
   void Count(const std::string& counter, int64_t amount = 1) { statistics_.counters[counter] += amount; }
   void RecordFusion(FusionRecord record);
 
+  // The pipeline's cost model (its --target and --dim). A context the pipeline did not set up
+  // (a pass run by hand) makes one on first use: h100, symbolic dims 1, fusions never gated.
+  const CostModel& cost_model();
+  // Called by the pipeline: the model to use, and whether JudgeFusion may refuse (level >= 3).
+  void UseCostModel(const CostModel& cost_model, bool gate_fusions);
+
+  // Every fusion pass asks this right before OutlineGroup, with the group it is about to
+  // outline (pure nodes of one graph, any order):
+  //
+  //   if (!context.JudgeFusion(members).apply) continue;  // refused: already reported
+  //   OutlineGroup(graph, FusionGroup{members, kind, name}, context);
+  //
+  // It predicts the members as separate kernels and as one (CostModel::SeparateCost and
+  // GroupCost). At O3 a group predicted no faster fused is refused: the verdict says why,
+  // and the refusal is reported here (Rejected with kCostModelRejection, and a CostRejection
+  // with both predictions and the verdict's reason), so the caller only skips the group.
+  // Below O3, or when a shape is unknown, the verdict always applies. An applied verdict's
+  // predictions go into the next FusionRecord recorded (RecordFusion, which OutlineGroup
+  // calls) whose `replaced` names the same nodes.
+  FusionVerdict JudgeFusion(const std::vector<Node*>& members);
+
  private:
   std::string OptionText(std::string_view name) const;
 
@@ -94,6 +144,12 @@ class PassContext {
   const PassOptions& options_;
   PassStatistics& statistics_;
   std::vector<FusionRecord>& fusions_;
+  const CostModel* cost_model_ = nullptr;
+  std::unique_ptr<CostModel> own_cost_model_;  // when the pipeline gave none
+  bool gate_fusions_ = false;
+  // The last applied verdict and its members' names (sorted), for the next RecordFusion.
+  std::vector<std::string> judged_members_;
+  FusionVerdict judged_;
 };
 
 class Pass {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,10 @@ Status ValidatePipelineOptions(const PipelineOptions& options) {
   if (!options.dump_after.empty() && options.dump_dir.empty()) {
     return UsageError("--dump-after needs --dump-dir");
   }
+  FUSIONOPT_RETURN_IF_ERROR(CheckTargetName(options.target));
+  for (const auto& [symbol, size] : options.dims) {
+    if (size < 1) return UsageError("--dim " + symbol + " needs a size >= 1");
+  }
   for (const auto& [key, value] : options.pass_options.all()) {
     const auto& [pass, option] = key;
     FUSIONOPT_RETURN_IF_ERROR(known(pass, "--pass-option"));
@@ -108,7 +113,10 @@ Status ValidatePipelineOptions(const PipelineOptions& options) {
 Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options) {
   FUSIONOPT_RETURN_IF_ERROR(ValidatePipelineOptions(options));
   auto start = std::chrono::steady_clock::now();
+  FUSIONOPT_ASSIGN_OR_RETURN(TargetProfile profile, FindTargetProfile(options.target));
+  CostModel cost_model(model, profile, options.dims);
   PipelineReport report;
+  report.target = profile.name;
   if (!options.dump_after.empty()) {
     std::error_code error;
     std::filesystem::create_directories(options.dump_dir, error);
@@ -124,6 +132,7 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
     statistics.nodes_before = CountNodes(*model.graph);
     auto pass_start = std::chrono::steady_clock::now();
     PassContext context(model, *pass, options.pass_options, statistics, report.fusions);
+    context.UseCostModel(cost_model, options.level >= 3);
     auto changed = pass->Run(model, context);
     if (!changed.ok()) return changed.status().WithContext("pass " + name);
     statistics.changed = *changed;
@@ -131,7 +140,10 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
     statistics.nodes_after = CountNodes(*model.graph);
     // New values get their types before the next pass matches on them.
-    if (statistics.changed) InferShapes(model);
+    if (statistics.changed) {
+      InferShapes(model);
+      cost_model.ForgetConcreteShapes();
+    }
     if (statistics.changed && ShouldCheck(options)) {
       Status valid = VerifyModel(model);
       if (!valid.ok()) return InternalError("pass " + name + " broke the IR: " + valid.message());
@@ -156,24 +168,39 @@ std::string ReportToJson(const PipelineReport& report) {
     for (const auto& [reason, rejection] : pass.rejections) {
       rejections[reason] = {{"count", rejection.count}, {"examples", rejection.examples}};
     }
+    json cost_rejections = json::array();
+    for (const CostRejection& rejection : pass.cost_rejections) {
+      cost_rejections.push_back({{"members", rejection.members},
+                                 {"predicted_separate_us", rejection.predicted_separate_s * 1e6},
+                                 {"predicted_fused_us", rejection.predicted_fused_s * 1e6},
+                                 {"reason", rejection.reason}});
+    }
     passes.push_back({{"pass", pass.pass},
                       {"changed", pass.changed},
                       {"matches", pass.matches},
                       {"rejections", rejections},
+                      {"cost_rejections", cost_rejections},
                       {"counters", pass.counters},
                       {"nodes_before", pass.nodes_before},
                       {"nodes_after", pass.nodes_after},
                       {"milliseconds", pass.milliseconds}});
   }
+  // Predictions in microseconds; null where the cost model could not cost the group.
+  auto microseconds = [](double seconds) { return std::isnan(seconds) ? json(nullptr) : json(seconds * 1e6); };
   json fusions = json::array();
   for (const FusionRecord& fusion : report.fusions) {
     fusions.push_back({{"pass", fusion.pass},
                        {"node", fusion.node},
                        {"function", fusion.function},
                        {"kind", fusion.kind},
-                       {"replaced", fusion.replaced}});
+                       {"replaced", fusion.replaced},
+                       {"predicted_separate_us", microseconds(fusion.predicted_separate_s)},
+                       {"predicted_fused_us", microseconds(fusion.predicted_fused_s)}});
   }
-  json document = {{"passes", passes}, {"fusions", fusions}, {"milliseconds", report.milliseconds}};
+  json document = {{"passes", passes},
+                   {"fusions", fusions},
+                   {"target", report.target},
+                   {"milliseconds", report.milliseconds}};
   return document.dump(2) + "\n";
 }
 

@@ -7,6 +7,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "passes/cost_model.h"
 #include "passes/pass.h"
 
 namespace fusionopt::passes {
@@ -21,16 +22,21 @@ struct PipelineOptions {
   std::string dump_after;
   std::string dump_dir;
   PassOptions pass_options;
+  // The cost model's target profile (target_profiles.h) and symbolic dim sizes (`--dim`).
+  // Fusion passes consult it at every level; from level 3 it decides (PassContext::JudgeFusion).
+  std::string target = std::string(kDefaultTarget);
+  SymbolSizes dims;
 };
 
 struct PipelineReport {
   std::vector<PassStatistics> passes;  // one per pass run, in order
   std::vector<FusionRecord> fusions;
+  std::string target;  // the cost model's profile
   double milliseconds = 0;
 };
 
 // Checks that every pass named by --only/--disable/--pass-option exists and that each option
-// is one the pass declares; a usage error otherwise.
+// is one the pass declares, and that the target is a known profile; a usage error otherwise.
 Status ValidatePipelineOptions(const PipelineOptions& options);
 
 // Runs the pipeline. A pass error stops it (the model may be partly rewritten: callers save

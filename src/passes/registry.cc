@@ -4,7 +4,8 @@
 //   O1 (cleanup, standard ops only — the result runs anywhere):
 //     eliminate-dead-code first, so later passes do not spend time on what will go.
 //   O2 (vertical fusion) runs O1 first, so patterns meet a clean graph.
-//   O3 runs O1, then its own passes (LevelThreeBeforeVertical), then O2's.
+//   O3 runs O1, then its own passes (LevelThreeBeforeVertical), then O2's, then the
+//   horizontal merge of the elementwise kernels O2 formed (LevelThreeAfterVertical).
 //   Each level ends with eliminate-dead-code: rewrites leave orphans behind.
 #include "passes/registry.h"
 
@@ -16,10 +17,12 @@
 #include "passes/fold_batchnorm.h"
 #include "passes/fold_constants.h"
 #include "passes/fold_scale_into_conv.h"
+#include "passes/fuse_attention.h"
 #include "passes/fuse_composites.h"
 #include "passes/fuse_contraction_epilogues.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_horizontal_contractions.h"
+#include "passes/fuse_horizontal_elementwise.h"
 #include "passes/matmul_add_to_gemm.h"
 #include "passes/merge_reshapes.h"
 #include "passes/share_duplicate_initializers.h"
@@ -87,7 +90,17 @@ const std::vector<std::string>& LevelThreeBeforeVertical() {
       // Q/K/V (and any contractions sharing an input) become one contraction + Split while
       // their bias Adds are still separate ops that can move below the Split with them.
       "fuse-horizontal-contractions",
+      // Then whole attention blocks, the merged Q/K/V Split included, before the composite
+      // pass could claim their Softmax and the epilogue pass their MatMuls.
+      "fuse-attention",
   };
+  return passes;
+}
+
+// After O2's vertical fusions: independent elementwise kernels (fused groups included) over
+// one iteration space merge into one multi-output kernel.
+const std::vector<std::string>& LevelThreeAfterVertical() {
+  static const std::vector<std::string> passes = {"fuse-horizontal-elementwise"};
   return passes;
 }
 
@@ -108,6 +121,8 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<FuseComposites>(2),
       Describe<FuseElementwise>(2),
       Describe<FuseHorizontalContractions>(3),
+      Describe<FuseHorizontalElementwise>(3),
+      Describe<FuseAttention>(3),
   };
   return passes;
 }
@@ -126,6 +141,9 @@ std::vector<std::string> PipelineFor(int level) {
     pipeline.insert(pipeline.end(), LevelThreeBeforeVertical().begin(), LevelThreeBeforeVertical().end());
   }
   if (level >= 2) pipeline.insert(pipeline.end(), LevelTwo().begin(), LevelTwo().end());
+  if (level >= 3) {
+    pipeline.insert(pipeline.end(), LevelThreeAfterVertical().begin(), LevelThreeAfterVertical().end());
+  }
   return pipeline;
 }
 

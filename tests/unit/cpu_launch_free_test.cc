@@ -3,6 +3,7 @@
 
 #include "cpu_runtime/session.h"
 #include "cpu_test_support.h"
+#include "ir/op_class.h"
 #include "ir/shape_inference.h"
 #include "ir/text_format.h"
 
@@ -77,4 +78,45 @@ graph main (float[2] %x) -> (float[2] %y)
   auto outputs = (*session)->Run({{"x", Floats({2}, {1, 2})}});
   REQUIRE_FALSE(outputs.ok());
   REQUIRE_THAT(outputs.status().message(), Catch::Contains("bad_gather"));
+}
+
+TEST_CASE("a Split into contiguous slices hands out views and launches nothing", "[cpu]") {
+  const std::string text = R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4,2] %x) -> (float %p, float %q)
+  init int64[2] %sizes = [1, 3]
+{
+  %p, %q = Split(%x, %sizes) {axis: 1}
+  %r = Relu(%q)
+}
+)";
+  auto model = ParseModel(text);
+  REQUIRE(model.ok());
+  InferShapes(**model);
+  auto session = Session::Create(**model);
+  REQUIRE(session.ok());
+  RtTensor x = Iota({1, 4, 2});
+  RunStats stats;
+  auto outputs = (*session)->Run({{"x", x}}, &stats);
+  REQUIRE(outputs.ok());
+  // One row before the axis: both parts are slices of x itself, no copy and no launch.
+  CHECK(stats.kernels_launched == 1);  // the Relu
+  CHECK(Values((*outputs)[0].tensor) == std::vector<double>{0, 1});
+  CHECK(Values((*outputs)[1].tensor) == std::vector<double>{2, 3, 4, 5, 6, 7});
+  CHECK((*outputs)[1].tensor.dims() == std::vector<int64_t>{1, 3, 2});
+
+  // Two rows before the axis: the parts interleave in x, so the Split copies.
+  auto copied = (*session)->Run({{"x", Iota({2, 4, 2})}}, &stats);
+  REQUIRE(copied.ok());
+  CHECK(stats.kernels_launched == 2);
+  CHECK(Values((*copied)[0].tensor) == std::vector<double>{0, 1, 8, 9});
+  CHECK(Values((*copied)[1].tensor) == std::vector<double>{2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15});
+
+  // The IR estimate agrees once the batch is known to be 1, and counts the copy otherwise.
+  CHECK(EstimateKernelLaunches(**model) == 2);
+  auto known = ParseModel(std::string(text).replace(text.find("float[N,4,2]"), 12, "float[1,4,2]"));
+  REQUIRE(known.ok());
+  InferShapes(**known);
+  CHECK(EstimateKernelLaunches(**known) == 1);
 }

@@ -1,0 +1,139 @@
+// fuse-horizontal-elementwise (O3): independent elementwise kernels over the same iteration
+// space become one kernel with several outputs (DESIGN.md §2, horizontal fusion).
+//
+//   %a = ai.fusionopt::FusedElementwise_Mul_Add(%x, %s)   [B, S, H]      %a, %b = ai.fusionopt::
+//   %b = Sigmoid(%y)                                      [B, S, H]  →     FusedHorizontal(%x, %s, %y)
+//                                                                       { Mul, Add, Sigmoid }
+//
+// Candidates, after fuse-elementwise: calls of fused elementwise bodies (every body node an
+// elementwise op or a scalar Constant) and standard elementwise ops the engine evaluates and
+// that launch a kernel; every output of a candidate has the same shape, the iteration space
+// (known dims or the same symbols). In graph order, a candidate joins the open group of its
+// iteration space unless no path may leave the group and re-enter it with the candidate in it
+// (merging would create a cycle) or the group already has `max_members`; fused members' bodies
+// are inlined and the union outlined as one node. Its body computes the members side by side,
+// so the CPU runtime runs it as one elementwise program — one pass over the shared index space,
+// inputs of any broadcastable shape.
+//
+// Limits: kernels over different iteration spaces (a packed index space for k small
+// launches) are not merged; candidates are the elementwise ones only.
+#include "passes/fuse_horizontal_elementwise.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/op_class.h"
+#include "passes/elementwise_support.h"
+#include "passes/inline_call.h"
+#include "passes/outline.h"
+#include "passes/shape_facts.h"
+
+namespace fusionopt::passes {
+namespace {
+
+// Same cap as the horizontal contractions: 4 members, the register-pressure knee the
+// literature reports for merged kernels (4–6).
+constexpr int64_t kDefaultMaxMembers = 4;
+
+bool IsElementwiseBody(const Function& function) {
+  for (const auto& node : function.body->nodes()) {
+    if (node->op_type() != "Constant" && ClassifyOp(*node) != OpClass::kElementwise) return false;
+  }
+  return true;
+}
+
+// The iteration space of a candidate: the shape all its outputs share, or null.
+const Shape* IterationSpace(const Node& node) {
+  const Shape* space = nullptr;
+  for (const Value* output : node.outputs()) {
+    if (output == nullptr) continue;
+    const Shape* shape = KnownRankShape(*output);
+    if (shape == nullptr || (space != nullptr && !ProvablySameShape(*space, *shape))) return nullptr;
+    space = shape;
+  }
+  return space;
+}
+
+struct Group {
+  const Shape* space;
+  std::vector<Node*> members;
+};
+
+}  // namespace
+
+std::vector<PassOptionInfo> FuseHorizontalElementwise::options() const {
+  return {{"max_members", std::to_string(kDefaultMaxMembers), "most kernels merged into one"}};
+}
+
+Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_members, context.IntOption("max_members"));
+  if (max_members < 2) return UsageError("fuse-horizontal-elementwise.max_members must be at least 2");
+  Model& model = context.model();
+  const int64_t opset = model.OpsetFor("").value_or(0);
+  const LaunchFreeNodes launch_free = FindLaunchFreeNodes(graph, model.ir_version >= 4);
+
+  std::vector<Group> groups;
+  for (const auto& owned : graph.nodes()) {
+    Node* node = owned.get();
+    const bool fused = node->domain() == kFusionDomain;
+    if (fused) {
+      const Function* function = model.FindFunction(node->domain(), node->op_type());
+      if (function == nullptr || !IsElementwiseBody(*function)) continue;
+    } else if (ClassifyOp(*node) != OpClass::kElementwise || launch_free.contains(node) ||
+               !WhyEngineCannotEvaluate(*node, opset).empty()) {
+      continue;
+    }
+    const Shape* space = IterationSpace(*node);
+    if (space == nullptr) continue;
+    auto open = std::find_if(groups.begin(), groups.end(), [&](const Group& group) {
+      if (static_cast<int64_t>(group.members.size()) >= max_members || !ProvablySameShape(*group.space, *space)) {
+        return false;
+      }
+      std::vector<Node*> joined = group.members;
+      joined.push_back(node);
+      return !LeavesAndReenters(joined);
+    });
+    if (open != groups.end()) {
+      open->members.push_back(node);
+    } else {
+      groups.push_back({space, {node}});
+    }
+  }
+
+  bool changed = false;
+  for (Group& group : groups) {
+    if (group.members.size() < 2) continue;
+    std::vector<Node*> nodes;
+    std::vector<std::vector<Node*>> inlined_calls;  // each fused member's body, as inlined
+    for (Node* member : group.members) {
+      if (member->domain() != kFusionDomain) {
+        nodes.push_back(member);
+        continue;
+      }
+      const Function* function = model.FindFunction(member->domain(), member->op_type());
+      std::vector<Node*> inlined = InlineCall(graph, *member, *function);
+      if (inlined.empty()) {
+        context.Rejected(*member, "its body returns an input or one value twice");
+        continue;
+      }
+      nodes.insert(nodes.end(), inlined.begin(), inlined.end());
+      inlined_calls.push_back(std::move(inlined));
+    }
+    if (std::string why = WhyNotOutlinable(nodes); !why.empty()) {
+      context.Rejected(*nodes.front(), why);
+      // Each inlined member becomes its own fused node again.
+      for (const std::vector<Node*>& body : inlined_calls) {
+        OutlineGroup(graph, FusionGroup{body, "elementwise", "FusedElementwise"}, context);
+      }
+      changed = changed || !inlined_calls.empty();
+      continue;
+    }
+    context.Matched();
+    context.Count("kernels_merged", static_cast<int64_t>(group.members.size()));
+    OutlineGroup(graph, FusionGroup{nodes, "horizontal_elementwise", "FusedHorizontal"}, context);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,72 @@
+#include "passes/inline_call.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/function_body.h"
+
+namespace fusionopt::passes {
+namespace {
+
+// Whether every body output is produced by a body node, and no value is returned twice.
+bool OutputsAreProduced(const Graph& body) {
+  std::unordered_set<const Value*> seen;
+  for (const Value* output : body.outputs()) {
+    if (output == nullptr || output->producer() == nullptr || !seen.insert(output).second) return false;
+  }
+  for (const auto& node : body.nodes()) {
+    if (!node->Subgraphs().empty()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<Node*> InlineCall(Graph& graph, Node& call, const Function& function) {
+  std::unique_ptr<Graph> body = InstantiateFunctionBody(function, call);
+  if (!OutputsAreProduced(*body) || body->outputs().size() < call.outputs().size()) return {};
+  std::unordered_map<const Value*, Value*> mapped;
+  for (size_t i = 0; i < body->inputs().size(); ++i) mapped[body->inputs()[i]] = call.input(i);
+  std::unordered_map<const Value*, Value*> returned;  // body output -> the call's value
+  for (size_t i = 0; i < call.outputs().size(); ++i) returned[body->outputs()[i]] = call.output(i);
+
+  struct Transfer {
+    Value* value;
+    Node* producer;
+    int index;
+  };
+  std::vector<Transfer> transfers;
+  std::vector<Node*> copies;
+  for (const auto& node : body->nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs()) inputs.push_back(input == nullptr ? nullptr : mapped.at(input));
+    std::vector<Value*> outputs;
+    std::vector<std::pair<Value*, int>> pending;
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      const Value* output = node->output(i);
+      if (output == nullptr) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      auto call_value = returned.find(output);
+      if (call_value != returned.end() && call_value->second != nullptr) {
+        outputs.push_back(nullptr);  // the call's own value moves here below
+        pending.emplace_back(call_value->second, static_cast<int>(i));
+        mapped[output] = call_value->second;
+      } else {
+        outputs.push_back(graph.CreateValue(graph.UniqueName(output->name())));
+        mapped[output] = outputs.back();
+      }
+    }
+    Node* copy = graph.CreateNode(node->op_type(), node->domain(), inputs, outputs, node->name());
+    for (const Attribute& attribute : node->attributes()) copy->SetAttribute(attribute.CopyWithoutGraphs());
+    graph.MoveBefore(copy, &call);
+    for (const auto& [value, index] : pending) transfers.push_back({value, copy, index});
+    copies.push_back(copy);
+  }
+  for (const Transfer& transfer : transfers) graph.TransferProducer(transfer.value, transfer.producer, transfer.index);
+  graph.RemoveNode(&call);
+  return copies;
+}
+
+}  // namespace fusionopt::passes
