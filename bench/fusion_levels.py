@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """What each optimization level does to each model, measured in one run on our CPU runtime.
 
-Per model: nodes and estimated kernel launches after -O0, -O1 and -O2 (from `fusionopt
-optimize --report`), kernels actually launched by one inference on the CPU runtime, and the
-median CPU latency of the -O0 and -O2 models run alternately on the same inputs, with the
-O2 speed-up. Every optimized model is first checked against the original with
-`fusionopt verify` (a mismatch aborts the benchmark).
+Per model: nodes and estimated kernel launches after -O0 to -O3 (from `fusionopt optimize`),
+kernels actually launched by one inference on the CPU runtime, the cost model's predicted
+speed-up of the -O3 model over the original on --target (`fusionopt inspect --cost`, symbolic
+dims at the sizes the runs use), and the median CPU latency of the -O0, -O2 and -O3 models run
+alternately on the same inputs, with the speed-ups. Every -O2 and -O3 model is first checked
+against the original with `fusionopt verify` (a mismatch aborts the benchmark).
 
 Issue 4's targets: light ResNet-50 at O2 in <= 60 kernels; the BERT-style layer needs >= 3x
 fewer kernels at O2 than at O0; CPU speed-up O2/O0 >= 1.3x on the BERT-style and
-ResNet-style benchmark models.
+ResNet-style benchmark models. Issue 5's: at most 7 kernels per BERT-style encoder layer at O3,
+and O3 never slower than O2 on the CPU runtime.
 
     .venv/bin/python bench/fusion_levels.py --threads 2 --repeat 20
 """
@@ -26,7 +28,7 @@ import onnx
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "models"
 BENCH_MODELS = ROOT / "models" / "bench"
-LEVELS = (0, 1, 2)
+LEVELS = (0, 1, 2, 3)
 SMALL_SEQUENCE = 16  # the project models hold 64 positions
 
 
@@ -86,6 +88,23 @@ def shapes_for(model, sequence):
     return flags
 
 
+def dim_flags(model, sequence):
+    """--dim flags for the cost model: every symbolic dim named like a sequence gets `sequence`,
+    the others 1 — the sizes the latency runs use."""
+    flags = []
+    graph = onnx.load(str(model), load_external_data=False).graph
+    symbols = {dim.dim_param for value in graph.input for dim in value.type.tensor_type.shape.dim if dim.dim_param}
+    for symbol in sorted(symbols):
+        flags += ["--dim", f"{symbol}={sequence if 'seq' in symbol else 1}"]
+    return flags
+
+
+def predicted_speedup(binary, optimized, sequence, target, original):
+    """The cost model's predicted speed-up of `optimized` over the original it came from."""
+    done = run(binary, "inspect", optimized, "--cost", "--json", "--target", target, *dim_flags(original, sequence))
+    return json.loads(done.stdout)["predicted_speedup"]
+
+
 def latency(binary, model, sequence, args):
     done = run(binary, "run", model, "--threads", args.threads, "--warmup", args.warmup, "--repeat",
                args.repeat, "--seed", 1, "-v", *shapes_for(model, sequence))
@@ -103,31 +122,33 @@ def main():
     parser.add_argument("--bench-models", nargs="*", default=["resnet_style", "bert_style"])
     parser.add_argument("--bench-only", action="store_true",
                         help="only the benchmark-size models, not models/ and ../shared/models")
+    parser.add_argument("--target", default="h100", help="cost-model target for the predicted O3 speed-up")
     parser.add_argument("--binary", default=str(ROOT / "build" / "fusionopt"))
     args = parser.parse_args()
     ensure_bench_models(args.bench_models)
 
-    header = ("| model | nodes O0 / O1 / O2 | est. launches O0 / O1 / O2 | kernels run O0 / O2 | "
-              "CPU ms O0 | CPU ms O2 | speed-up O2/O0 |")
+    header = ("| model | nodes O0 / O1 / O2 / O3 | est. launches O0 / O1 / O2 / O3 | kernels run O0 / O2 / O3 | "
+              f"predicted O3 speed-up ({args.target}) | CPU ms O0 | CPU ms O2 | CPU ms O3 | O2/O0 | O3/O0 | O3 vs O2 |")
     print(f"threads={args.threads} warmup={args.warmup} repeat={args.repeat} (median latency)")
     print(header)
-    print("|---|---|---|---|---:|---:|---:|")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
         for label, path, sequence in model_list(args):
             results = {level: optimize(args.binary, path, level, folder) for level in LEVELS}
-            run(args.binary, "verify", path, results[2][0], "-q", *shapes_for(path, sequence))
-            # Alternate O0 and O2 twice so drift on a busy machine hits both sides alike.
-            o0, o2 = [], []
+            for level in (2, 3):
+                run(args.binary, "verify", path, results[level][0], "-q", *shapes_for(path, sequence))
+            predicted = predicted_speedup(args.binary, results[3][0], sequence, args.target, path)
+            # Alternate the levels twice so drift on a busy machine hits every side alike.
+            timed = {level: [] for level in (0, 2, 3)}
             for _ in range(2):
-                o0.append(latency(args.binary, results[0][0], sequence, args))
-                o2.append(latency(args.binary, results[2][0], sequence, args))
-            o0_ms = min(ms for ms, _ in o0)
-            o2_ms = min(ms for ms, _ in o2)
+                for level in timed:
+                    timed[level].append(latency(args.binary, results[level][0], sequence, args))
+            ms = {level: min(run_ms for run_ms, _ in runs) for level, runs in timed.items()}
             nodes = " / ".join(str(results[level][1]) for level in LEVELS)
             launches = " / ".join(str(results[level][2]) for level in LEVELS)
-            print(f"| {label} | {nodes} | {launches} | {o0[0][1]} / {o2[0][1]} | {o0_ms:.2f} | {o2_ms:.2f} | "
-                  f"{o0_ms / o2_ms:.2f} |", flush=True)
-
+            kernels = " / ".join(str(timed[level][0][1]) for level in timed)
+            print(f"| {label} | {nodes} | {launches} | {kernels} | {predicted:.2f} | {ms[0]:.2f} | {ms[2]:.2f} | "
+                  f"{ms[3]:.2f} | {ms[0] / ms[2]:.2f} | {ms[0] / ms[3]:.2f} | {ms[2] / ms[3]:.2f} |", flush=True)
 
 if __name__ == "__main__":
     main()

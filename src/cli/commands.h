@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ struct OptimizeOptions {
   std::vector<std::string> only;
   std::vector<std::string> disabled;
   std::vector<std::string> pass_options;  // PASS.NAME=VALUE
+  // --max-horizontal: max_members of both horizontal passes (an explicit --pass-option wins).
+  std::optional<int64_t> max_horizontal;
   std::string dump_after;
   std::string dump_dir;
   std::string report;

@@ -71,6 +71,13 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& optio
     pipeline.pass_options.Set(setting.substr(0, dot), setting.substr(dot + 1, equals - dot - 1),
                               setting.substr(equals + 1));
   }
+  if (options.max_horizontal) {
+    for (const char* pass : {"fuse-horizontal-contractions", "fuse-horizontal-elementwise"}) {
+      if (!pipeline.pass_options.Find(pass, "max_members")) {
+        pipeline.pass_options.Set(pass, "max_members", std::to_string(*options.max_horizontal));
+      }
+    }
+  }
   FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
   return pipeline;
 }
@@ -97,6 +104,9 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--only", options.only, "Run only this pass (repeatable; see --list-passes)");
   command.add_option("--disable", options.disabled, "Skip this pass (repeatable)");
   command.add_option("--pass-option", options.pass_options, "Set a pass option: PASS.NAME=VALUE (repeatable)");
+  command.add_option("--max-horizontal", options.max_horizontal,
+                     "Most members of one horizontal fusion (both horizontal passes' max_members; default 4)")
+      ->check(CLI::Range(int64_t{2}, int64_t{64}));
   command.add_option("--dump-after", options.dump_after, "Write the IR text after this pass, or 'all'");
   command.add_option("--dump-dir", options.dump_dir, "Folder for --dump-after files (NN-PASS.ir)");
   command.add_option("--report", options.report, "Write per-pass statistics and every fusion as JSON");

@@ -21,7 +21,9 @@
 // the epilogue there; the Split produces that value under its own name.
 //
 // Legality: members read only the shared input and constants, so no path can join two of them
-// and merging never creates a cycle; contractions and the sunk ops are pure. Limits: Conv with
+// and merging never creates a cycle; contractions and the sunk ops are pure. At O3 the cost
+// model decides (PassContext::JudgeFusion over the members and their moved epilogues, the
+// Split counted as free — a view or read in place by the attention node). Limits: Conv with
 // groups, kernels of different sizes (zero-padding the smaller would be exact but is not
 // done), non-constant weights, and MatMuls whose shared operand is B are left alone.
 #include "passes/fuse_horizontal_contractions.h"
@@ -360,6 +362,14 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
                                   std::make_move_iterator(candidates.begin() + end));
         while (SinkOneStep(group, context.model(), output_rank)) {
         }
+        std::vector<Node*> merged;
+        for (const Member& member : group) {
+          merged.push_back(member.contraction);
+          merged.insert(merged.end(), member.epilogue.begin(), member.epilogue.end());
+        }
+        // The Split is costed as free: a view where the parts are contiguous (channels of one
+        // image), or read in place by the attention node that takes Q/K/V next.
+        if (!context.JudgeFusion(merged).apply) continue;
         FusionRecord record{std::string(name()), "", "", "horizontal_" + group[0].contraction->op_type(), {}};
         for (const Member& member : group) {
           record.replaced.push_back(member.contraction->name());

@@ -11,8 +11,9 @@
 // (known dims or the same symbols). In graph order, a candidate joins the open group of its
 // iteration space unless no path may leave the group and re-enter it with the candidate in it
 // (merging would create a cycle) or the group already has `max_members`; fused members' bodies
-// are inlined and the union outlined as one node. Its body computes the members side by side,
-// so the CPU runtime runs it as one elementwise program — one pass over the shared index space,
+// are inlined and the union outlined as one node, when the cost model predicts a gain (at O3;
+// JudgeFusion over the members as they are). Its body computes the members side by side, so
+// the CPU runtime runs it as one elementwise program — one pass over the shared index space,
 // inputs of any broadcastable shape.
 //
 // Limits: kernels over different iteration spaces (a packed index space for k small
@@ -102,7 +103,9 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
 
   bool changed = false;
   for (Group& group : groups) {
-    if (group.members.size() < 2) continue;
+    // The members as they are (fused calls cost as their bodies, reading and writing only the
+    // calls' values) against the merged kernel.
+    if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply) continue;
     std::vector<Node*> nodes;
     std::vector<std::vector<Node*>> inlined_calls;  // each fused member's body, as inlined
     for (Node* member : group.members) {

@@ -99,3 +99,33 @@ def test_selection_never_runs_a_pass_twice_in_a_row(fusionopt, tmp_path, model):
                      "eliminate-dead-code", "--report", report)[0] == lib.EXIT_OK
     names = [entry["pass"] for entry in json.loads(report.read_text())["passes"]]
     assert names and all(a != b for a, b in zip(names, names[1:])), names
+
+
+def horizontal_groups(fusionopt, tmp_path, *flags):
+    """Sizes of the horizontal contraction groups -O3 forms on models/bert_style.onnx."""
+    path = lib.PROJECT_MODELS / "bert_style.onnx"
+    if not path.is_file():
+        pytest.skip("models/bert_style.onnx has not been generated")
+    report = tmp_path / "report.json"
+    rc, _, stderr = fusionopt(path, "-o", tmp_path / "out.onnx", "-O3", "--report", report, *flags)
+    assert rc == lib.EXIT_OK, stderr
+    fusions = json.loads(report.read_text())["fusions"]
+    return sorted(sum(1 for name in f["replaced"] if name.endswith("MatMul"))
+                  for f in fusions if f["kind"] == "horizontal_MatMul")
+
+
+def test_max_horizontal_caps_both_horizontal_passes(fusionopt, tmp_path):
+    # Two layers, Q/K/V each: three projections per group by default, two under the cap.
+    assert horizontal_groups(fusionopt, tmp_path) == [3, 3]
+    assert horizontal_groups(fusionopt, tmp_path, "--max-horizontal", "2") == [2, 2]
+    # An explicit --pass-option wins over the shorthand.
+    assert horizontal_groups(fusionopt, tmp_path, "--max-horizontal", "2", "--pass-option",
+                             "fuse-horizontal-contractions.max_members=3") == [3, 3]
+
+
+@pytest.mark.parametrize("value", ["1", "x"])
+def test_max_horizontal_below_two_is_a_usage_error(fusionopt, tmp_path, model, value):
+    out = tmp_path / "out.onnx"
+    rc, _, stderr = fusionopt(model, "-o", out, "-O3", "--max-horizontal", value)
+    assert rc == lib.EXIT_USAGE and "--max-horizontal" in stderr
+    assert not out.exists()
