@@ -1,39 +1,27 @@
 // Recognising an outlined attention body (attention_pattern.h): the match, found in the body,
 // described by the body's inputs and the constants it holds, for a kernel.
-#include <algorithm>
-#include <unordered_set>
-
 #include "ir/attention_pattern.h"
-#include "ir/constant_value.h"
 #include "ir/fused_pattern_internal.h"
 
 namespace fusionopt {
 namespace {
 
+using composite::BodyInputIndex;
 using composite::IsOp;
-
-int InputIndex(const Graph& body, const Value* value) {
-  const auto& inputs = body.inputs();
-  auto it = std::find(inputs.begin(), inputs.end(), value);
-  return it == inputs.end() ? -1 : static_cast<int>(it - inputs.begin());
-}
 
 // A body input, or a constant the body holds; nullopt for anything computed.
 std::optional<AttentionInput> InputOf(const Graph& body, const Value* value) {
+  std::optional<CompositeOperand> operand = composite::BodyOperandOf(body, value);
+  if (!operand) return std::nullopt;
   AttentionInput input;
-  if (value == nullptr) return input;
-  input.input = InputIndex(body, value);
-  if (input.input >= 0) return input;
-  if (value->producer() != nullptr && IsOp(value->producer(), "Constant")) {
-    input.constant = ConstantNodeValue(*value->producer());
-    if (input.constant != nullptr) return input;
-  }
-  return std::nullopt;
+  input.input = operand->input;
+  input.constant = std::move(operand->constant);
+  return input;
 }
 
 std::optional<AttentionDimSource> DimSourceOf(const Graph& body, const AttentionMatch& match, const Value* value) {
   AttentionDimSource source;
-  if ((source.index = InputIndex(body, value)) >= 0) return source;
+  if ((source.index = BodyInputIndex(body, value)) >= 0) return source;
   if (match.split != nullptr && value->producer() == match.split) {
     source.kind = AttentionDimSource::Kind::kSplitOutput;
     source.index = value->producer_output_index();
@@ -87,7 +75,7 @@ std::optional<AttentionOperand> DescribeOperand(const Graph& body, const Attenti
   AttentionOperand described;
   described.layout = operand.layout;
   described.split_output = operand.split_output;
-  if (operand.split_output < 0 && (described.input = InputIndex(body, operand.source)) < 0) return std::nullopt;
+  if (operand.split_output < 0 && (described.input = BodyInputIndex(body, operand.source)) < 0) return std::nullopt;
   if (operand.split) {
     described.split = DescribeReshape(body, match, *operand.split);
     if (!described.split) return std::nullopt;
@@ -95,25 +83,8 @@ std::optional<AttentionOperand> DescribeOperand(const Graph& body, const Attenti
   return described;
 }
 
-// The body is the match and nothing else: every other node is a Constant only the match reads.
-bool BodyIsExactly(const Graph& body, const AttentionMatch& match) {
-  std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
-  for (const auto& node : body.nodes()) {
-    if (members.count(node.get())) continue;
-    if (!IsOp(node.get(), "Constant")) return false;
-    for (const Value* output : node->outputs()) {
-      if (output == nullptr) continue;
-      if (output->is_graph_output()) return false;
-      for (const Use& use : output->uses()) {
-        if (!members.count(use.node)) return false;
-      }
-    }
-  }
-  return true;
-}
-
 std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& match, int64_t opset) {
-  if (!match.outside_shape_reads.empty() || !BodyIsExactly(body, match)) return std::nullopt;
+  if (!match.outside_shape_reads.empty() || !composite::BodyIsExactly(body, match.nodes)) return std::nullopt;
   if (body.outputs().size() != 1 || body.outputs()[0] != match.output) return std::nullopt;
   FusedAttention described;
   described.result_output = 0;
@@ -125,7 +96,7 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
   }
   if (match.split != nullptr) {
     described.combined = true;
-    described.combined_input = InputIndex(body, match.combined);
+    described.combined_input = BodyInputIndex(body, match.combined);
     if (described.combined_input < 0) return std::nullopt;
     described.split_axis = match.split_axis;
     described.split_outputs = static_cast<int>(match.split->outputs().size());

@@ -85,21 +85,17 @@ CompositeSearch Checked(CompositeMatch match) {
   return search;
 }
 
-}  // namespace composite
-
-namespace {
-
-using composite::IsOp;
-
-std::optional<CompositeOperand> OperandOf(const Graph& body, const Value* value) {
-  CompositeOperand operand;
-  if (value == nullptr) return operand;
+int BodyInputIndex(const Graph& body, const Value* value) {
   const auto& inputs = body.inputs();
   auto it = std::find(inputs.begin(), inputs.end(), value);
-  if (it != inputs.end()) {
-    operand.input = static_cast<int>(it - inputs.begin());
-    return operand;
-  }
+  return it == inputs.end() ? -1 : static_cast<int>(it - inputs.begin());
+}
+
+std::optional<CompositeOperand> BodyOperandOf(const Graph& body, const Value* value) {
+  CompositeOperand operand;
+  if (value == nullptr) return operand;
+  operand.input = BodyInputIndex(body, value);
+  if (operand.input >= 0) return operand;
   if (value->producer() != nullptr && IsOp(value->producer(), "Constant")) {
     operand.constant = ConstantNodeValue(*value->producer());
     if (operand.constant != nullptr) return operand;
@@ -107,25 +103,30 @@ std::optional<CompositeOperand> OperandOf(const Graph& body, const Value* value)
   return std::nullopt;
 }
 
-// The body is the match and nothing else: every other node is a Constant the match reads.
-bool BodyIsExactly(const Graph& body, const CompositeMatch& match) {
-  std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
+bool BodyIsExactly(const Graph& body, const std::vector<Node*>& members) {
+  std::unordered_set<const Node*> member_set(members.begin(), members.end());
   for (const auto& node : body.nodes()) {
-    if (members.count(node.get())) continue;
+    if (member_set.count(node.get())) continue;
     if (!IsOp(node.get(), "Constant")) return false;
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       if (output->is_graph_output()) return false;
       for (const Use& use : output->uses()) {
-        if (!members.count(use.node)) return false;
+        if (!member_set.count(use.node)) return false;
       }
     }
   }
   return true;
 }
 
+}  // namespace composite
+
+namespace {
+
+using composite::IsOp;
+
 std::optional<FusedComposite> Describe(const Graph& body, const CompositeMatch& match) {
-  if (!BodyIsExactly(body, match)) return std::nullopt;
+  if (!composite::BodyIsExactly(body, match.nodes)) return std::nullopt;
   FusedComposite described;
   described.kind = match.kind;
   described.standard_op = match.standard_op;
@@ -155,7 +156,7 @@ std::optional<FusedComposite> Describe(const Graph& body, const CompositeMatch& 
                         {match.condition, &described.condition, CompositeRole::kCondition}};
   std::vector<std::optional<CompositeRole>> roles(body.inputs().size());
   for (const Slot& slot : slots) {
-    std::optional<CompositeOperand> operand = OperandOf(body, slot.value);
+    std::optional<CompositeOperand> operand = composite::BodyOperandOf(body, slot.value);
     if (!operand) return std::nullopt;
     *slot.operand = *operand;
     if (operand->input >= 0 && !roles[operand->input]) roles[operand->input] = slot.role;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/fused_pattern.h"
 
@@ -37,6 +38,16 @@ Node* ReaderOpWith(const Value* value, std::string_view op_type, Predicate other
 }
 // The only reader of `value` when it has exactly one use and is no graph output.
 Node* SoleReader(const Value* value);
+
+// Recognising an outlined body (fused_pattern.cc, attention_body.cc).
+// The index of `value` among the body's formal inputs, or -1.
+int BodyInputIndex(const Graph& body, const Value* value);
+// What the body reads as `value`: a formal input, or a Constant node the body holds; absent
+// (neither set) for a null value; nullopt for a value the body computes.
+std::optional<CompositeOperand> BodyOperandOf(const Graph& body, const Value* value);
+// The body is `members` and nothing else: every other node is a Constant whose outputs only
+// members read (none is a body output).
+bool BodyIsExactly(const Graph& body, const std::vector<Node*>& members);
 
 // Failure with a near-miss reason ("<kind>: <reason>").
 CompositeSearch NearMiss(CompositeKind kind, std::string_view reason);
