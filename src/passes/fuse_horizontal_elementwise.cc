@@ -25,6 +25,7 @@
 
 #include "ir/op_class.h"
 #include "passes/elementwise_support.h"
+#include "passes/fold_rewrites.h"
 #include "passes/inline_call.h"
 #include "passes/outline.h"
 #include "passes/shape_facts.h"
@@ -107,33 +108,39 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     // calls' values) against the merged kernel.
     if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply) continue;
     std::vector<Node*> nodes;
-    std::vector<std::vector<Node*>> inlined_calls;  // each fused member's body, as inlined
+    std::vector<std::pair<std::string, std::vector<Node*>>> inlined_calls;  // function name, body ops
+    std::vector<Value*> copied_constants;
     for (Node* member : group.members) {
       if (member->domain() != kFusionDomain) {
         nodes.push_back(member);
         continue;
       }
-      const Function* function = model.FindFunction(member->domain(), member->op_type());
-      std::vector<Node*> inlined = InlineCall(graph, *member, *function);
-      if (inlined.empty()) {
-        context.Rejected(*member, "its body returns an input or one value twice");
+      const std::string function_name = member->op_type();
+      const Function* function = model.FindFunction(member->domain(), function_name);
+      InlinedCall inlined = InlineCall(graph, *member, *function);
+      if (!inlined.done()) {
+        context.Rejected(*member, "its body does not map back onto the nodes it replaced");
         continue;
       }
-      nodes.insert(nodes.end(), inlined.begin(), inlined.end());
-      inlined_calls.push_back(std::move(inlined));
+      nodes.insert(nodes.end(), inlined.members.begin(), inlined.members.end());
+      for (Node* constant : inlined.constants) copied_constants.push_back(constant->output(0));
+      inlined_calls.emplace_back(function_name, std::move(inlined.members));
     }
     if (std::string why = WhyNotOutlinable(nodes); !why.empty()) {
       context.Rejected(*nodes.front(), why);
-      // Each inlined member becomes its own fused node again.
-      for (const std::vector<Node*>& body : inlined_calls) {
-        OutlineGroup(graph, FusionGroup{body, "elementwise", "FusedElementwise"}, context);
+      // Each inlined member becomes the fused node it was (its function is found again).
+      for (const auto& [function_name, body] : inlined_calls) {
+        OutlineGroup(graph, FusionGroup{body, "elementwise", function_name}, context);
       }
+      RemoveIfUnused(copied_constants);
       changed = changed || !inlined_calls.empty();
       continue;
     }
     context.Matched();
     context.Count("kernels_merged", static_cast<int64_t>(group.members.size()));
     OutlineGroup(graph, FusionGroup{nodes, "horizontal_elementwise", "FusedHorizontal"}, context);
+    // The outliner copied the scalar constants into the new body; the inlined ones go.
+    RemoveIfUnused(copied_constants);
     changed = true;
   }
   return changed;

@@ -1,9 +1,12 @@
 #include "passes/inline_call.h"
 
+#include <algorithm>
+
 #include <unordered_map>
 #include <unordered_set>
 
 #include "ir/function_body.h"
+#include "passes/outline.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -22,9 +25,13 @@ bool OutputsAreProduced(const Graph& body) {
 
 }  // namespace
 
-std::vector<Node*> InlineCall(Graph& graph, Node& call, const Function& function) {
+InlinedCall InlineCall(Graph& graph, Node& call, const Function& function) {
   std::unique_ptr<Graph> body = InstantiateFunctionBody(function, call);
   if (!OutputsAreProduced(*body) || body->outputs().size() < call.outputs().size()) return {};
+  const std::vector<std::string> names = FusedNodeNames(call);
+  const auto member_count = std::count_if(body->nodes().begin(), body->nodes().end(),
+                                          [](const auto& node) { return !IsCopiedConstant(*node); });
+  if (static_cast<size_t>(member_count) != names.size()) return {};
   std::unordered_map<const Value*, Value*> mapped;
   for (size_t i = 0; i < body->inputs().size(); ++i) mapped[body->inputs()[i]] = call.input(i);
   std::unordered_map<const Value*, Value*> returned;  // body output -> the call's value
@@ -36,8 +43,10 @@ std::vector<Node*> InlineCall(Graph& graph, Node& call, const Function& function
     int index;
   };
   std::vector<Transfer> transfers;
-  std::vector<Node*> copies;
+  InlinedCall inlined;
+  size_t next_name = 0;
   for (const auto& node : body->nodes()) {
+    const bool copied_constant = IsCopiedConstant(*node);
     std::vector<Value*> inputs;
     for (const Value* input : node->inputs()) inputs.push_back(input == nullptr ? nullptr : mapped.at(input));
     std::vector<Value*> outputs;
@@ -58,15 +67,17 @@ std::vector<Node*> InlineCall(Graph& graph, Node& call, const Function& function
         mapped[output] = outputs.back();
       }
     }
-    Node* copy = graph.CreateNode(node->op_type(), node->domain(), inputs, outputs, node->name());
+    const std::string name =
+        copied_constant ? UniqueNodeName(graph, call.name() + "/" + node->output(0)->name()) : names[next_name++];
+    Node* copy = graph.CreateNode(node->op_type(), node->domain(), inputs, outputs, name);
     for (const Attribute& attribute : node->attributes()) copy->SetAttribute(attribute.CopyWithoutGraphs());
     graph.MoveBefore(copy, &call);
     for (const auto& [value, index] : pending) transfers.push_back({value, copy, index});
-    copies.push_back(copy);
+    (copied_constant ? inlined.constants : inlined.members).push_back(copy);
   }
   for (const Transfer& transfer : transfers) graph.TransferProducer(transfer.value, transfer.producer, transfer.index);
   graph.RemoveNode(&call);
-  return copies;
+  return inlined;
 }
 
 }  // namespace fusionopt::passes

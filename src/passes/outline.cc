@@ -47,6 +47,9 @@ struct Outlined {
   std::vector<Value*> outputs;  // the fused node's results
 };
 
+// Body values holding the scalar constants BuildBody copies in: "c0", "c1", ...
+constexpr const char* kCopiedConstantPrefix = "c";
+
 Outlined BuildBody(const std::vector<Node*>& members) {
   std::unordered_set<const Node*> member_set(members.begin(), members.end());
   Outlined outlined;
@@ -58,7 +61,7 @@ Outlined BuildBody(const std::vector<Node*>& members) {
     for (Value* input : member->inputs()) {
       if (input == nullptr || mapped.count(input)) continue;
       if (TensorPtr constant = InlinableConstant(*input)) {
-        Value* inlined = body.CreateValue("c" + std::to_string(constants++));
+        Value* inlined = body.CreateValue(kCopiedConstantPrefix + std::to_string(constants++));
         Node* node = body.CreateNode("Constant", "", {}, {inlined});
         Attribute value;
         value.name = "value";
@@ -256,6 +259,15 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   context.Matched();
   context.RecordFusion(FusionRecord{"", fused->name(), function_name, group.kind, std::move(replaced)});
   return fused;
+}
+
+bool IsCopiedConstant(const Node& body_node) {
+  if (body_node.op_type() != "Constant" || body_node.outputs().size() != 1 || body_node.output(0) == nullptr) return false;
+  const std::string& name = body_node.output(0)->name();
+  const std::string prefix = kCopiedConstantPrefix;
+  return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+         std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 std::vector<std::string> FusedNodeNames(const Node& node) {

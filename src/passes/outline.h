@@ -59,6 +59,11 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
 // `stem`, or `stem_1`, `stem_2`, ... : the first name no node of `graph` has.
 std::string UniqueNodeName(const Graph& graph, const std::string& stem);
 
+// Whether `body_node`, a node of a body OutlineGroup built, is a scalar Constant the outliner
+// copied in (named "c0", "c1", ... by BuildBody) rather than one of the group's members. The
+// members are the other nodes, in the order of the call's fused_nodes names.
+bool IsCopiedConstant(const Node& body_node);
+
 // The replaced nodes' names a fused node carries (empty for other nodes).
 std::vector<std::string> FusedNodeNames(const Node& node);
 

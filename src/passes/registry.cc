@@ -100,7 +100,11 @@ const std::vector<std::string>& LevelThreeBeforeVertical() {
 // After O2's vertical fusions: independent elementwise kernels (fused groups included) over
 // one iteration space merge into one multi-output kernel.
 const std::vector<std::string>& LevelThreeAfterVertical() {
-  static const std::vector<std::string> passes = {"fuse-horizontal-elementwise"};
+  static const std::vector<std::string> passes = {
+      "fuse-horizontal-elementwise",
+      // The functions of the fused calls it inlined are no longer called.
+      "eliminate-dead-code",
+  };
   return passes;
 }
 
