@@ -71,10 +71,29 @@ struct VerifyOptions {
   int threads = 0;
 };
 
+struct BenchOptions {
+  std::string model;
+  int level = 3;
+  std::string optimized;  // --optimized: use this model instead of optimizing in memory
+  int warmup = 5;
+  int iters = 50;
+  double time_s = 0;  // --time: time for this long instead of --iters
+  FeedOptions feeds;  // --shape and --seed (no --input files)
+  int threads = 0;
+  std::string target = "h100";
+  std::string json;
+  std::string trace;
+  std::optional<double> fail_if_slower;
+  bool no_verify = false;
+  std::string backend = "auto";
+};
+
 void AddRunOptions(CLI::App& command, RunOptions& options);
 void AddVerifyOptions(CLI::App& command, VerifyOptions& options);
 int RunRun(const RunOptions& options);
 int RunVerify(const VerifyOptions& options);
+void AddBenchOptions(CLI::App& command, BenchOptions& options);
+int RunBench(const BenchOptions& options);  // bench_command.cc
 
 void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options);
 void AddInspectOptions(CLI::App& command, InspectOptions& options);

@@ -12,7 +12,7 @@
 
 namespace {
 
-const std::set<std::string> kSubcommands = {"optimize", "inspect", "run", "verify"};
+const std::set<std::string> kSubcommands = {"optimize", "inspect", "run", "verify", "bench"};
 
 const std::set<std::string> kGlobalFlags = {"-h", "--help", "--version", "--list-passes",
                                              "-v", "--verbose", "-q", "--quiet"};
@@ -53,7 +53,7 @@ int Main(int argc, char** argv) {
   app.footer(
       "Without a subcommand, `fusionopt MODEL.onnx -o OUT.onnx` runs `optimize`.\n"
       "Exit codes: 0 ok, 1 invalid model, 2 usage, 3 I/O error, 4 unsupported model,\n"
-      "5 verify found different outputs.");
+      "5 verify (or bench) found different outputs, 6 bench: speed-up below --fail-if-slower.");
   int verbosity = 0;
   bool quiet = false;
   bool list_passes = false;
@@ -73,7 +73,10 @@ int Main(int argc, char** argv) {
   cli::VerifyOptions verify;
   auto* verify_command = app.add_subcommand("verify", "Compare two models' outputs on the same inputs");
   cli::AddVerifyOptions(*verify_command, verify);
-  for (auto* command : {optimize_command, inspect_command, run_command, verify_command}) command->fallthrough();
+  cli::BenchOptions bench;
+  auto* bench_command = app.add_subcommand("bench", "Measure the optimized model's speed-up over the original");
+  cli::AddBenchOptions(*bench_command, bench);
+  for (auto* command : {optimize_command, inspect_command, run_command, verify_command, bench_command}) command->fallthrough();
 
   std::vector<std::string> args = WithDefaultSubcommand(argc, argv);
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector form reversed
@@ -95,6 +98,7 @@ int Main(int argc, char** argv) {
   if (inspect_command->parsed()) return cli::RunInspect(inspect);
   if (run_command->parsed()) return cli::RunRun(run);
   if (verify_command->parsed()) return cli::RunVerify(verify);
+  if (bench_command->parsed()) return cli::RunBench(bench);
   std::fprintf(stderr, "error: no model given (see fusionopt --help)\n");
   return static_cast<int>(ErrorCode::kUsage);
 }

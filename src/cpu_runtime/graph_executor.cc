@@ -240,14 +240,35 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   for (int slot : step.inputs) context.inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
   context.outputs.assign(step.outputs.size(), RtTensor());
   context.launched = true;
-  const auto start = stats.node_times != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const bool timed = stats.node_times != nullptr || stats.kernel_events != nullptr;
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const int64_t launches_before = stats.kernels_launched;
+  const size_t events_before = stats.kernel_events != nullptr ? stats.kernel_events->size() : 0;
   Status status = step.subgraph_kernel != nullptr ? step.subgraph_kernel->Run(context, stats)
                                                   : step.kernel->Compute(context);
   if (!status.ok()) return status.WithContext(DescribeNode(*step.node));
-  if (stats.node_times != nullptr) {
-    NodeTiming& timing = (*stats.node_times)[step.node];
-    timing.total_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    ++timing.calls;
+  const bool launched = step.kernel->LaunchesKernel() && !step.on_host && context.launched;
+  if (timed) {
+    const auto end = std::chrono::steady_clock::now();
+    if (stats.node_times != nullptr) {
+      NodeTiming& timing = (*stats.node_times)[step.node];
+      timing.total_ms += std::chrono::duration<double, std::milli>(end - start).count();
+      ++timing.calls;
+    }
+    if (stats.kernel_events != nullptr) {
+      // A fused call counts its own launches (one, or a few for e.g. attention) without a
+      // nested step to record them: those appear as events of this node sharing its time.
+      const double duration_us = std::chrono::duration<double, std::micro>(end - start).count();
+      const int64_t unrecorded = launched ? 1
+                                          : (stats.kernels_launched - launches_before) -
+                                                static_cast<int64_t>(stats.kernel_events->size() - events_before);
+      for (int64_t k = 0; k < unrecorded; ++k) {
+        const double share_us = duration_us / static_cast<double>(unrecorded);
+        const auto offset = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double, std::micro>(share_us * static_cast<double>(k)));
+        stats.kernel_events->push_back({step.node, start + offset, share_us});
+      }
+    }
   }
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
@@ -256,7 +277,7 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   }
   for (int slot : step.release) values[slot] = RtTensor();
   ++stats.nodes_executed;
-  if (step.kernel->LaunchesKernel() && !step.on_host && context.launched) ++stats.kernels_launched;
+  if (launched) ++stats.kernels_launched;
   return Status::Ok();
 }
 

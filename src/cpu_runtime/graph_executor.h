@@ -11,6 +11,7 @@
 // enclosing graph keeps each such value alive until that node has run.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -32,6 +33,13 @@ struct NodeTiming {
   int64_t calls = 0;  // includes every iteration of a body
 };
 
+// One kernel launch of a traced run: which node, when it started and how long it took.
+struct KernelEvent {
+  const Node* node = nullptr;
+  std::chrono::steady_clock::time_point start;
+  double duration_us = 0;
+};
+
 struct RunStats {
   int64_t kernels_launched = 0;           // kernels run, including every iteration of a body
   int64_t nodes_executed = 0;             // nodes run, including every iteration of a body
@@ -39,6 +47,9 @@ struct RunStats {
   // When set, each node's wall time adds here. An If/Loop/Scan's time includes its bodies,
   // whose nodes are listed as well.
   std::unordered_map<const Node*, NodeTiming>* node_times = nullptr;
+  // When set, every kernel launch appends one event, in launch order (for `bench --trace`).
+  // Untraced runs leave it null and read no clock.
+  std::vector<KernelEvent>* kernel_events = nullptr;
 };
 
 // What preparing any graph of a model needs to know about the model.

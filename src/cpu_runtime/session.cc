@@ -81,7 +81,10 @@ Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& fe
 
   plan.allocator.ResetPeak();
   RunStats run_stats;
-  if (stats != nullptr) run_stats.node_times = stats->node_times;
+  if (stats != nullptr) {
+    run_stats.node_times = stats->node_times;
+    run_stats.kernel_events = stats->kernel_events;
+  }
   FUSIONOPT_ASSIGN_OR_RETURN(std::vector<RtTensor> values,
                              plan.executor->Execute(std::move(inputs), {}, plan.allocator, run_stats));
   run_stats.peak_intermediate_bytes = plan.allocator.peak_bytes();

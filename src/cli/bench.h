@@ -1,0 +1,93 @@
+// `fusionopt bench`: the measured figures of one original-vs-optimized comparison, and how
+// they are summarised, written as JSON and as a Chrome trace (bench_report.cc). The
+// measuring itself lives in bench_command.cc; docs/bench.md documents flags, keys and exit codes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu_runtime/session.h"
+#include "ir/graph.h"
+#include "passes/pipeline.h"
+
+namespace fusionopt::cli {
+
+// `bench --fail-if-slower R` exits with this code when the speed-up is below R.
+inline constexpr int kSlowerExitCode = 6;
+
+struct LatencyStats {
+  double min_ms = 0;
+  double p50_ms = 0;
+  double p90_ms = 0;
+  double p99_ms = 0;
+  double mean_ms = 0;
+  double throughput_per_s = 0;  // inferences per second at the mean latency
+};
+
+// Nearest-rank percentiles (so p50 <= p90 <= p99 always) of `latencies_ms`, which must not be empty.
+LatencyStats SummarizeLatencies(std::vector<double> latencies_ms);
+
+// One side of the comparison (the original or the optimized model).
+struct SideFigures {
+  int64_t kernels = 0;  // kernels launched per inference (cpu::RunStats)
+  int64_t nodes = 0;    // nodes executed per inference
+  uint64_t peak_intermediate_bytes = 0;
+  LatencyStats latency;
+  std::vector<cpu::KernelEvent> trace;  // the kernel launches of one traced inference
+};
+
+// The optimized side's time per fusion kind: fused nodes of each kind, their time per
+// inference and its share of the time spent in the main graph's nodes.
+struct KindShare {
+  std::string kind;  // the fusion's kind, or "unfused" for every node not calling a fusion
+  int64_t nodes = 0;
+  double ms_per_inference = 0;
+  double share = 0;  // 0..1
+};
+
+// The kind of the ai.fusionopt node `node`: the pipeline report's kind when the model was
+// optimized in memory (`kinds` maps node name to kind), else the called function's name
+// without a trailing `_N` uniquifier (e.g. "FusedConvAddRelu"). Empty for other nodes.
+std::string FusionKindOf(const Node& node, const std::map<std::string, std::string>& kinds);
+
+// Groups `node_times` (summed over `runs` inferences) of `graph`'s own nodes by fusion kind;
+// kinds in decreasing time, "unfused" last.
+std::vector<KindShare> BreakdownByKind(const Graph& graph,
+                                       const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, int runs,
+                                       const std::map<std::string, std::string>& kinds);
+
+struct BenchResult {
+  std::string model;
+  std::string optimized_model;  // --optimized path; empty when optimized in memory
+  std::optional<int> level;     // the -O level when optimized in memory
+  std::string target;
+  int threads = 0;
+  int warmup = 0;
+  int iterations = 0;  // timed inferences per side
+  uint64_t seed = 0;
+  bool verified = false;
+  SideFigures original;
+  SideFigures optimized;
+  double speedup = 0;                       // original p50 / optimized p50
+  std::optional<double> predicted_speedup;  // the cost model's, for `target`
+  std::string predicted_note;               // why there is no prediction, when there is none
+  std::vector<KindShare> breakdown;
+  std::optional<double> fail_if_slower;
+};
+
+// The human-readable summary printed to stdout.
+void PrintBenchSummary(const BenchResult& result);
+
+// The --json document (keys documented in docs/bench.md).
+std::string BenchJson(const BenchResult& result);
+
+// The --trace document: Chrome trace JSON with one complete event per kernel launch of the
+// traced inference of each side (pid 1 original, pid 2 optimized), times in microseconds
+// from the start of the original's traced inference.
+std::string BenchTrace(const BenchResult& result);
+
+}  // namespace fusionopt::cli

@@ -1,0 +1,290 @@
+// `fusionopt bench`: how much faster the optimized model runs than the original, measured so
+// the figure can be trusted — the same seeded inputs for both, warm-up first, the two sides
+// interleaved (one inference each, alternating which goes first) so drift in clock speed or
+// machine load hits both alike, percentiles rather than a single time, and outputs checked
+// to match before any speed-up is reported. CPU backend only for now.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cli/bench.h"
+#include "cli/commands.h"
+#include "cli/feeds.h"
+#include "cpu_runtime/compare.h"
+#include "ir/atomic_file.h"
+#include "onnx_io/model_io.h"
+#include "passes/cost_model.h"
+#include "passes/target_profiles.h"
+
+namespace fusionopt::cli {
+namespace {
+
+// Inferences per side used for the per-node profile behind the fusion-kind breakdown: they
+// are separate from the timed runs, whose latencies must not include the profiling clock reads.
+constexpr int kMaxProfiledRuns = 20;
+
+struct Side {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<cpu::Session> session;
+  std::vector<double> latencies_ms;
+  cpu::RunStats stats;  // of the last timed inference
+};
+
+Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu::NamedTensor>& feeds,
+                                              cpu::RunStats& stats) {
+  cpu::RunStats fresh;  // counts per inference; the timing sinks carry over
+  fresh.node_times = stats.node_times;
+  fresh.kernel_events = stats.kernel_events;
+  stats = fresh;
+  return side.session->Run(feeds, &stats);
+}
+
+// The optimized model's outputs against the original's on the same inputs; a mismatch names
+// the first differing output.
+Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
+  cpu::RunStats stats;
+  FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
+  FUSIONOPT_ASSIGN_OR_RETURN(auto actual, RunOnce(optimized, feeds, stats));
+  if (expected.size() != actual.size()) {
+    return Status(ErrorCode::kMismatch, "the optimized model has " + std::to_string(actual.size()) +
+                                            " outputs, the original " + std::to_string(expected.size()) +
+                                            "; no speed-up reported");
+  }
+  cpu::Tolerance tolerance;  // verify's defaults: rtol 1e-4, atol 1e-5
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i].name != actual[i].name) {
+      return Status(ErrorCode::kMismatch, "output " + std::to_string(i) + " is '" + actual[i].name +
+                                              "', the original's is '" + expected[i].name + "'; no speed-up reported");
+    }
+    cpu::Comparison result = cpu::Compare(actual[i].tensor, expected[i].tensor, tolerance);
+    if (result.passed) continue;
+    std::string detail = !result.same_dtype || !result.same_shape
+                             ? "its dtype or shape differs"
+                             : fmt::format("max_abs={:.3g} max_rel={:.3g}, beyond rtol {:g}, atol {:g}",
+                                           result.max_abs_error, result.max_rel_error, tolerance.rtol, tolerance.atol);
+    return Status(ErrorCode::kMismatch, "output '" + expected[i].name + "' differs from the original's (" + detail +
+                                            "); no speed-up reported (--no-verify benches anyway)");
+  }
+  return Status::Ok();
+}
+
+// Symbol sizes for the cost model, read off the fed inputs' dims (a symbol seen in several
+// places takes its first size).
+passes::SymbolSizes SymbolsFromFeeds(const cpu::Session& session, const std::vector<cpu::NamedTensor>& feeds) {
+  passes::SymbolSizes symbols;
+  for (const Value* input : session.inputs()) {
+    if (!input->shape()) continue;
+    for (const auto& feed : feeds) {
+      if (feed.name != input->name() || feed.tensor.dims().size() != input->shape()->size()) continue;
+      for (size_t d = 0; d < input->shape()->size(); ++d) {
+        const Dim& dim = (*input->shape())[d];
+        if (dim.is_symbolic()) symbols.emplace(dim.symbol, feed.tensor.dims()[d]);
+      }
+    }
+  }
+  return symbols;
+}
+
+// The cost model's predicted speed-up of `optimized` over the original it was made from,
+// as `inspect --cost` computes it.
+void PredictSpeedup(const Model& optimized, const std::string& target, const passes::SymbolSizes& symbols,
+                    BenchResult& result) {
+  auto profile = passes::FindTargetProfile(target);
+  if (!profile.ok()) {
+    result.predicted_note = profile.status().message();
+    return;
+  }
+  passes::SymbolSizes known;
+  for (const auto& [symbol, size] : symbols) {
+    passes::SymbolSizes one = {{symbol, size}};
+    if (passes::CheckDimSymbols(optimized, one).ok()) known.emplace(symbol, size);
+  }
+  passes::CostModel costs(optimized, *profile, known);
+  passes::ModelCost cost = costs.CostOfModel();
+  if (cost.fused_calls == 0) {
+    result.predicted_note = "the optimized model has no fused nodes";
+  } else if (cost.unknown_kernels != 0 || cost.original_unknown_kernels != 0) {
+    result.predicted_note = "kernels of unknown cost";
+  } else if (cost.total.seconds <= 0) {
+    result.predicted_note = "zero predicted time";
+  } else {
+    result.predicted_speedup = cost.original_total.seconds / cost.total.seconds;
+  }
+}
+
+Result<Side> PrepareSide(std::unique_ptr<Model> model, int threads) {
+  Side side;
+  side.model = std::move(model);
+  FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {threads}));
+  return side;
+}
+
+Status TimeOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, bool record) {
+  auto start = std::chrono::steady_clock::now();
+  FUSIONOPT_ASSIGN_OR_RETURN(auto outputs, RunOnce(side, feeds, side.stats));
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (record) side.latencies_ms.push_back(ms);
+  return Status::Ok();
+}
+
+// Warm-up, then the timed inferences, one per side in turn; the side that goes first
+// alternates so neither always runs on a cache the other just warmed.
+Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& optimized,
+                          const std::vector<cpu::NamedTensor>& feeds) {
+  for (int i = 0; i < options.warmup; ++i) {
+    FUSIONOPT_RETURN_IF_ERROR(TimeOne(original, feeds, false).WithContext(options.model));
+    FUSIONOPT_RETURN_IF_ERROR(TimeOne(optimized, feeds, false).WithContext("optimized model"));
+  }
+  const int iterations = options.time_s > 0 ? 0 : options.iters;
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    if (options.time_s > 0) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      if (i > 0 && elapsed >= options.time_s) break;
+    } else if (i >= iterations) {
+      break;
+    }
+    Side& first = i % 2 == 0 ? original : optimized;
+    Side& second = i % 2 == 0 ? optimized : original;
+    FUSIONOPT_RETURN_IF_ERROR(TimeOne(first, feeds, true));
+    FUSIONOPT_RETURN_IF_ERROR(TimeOne(second, feeds, true));
+  }
+  return Status::Ok();
+}
+
+SideFigures FiguresOf(const Side& side) {
+  SideFigures figures;
+  figures.kernels = side.stats.kernels_launched;
+  figures.nodes = side.stats.nodes_executed;
+  figures.peak_intermediate_bytes = side.stats.peak_intermediate_bytes;
+  figures.latency = SummarizeLatencies(side.latencies_ms);
+  return figures;
+}
+
+Status TraceOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, std::vector<cpu::KernelEvent>& events) {
+  cpu::RunStats stats;
+  stats.kernel_events = &events;
+  return RunOnce(side, feeds, stats).status();
+}
+
+Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::map<std::string, std::string>& kinds) {
+  if (!options.optimized.empty()) return LoadModel(options.optimized);
+  // A second copy of the input: the original side keeps the model exactly as loaded.
+  FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(options.model));
+  passes::PipelineOptions pipeline;
+  pipeline.level = options.level;
+  pipeline.target = options.target;
+  FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineReport report, passes::RunPipeline(*model, pipeline));
+  for (const passes::FusionRecord& fusion : report.fusions) kinds[fusion.node] = fusion.kind;
+  return model;
+}
+
+}  // namespace
+
+void AddBenchOptions(CLI::App& command, BenchOptions& options) {
+  command.add_option("model", options.model, "Original ONNX model")->required();
+  auto* level = command.add_option("-O,--level", options.level, "Optimize in memory at this level 0-3 (default 3)")
+                    ->check(CLI::Range(0, 3));
+  command.add_option("--optimized", options.optimized, "Use this optimized model instead of optimizing in memory")
+      ->excludes(level);
+  command.add_option("--warmup", options.warmup, "Untimed inferences per side first (default 5)")
+      ->check(CLI::Range(0, 1000000));
+  auto* iters = command.add_option("--iters", options.iters, "Timed inferences per side (default 50)")
+                    ->check(CLI::Range(1, 10000000));
+  command.add_option("--time", options.time_s, "Time inferences for this many seconds instead of --iters")
+      ->check(CLI::PositiveNumber)
+      ->excludes(iters);
+  command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
+  command.add_option("--seed", options.feeds.seed, "Seed for the random inputs (default 0)");
+  command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  command.add_option("--target", options.target,
+                     "Cost-model target for -O3's decisions and the predicted speed-up (default h100)");
+  command.add_option("--json", options.json, "Write the figures as JSON (docs/bench.md)");
+  command.add_option("--trace", options.trace, "Write a Chrome trace of one inference per side");
+  command.add_option("--fail-if-slower", options.fail_if_slower, "Exit 6 when the speed-up is below this ratio")
+      ->check(CLI::PositiveNumber);
+  command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
+  command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+}
+
+int RunBench(const BenchOptions& options) {
+  if (options.backend == "cuda") {
+    return ReportError(options.model, Unsupported("unsupported: no CUDA backend in this build (use --backend cpu)"));
+  }
+  Status target = passes::CheckTargetName(options.target);
+  if (!target.ok()) return ReportError(options.model, target);
+  auto original_model = LoadModel(options.model);
+  if (!original_model.ok()) return ReportError(options.model, original_model.status());
+  std::map<std::string, std::string> kinds;  // fused node name -> fusion kind (in-memory optimization)
+  auto optimized_model = OptimizedModel(options, kinds);
+  const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
+  if (!optimized_model.ok()) return ReportError(optimized_label, optimized_model.status());
+  auto original = PrepareSide(std::move(*original_model), options.threads);
+  if (!original.ok()) return ReportError(options.model, original.status());
+  auto optimized = PrepareSide(std::move(*optimized_model), options.threads);
+  if (!optimized.ok()) return ReportError(optimized_label, optimized.status());
+  auto feeds = MakeFeeds(*original->session, options.feeds);
+  if (!feeds.ok()) return ReportError(options.model, feeds.status());
+
+  BenchResult result;
+  if (!options.no_verify) {
+    Status match = CheckOutputsMatch(*original, *optimized, *feeds);
+    if (!match.ok()) return ReportError(optimized_label, match);
+    result.verified = true;
+  }
+  Status measured = MeasureInterleaved(options, *original, *optimized, *feeds);
+  if (!measured.ok()) return ReportError(options.model, measured);
+
+  result.model = options.model;
+  result.optimized_model = options.optimized;
+  if (options.optimized.empty()) result.level = options.level;
+  result.target = options.target;
+  result.threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  result.warmup = options.warmup;
+  result.iterations = static_cast<int>(original->latencies_ms.size());
+  result.seed = options.feeds.seed;
+  result.original = FiguresOf(*original);
+  result.optimized = FiguresOf(*optimized);
+  result.speedup = result.optimized.latency.p50_ms > 0 ? result.original.latency.p50_ms / result.optimized.latency.p50_ms
+                                                       : 0;
+  result.fail_if_slower = options.fail_if_slower;
+  PredictSpeedup(*optimized->model, options.target, SymbolsFromFeeds(*original->session, *feeds), result);
+
+  std::unordered_map<const Node*, cpu::NodeTiming> node_times;
+  const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
+  cpu::RunStats profiled;
+  profiled.node_times = &node_times;
+  for (int i = 0; i < profiled_runs; ++i) {
+    auto run = RunOnce(*optimized, *feeds, profiled);
+    if (!run.ok()) return ReportError(optimized_label, run.status());
+  }
+  result.breakdown = BreakdownByKind(*optimized->model->graph, node_times, profiled_runs, kinds);
+
+  if (!options.trace.empty()) {
+    Status traced = TraceOne(*original, *feeds, result.original.trace);
+    if (traced.ok()) traced = TraceOne(*optimized, *feeds, result.optimized.trace);
+    if (!traced.ok()) return ReportError(options.model, traced);
+  }
+
+  PrintBenchSummary(result);
+  if (!options.json.empty()) {
+    Status written = WriteFileAtomically(options.json, BenchJson(result));
+    if (!written.ok()) return ReportError(options.json, written);
+  }
+  if (!options.trace.empty()) {
+    Status written = WriteFileAtomically(options.trace, BenchTrace(result));
+    if (!written.ok()) return ReportError(options.trace, written);
+  }
+  if (options.fail_if_slower && result.speedup < *options.fail_if_slower) {
+    std::fprintf(stderr, "error: %s: speed-up %.3fx is below --fail-if-slower %g\n", OneLine(options.model).c_str(),
+                 result.speedup, *options.fail_if_slower);
+    return kSlowerExitCode;
+  }
+  return 0;
+}
+
+}  // namespace fusionopt::cli

@@ -1,0 +1,192 @@
+// `fusionopt bench` output: latency statistics, the per-kind breakdown, the stdout summary,
+// the --json document and the --trace (Chrome trace) document.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cli/bench.h"
+#include "cli/commands.h"
+#include "passes/outline.h"
+
+namespace fusionopt::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+// The nearest-rank percentile of sorted `values`: the smallest value with at least p% of
+// the values at or below it.
+double Percentile(const std::vector<double>& sorted, double percent) {
+  auto rank = static_cast<size_t>(std::ceil(percent / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+ordered_json OptionalNumber(const std::optional<double>& value) {
+  return value ? ordered_json(*value) : ordered_json(nullptr);
+}
+
+ordered_json SideJson(const SideFigures& side) {
+  return {{"kernels", side.kernels},
+          {"nodes", side.nodes},
+          {"peak_intermediate_bytes", side.peak_intermediate_bytes},
+          {"latency_ms",
+           {{"min", side.latency.min_ms},
+            {"p50", side.latency.p50_ms},
+            {"p90", side.latency.p90_ms},
+            {"p99", side.latency.p99_ms},
+            {"mean", side.latency.mean_ms}}},
+          {"throughput_per_s", side.latency.throughput_per_s}};
+}
+
+std::string OpLabel(const Node& node) {
+  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+}
+
+void AppendSideEvents(ordered_json& events, const SideFigures& side, int pid, const char* label,
+                      std::chrono::steady_clock::time_point origin) {
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", label}}}});
+  for (const cpu::KernelEvent& event : side.trace) {
+    ordered_json args = {{"op", OpLabel(*event.node)}};
+    if (event.node->domain() == kFusionDomain) args["fused_nodes"] = passes::FusedNodeNames(*event.node);
+    events.push_back({{"name", event.node->name()},
+                      {"cat", event.node->op_type()},
+                      {"ph", "X"},
+                      {"ts", std::chrono::duration<double, std::micro>(event.start - origin).count()},
+                      {"dur", event.duration_us},
+                      {"pid", pid},
+                      {"tid", 1},
+                      {"args", args}});
+  }
+}
+
+}  // namespace
+
+LatencyStats SummarizeLatencies(std::vector<double> latencies_ms) {
+  FUSIONOPT_CHECK(!latencies_ms.empty(), "no latencies to summarize");
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  LatencyStats stats;
+  stats.min_ms = latencies_ms.front();
+  stats.p50_ms = Percentile(latencies_ms, 50);
+  stats.p90_ms = Percentile(latencies_ms, 90);
+  stats.p99_ms = Percentile(latencies_ms, 99);
+  for (double ms : latencies_ms) stats.mean_ms += ms / static_cast<double>(latencies_ms.size());
+  stats.throughput_per_s = stats.mean_ms > 0 ? 1000.0 / stats.mean_ms : 0;
+  return stats;
+}
+
+std::string FusionKindOf(const Node& node, const std::map<std::string, std::string>& kinds) {
+  if (node.domain() != kFusionDomain) return "";
+  auto recorded = kinds.find(node.name());
+  if (recorded != kinds.end() && !recorded->second.empty()) return recorded->second;
+  std::string stem = node.op_type();
+  size_t underscore = stem.rfind('_');
+  if (underscore != std::string::npos && underscore + 1 < stem.size() &&
+      stem.find_first_not_of("0123456789", underscore + 1) == std::string::npos) {
+    stem.resize(underscore);
+  }
+  return stem;
+}
+
+std::vector<KindShare> BreakdownByKind(const Graph& graph,
+                                       const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, int runs,
+                                       const std::map<std::string, std::string>& kinds) {
+  std::map<std::string, KindShare> by_kind;
+  KindShare unfused{"unfused"};
+  double total_ms = 0;
+  for (const auto& node : graph.nodes()) {
+    auto timing = node_times.find(node.get());
+    double ms = timing == node_times.end() ? 0.0 : timing->second.total_ms / runs;
+    total_ms += ms;
+    std::string kind = FusionKindOf(*node, kinds);
+    KindShare& entry = kind.empty() ? unfused : by_kind[kind];
+    entry.kind = kind.empty() ? "unfused" : kind;
+    ++entry.nodes;
+    entry.ms_per_inference += ms;
+  }
+  std::vector<KindShare> shares;
+  for (auto& [kind, entry] : by_kind) shares.push_back(entry);
+  std::sort(shares.begin(), shares.end(),
+            [](const KindShare& a, const KindShare& b) { return a.ms_per_inference > b.ms_per_inference; });
+  if (unfused.nodes > 0) shares.push_back(unfused);
+  for (KindShare& entry : shares) entry.share = total_ms > 0 ? entry.ms_per_inference / total_ms : 0;
+  return shares;
+}
+
+void PrintBenchSummary(const BenchResult& result) {
+  std::string optimized = result.optimized_model.empty() ? fmt::format("-O{} in memory", result.level.value_or(0))
+                                                         : OneLine(result.optimized_model);
+  std::printf("bench: %s vs %s (cpu, %d threads, %d warm-up + %d timed inferences per side, interleaved)\n",
+              OneLine(result.model).c_str(), optimized.c_str(), result.threads, result.warmup, result.iterations);
+  std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
+  std::printf("%-10s %8s %8s %10s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB", "min ms",
+              "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
+  for (const auto& [label, side] : {std::pair<const char*, const SideFigures*>{"original", &result.original},
+                                    {"optimized", &result.optimized}}) {
+    std::printf("%-10s %8lld %8lld %10.3f %9.4f %9.4f %9.4f %9.4f %9.4f %11.1f\n", label,
+                static_cast<long long>(side->kernels), static_cast<long long>(side->nodes),
+                static_cast<double>(side->peak_intermediate_bytes) / 1e6, side->latency.min_ms, side->latency.p50_ms,
+                side->latency.p90_ms, side->latency.p99_ms, side->latency.mean_ms, side->latency.throughput_per_s);
+  }
+  std::printf("speed-up: %.3fx (original p50 / optimized p50)\n", result.speedup);
+  if (result.predicted_speedup) {
+    std::printf("predicted speed-up (%s): %.3fx\n", result.target.c_str(), *result.predicted_speedup);
+  } else {
+    std::printf("predicted speed-up (%s): not predicted (%s)\n", result.target.c_str(), result.predicted_note.c_str());
+  }
+  std::printf("optimized time by fusion kind:\n");
+  std::printf("  %-34s %6s %10s %7s\n", "kind", "nodes", "ms/infer", "share");
+  for (const KindShare& entry : result.breakdown) {
+    std::printf("  %-34s %6lld %10.4f %6.1f%%\n", OneLine(entry.kind).c_str(), static_cast<long long>(entry.nodes),
+                entry.ms_per_inference, 100.0 * entry.share);
+  }
+  if (result.fail_if_slower) {
+    bool passed = result.speedup >= *result.fail_if_slower;
+    std::printf("gate: speed-up %.3fx %s %.3fx (--fail-if-slower)\n", result.speedup, passed ? ">=" : "<",
+                *result.fail_if_slower);
+  }
+}
+
+std::string BenchJson(const BenchResult& result) {
+  ordered_json breakdown = ordered_json::array();
+  for (const KindShare& entry : result.breakdown) {
+    breakdown.push_back({{"kind", entry.kind},
+                         {"nodes", entry.nodes},
+                         {"ms_per_inference", entry.ms_per_inference},
+                         {"share", entry.share}});
+  }
+  ordered_json document = {
+      {"model", result.model},
+      {"optimized_model", result.optimized_model.empty() ? ordered_json(nullptr) : ordered_json(result.optimized_model)},
+      {"level", result.level ? ordered_json(*result.level) : ordered_json(nullptr)},
+      {"backend", "cpu"},
+      {"target", result.target},
+      {"threads", result.threads},
+      {"warmup", result.warmup},
+      {"iterations", result.iterations},
+      {"seed", result.seed},
+      {"verified", result.verified},
+      {"original", SideJson(result.original)},
+      {"optimized", SideJson(result.optimized)},
+      {"speedup", result.speedup},
+      {"predicted_speedup", OptionalNumber(result.predicted_speedup)},
+      {"fusion_breakdown", breakdown},
+      {"fail_if_slower", OptionalNumber(result.fail_if_slower)},
+      {"passed", result.fail_if_slower ? ordered_json(result.speedup >= *result.fail_if_slower) : ordered_json(nullptr)}};
+  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string BenchTrace(const BenchResult& result) {
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::time_point::max();
+  for (const SideFigures* side : {&result.original, &result.optimized}) {
+    for (const cpu::KernelEvent& event : side->trace) origin = std::min(origin, event.start);
+  }
+  ordered_json events = ordered_json::array();
+  AppendSideEvents(events, result.original, 1, "original", origin);
+  AppendSideEvents(events, result.optimized, 2, "optimized", origin);
+  ordered_json document = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  return document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace fusionopt::cli

@@ -1,0 +1,220 @@
+"""`fusionopt bench`: the JSON figures, the CI gate's exit codes, output verification, the
+Chrome trace, and argument errors (docs/bench.md)."""
+import json
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import fusionopt_testlib as lib
+
+RESNET = lib.PROJECT_MODELS / "resnet_style.onnx"
+BERT = lib.PROJECT_MODELS / "bert_style.onnx"
+QUICK = ("--warmup", "1", "--iters", "5")  # a 2-core shared machine: keep runs short
+
+
+def bench_json(fusionopt, tmp_path, model, *args):
+    out = tmp_path / "bench.json"
+    rc, stdout, stderr = fusionopt("bench", model, *QUICK, "--json", out, *args)
+    assert rc == 0, stderr
+    return json.loads(out.read_text()), stdout
+
+
+def kernels_of_run(fusionopt, model):
+    """The kernel count `fusionopt run -v` logs."""
+    rc, _, stderr = fusionopt("run", "-v", model)
+    assert rc == 0, stderr
+    match = re.search(r"(\d+) kernels launched", stderr)
+    assert match, stderr
+    return int(match.group(1))
+
+
+def numeric(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@pytest.mark.parametrize("model", [RESNET, BERT], ids=["resnet_style", "bert_style"])
+def test_json_keys_types_and_order_of_percentiles(fusionopt, tmp_path, model):
+    snapshot = lib.FileSnapshot(model)
+    report, stdout = bench_json(fusionopt, tmp_path, model)
+    snapshot.assert_unchanged()
+    assert report["model"] == str(model)
+    assert report["optimized_model"] is None and report["level"] == 3
+    assert report["backend"] == "cpu" and report["target"] == "h100"
+    assert report["verified"] is True
+    assert report["iterations"] == 5 and report["warmup"] == 1
+    for side in ("original", "optimized"):
+        figures = report[side]
+        assert isinstance(figures["kernels"], int) and figures["kernels"] > 0
+        assert isinstance(figures["peak_intermediate_bytes"], int)
+        latency = figures["latency_ms"]
+        assert set(latency) == {"min", "p50", "p90", "p99", "mean"}
+        assert all(numeric(latency[key]) and latency[key] > 0 for key in latency)
+        assert latency["min"] <= latency["p50"] <= latency["p90"] <= latency["p99"]
+        assert latency["min"] <= latency["mean"] <= latency["p99"]
+        assert figures["throughput_per_s"] == pytest.approx(1000.0 / latency["mean"], rel=1e-9)
+    # Fusion removes launches on both models.
+    assert report["optimized"]["kernels"] < report["original"]["kernels"]
+    assert report["speedup"] == pytest.approx(
+        report["original"]["latency_ms"]["p50"] / report["optimized"]["latency_ms"]["p50"], rel=1e-9)
+    assert numeric(report["predicted_speedup"]) and report["predicted_speedup"] > 1.0
+    breakdown = report["fusion_breakdown"]
+    assert breakdown and all(set(row) == {"kind", "nodes", "ms_per_inference", "share"} for row in breakdown)
+    assert sum(row["share"] for row in breakdown) == pytest.approx(1.0, abs=1e-6)
+    assert "contraction_epilogue" in {row["kind"] for row in breakdown}
+    assert report["fail_if_slower"] is None and report["passed"] is None
+    assert "speed-up:" in stdout and "predicted speed-up (h100):" in stdout
+
+
+def test_kernel_counts_equal_those_of_run(fusionopt, tmp_path):
+    optimized = tmp_path / "opt.onnx"
+    rc, _, stderr = fusionopt("optimize", BERT, "-O", "3", "-o", optimized)
+    assert rc == 0, stderr
+    report, _ = bench_json(fusionopt, tmp_path, BERT)
+    assert report["original"]["kernels"] == kernels_of_run(fusionopt, BERT)
+    assert report["optimized"]["kernels"] == kernels_of_run(fusionopt, optimized)
+    # The same file given with --optimized benches the same kernels.
+    given, _ = bench_json(fusionopt, tmp_path, BERT, "--optimized", optimized)
+    assert given["optimized_model"] == str(optimized) and given["level"] is None
+    assert given["optimized"]["kernels"] == report["optimized"]["kernels"]
+    # Without a pass report, a fused node's kind is its function's name less a `_N` suffix.
+    graph = onnx.load(str(optimized)).graph
+    stems = {re.sub(r"_\d+$", "", node.op_type) for node in graph.node if node.domain == "ai.fusionopt"}
+    rows = {row["kind"]: row for row in given["fusion_breakdown"]}
+    assert set(rows) == stems | {"unfused"}
+    assert sum(row["nodes"] for row in rows.values()) == len(graph.node)
+    assert rows["unfused"]["nodes"] == sum(node.domain != "ai.fusionopt" for node in graph.node)
+
+
+def test_level_zero_changes_nothing_that_launches(fusionopt, tmp_path):
+    report, _ = bench_json(fusionopt, tmp_path, RESNET, "-O", "0")
+    assert report["level"] == 0
+    assert report["optimized"]["kernels"] == report["original"]["kernels"]
+    assert report["predicted_speedup"] is None  # no fused nodes: nothing to predict
+
+
+def test_fail_if_slower_gate(fusionopt, tmp_path):
+    out = tmp_path / "gate.json"
+    rc, stdout, stderr = fusionopt("bench", RESNET, *QUICK, "--fail-if-slower", "1000", "--json", out)
+    assert rc == 6, stderr
+    assert "speed-up:" in stdout  # everything is printed before the gate fails
+    assert stderr.count("\n") == 1 and "below --fail-if-slower 1000" in stderr
+    report = json.loads(out.read_text())
+    assert report["fail_if_slower"] == 1000 and report["passed"] is False
+
+    rc, stdout, stderr = fusionopt("bench", RESNET, *QUICK, "--fail-if-slower", "0.001", "--json", out)
+    assert rc == 0, stderr
+    report = json.loads(out.read_text())
+    assert report["passed"] is True and "gate: speed-up" in stdout
+
+
+@pytest.fixture
+def wrong_optimized(fusionopt, tmp_path):
+    """resnet_style optimized, then its largest weight doubled: outputs no longer match."""
+    optimized = tmp_path / "opt.onnx"
+    rc, _, stderr = fusionopt("optimize", RESNET, "-O", "3", "-o", optimized)
+    assert rc == 0, stderr
+    model = onnx.load(str(optimized))
+    largest = max(model.graph.initializer, key=lambda tensor: int(np.prod(tensor.dims)))
+    doubled = numpy_helper.from_array(numpy_helper.to_array(largest) * 2.0, largest.name)
+    largest.CopyFrom(doubled)
+    wrong = tmp_path / "wrong.onnx"
+    onnx.save(model, str(wrong))
+    return wrong
+
+
+def test_different_outputs_refuse_a_speedup(fusionopt, tmp_path, wrong_optimized):
+    out = tmp_path / "bench.json"
+    result = fusionopt("bench", RESNET, *QUICK, "--optimized", wrong_optimized, "--json", out)
+    problem = lib.assert_error(result, 5, str(wrong_optimized), "output '", "differs", "no speed-up")
+    assert "speed-up:" not in result[1]
+    assert not out.exists(), problem
+
+    report, stdout = bench_json(fusionopt, tmp_path, RESNET, "--optimized", wrong_optimized, "--no-verify")
+    assert report["verified"] is False
+    assert "verified: no (--no-verify)" in stdout and "speed-up:" in stdout
+
+
+def test_trace_has_one_event_per_kernel(fusionopt, tmp_path):
+    trace = tmp_path / "trace.json"
+    report, _ = bench_json(fusionopt, tmp_path, BERT, "--trace", trace)
+    events = json.loads(trace.read_text())["traceEvents"]
+    complete = [event for event in events if event["ph"] == "X"]
+    original = [event for event in complete if event["pid"] == 1]
+    optimized = [event for event in complete if event["pid"] == 2]
+    assert len(original) == report["original"]["kernels"]
+    assert len(optimized) == report["optimized"]["kernels"]
+    for event in complete:
+        assert numeric(event["ts"]) and event["ts"] >= 0 and numeric(event["dur"]) and event["dur"] >= 0
+        assert event["name"] and event["cat"] and event["args"]["op"].endswith(event["cat"])
+    # Each side's events come in launch order.
+    for side in (original, optimized):
+        assert [event["ts"] for event in side] == sorted(event["ts"] for event in side)
+    fused = [event for event in optimized if event["args"]["op"].startswith("ai.fusionopt::")]
+    assert fused and all(event["args"]["fused_nodes"] for event in fused)
+    # fused_nodes name the nodes each fused node replaced: original nodes (some launch-free,
+    # e.g. a Reshape), or nodes an earlier pass made (a horizontal fusion's "..._horizontal");
+    # test_trace_fused_nodes_are_the_models_attribute checks them exactly.
+    original_names = {node.name for node in onnx.load(str(BERT)).graph.node}
+    assert {event["name"] for event in original} <= original_names
+    assert all("fused_nodes" not in event["args"] for event in original)
+
+
+def test_trace_fused_nodes_are_the_models_attribute(fusionopt, tmp_path):
+    optimized = tmp_path / "opt.onnx"
+    rc, _, stderr = fusionopt("optimize", BERT, "-O", "3", "-o", optimized)
+    assert rc == 0, stderr
+    recorded = {node.name: [name.decode() for name in attribute.strings]
+                for node in onnx.load(str(optimized)).graph.node
+                for attribute in node.attribute if attribute.name == "fused_nodes"}
+    trace = tmp_path / "trace.json"
+    bench_json(fusionopt, tmp_path, BERT, "--optimized", optimized, "--trace", trace)
+    fused = [event for event in json.loads(trace.read_text())["traceEvents"]
+             if event["ph"] == "X" and event["pid"] == 2 and "fused_nodes" in event["args"]]
+    assert {event["name"] for event in fused} == set(recorded)
+    for event in fused:
+        assert event["args"]["fused_nodes"] == recorded[event["name"]]
+
+
+def test_time_budget_runs_at_least_one_pair(fusionopt, tmp_path):
+    out = tmp_path / "bench.json"
+    rc, _, stderr = fusionopt("bench", RESNET, "--warmup", "0", "--time", "0.05", "--json", out)
+    assert rc == 0, stderr
+    report = json.loads(out.read_text())
+    assert report["iterations"] >= 1 and report["warmup"] == 0
+
+
+def test_cuda_backend_is_unsupported(fusionopt):
+    lib.assert_error(fusionopt("bench", RESNET, "--backend", "cuda"), 4, str(RESNET), "no CUDA backend")
+
+
+@pytest.mark.parametrize("args", [
+    ("--iters", "0"),
+    ("--iters", "5", "--time", "1"),
+    ("-O", "3", "--optimized", "x.onnx"),
+    ("-O", "7"),
+    ("--backend", "tpu"),
+    ("--fail-if-slower", "-1"),
+    ("--bogus",),
+], ids=["zero-iters", "iters-and-time", "level-and-optimized", "bad-level", "bad-backend", "negative-gate",
+        "unknown-flag"])
+def test_bad_arguments_are_usage_errors(fusionopt, args):
+    lib.assert_error(fusionopt("bench", RESNET, *args), 2)
+
+
+def test_unknown_target_and_shape_are_usage_errors(fusionopt):
+    lib.assert_error(fusionopt("bench", RESNET, "--target", "abacus"), 2, str(RESNET))
+    lib.assert_error(fusionopt("bench", RESNET, *QUICK, "--shape", "nope=1x2"), 2, str(RESNET), "nope")
+
+
+def test_help_documents_bench_and_exit_code_6(fusionopt):
+    rc, stdout, _ = fusionopt("--help")
+    assert rc == 0
+    assert "bench" in stdout and "6 bench: speed-up below --fail-if-slower" in stdout
+    rc, stdout, _ = fusionopt("bench", "--help")
+    assert rc == 0
+    for flag in ("--optimized", "--warmup", "--iters", "--time", "--json", "--trace", "--fail-if-slower",
+                 "--no-verify", "--backend"):
+        assert flag in stdout
