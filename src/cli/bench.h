@@ -36,6 +36,7 @@ struct SideFigures {
   int64_t kernels = 0;  // kernels launched per inference (cpu::RunStats)
   int64_t nodes = 0;    // nodes executed per inference
   uint64_t peak_intermediate_bytes = 0;
+  uint64_t intermediate_traffic_bytes = 0;  // intermediates written and read per inference
   LatencyStats latency;
   std::vector<cpu::KernelEvent> trace;  // the kernel launches of one traced inference
 };

@@ -159,6 +159,7 @@ SideFigures FiguresOf(const Side& side) {
   figures.kernels = side.stats.kernels_launched;
   figures.nodes = side.stats.nodes_executed;
   figures.peak_intermediate_bytes = side.stats.peak_intermediate_bytes;
+  figures.intermediate_traffic_bytes = side.stats.intermediate_traffic_bytes;
   figures.latency = SummarizeLatencies(side.latencies_ms);
   return figures;
 }

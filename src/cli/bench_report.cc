@@ -31,6 +31,7 @@ ordered_json SideJson(const SideFigures& side) {
   return {{"kernels", side.kernels},
           {"nodes", side.nodes},
           {"peak_intermediate_bytes", side.peak_intermediate_bytes},
+          {"intermediate_traffic_bytes", side.intermediate_traffic_bytes},
           {"latency_ms",
            {{"min", side.latency.min_ms},
             {"p50", side.latency.p50_ms},
@@ -120,13 +121,14 @@ void PrintBenchSummary(const BenchResult& result) {
   std::printf("bench: %s vs %s (cpu, %d threads, %d warm-up + %d timed inferences per side, interleaved)\n",
               OneLine(result.model).c_str(), optimized.c_str(), result.threads, result.warmup, result.iterations);
   std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
-  std::printf("%-10s %8s %8s %10s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB", "min ms",
-              "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
+  std::printf("%-10s %8s %8s %10s %11s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB",
+              "traffic MB", "min ms", "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
   for (const auto& [label, side] : {std::pair<const char*, const SideFigures*>{"original", &result.original},
                                     {"optimized", &result.optimized}}) {
-    std::printf("%-10s %8lld %8lld %10.3f %9.4f %9.4f %9.4f %9.4f %9.4f %11.1f\n", label,
+    std::printf("%-10s %8lld %8lld %10.3f %11.3f %9.4f %9.4f %9.4f %9.4f %9.4f %11.1f\n", label,
                 static_cast<long long>(side->kernels), static_cast<long long>(side->nodes),
-                static_cast<double>(side->peak_intermediate_bytes) / 1e6, side->latency.min_ms, side->latency.p50_ms,
+                static_cast<double>(side->peak_intermediate_bytes) / 1e6,
+                static_cast<double>(side->intermediate_traffic_bytes) / 1e6, side->latency.min_ms, side->latency.p50_ms,
                 side->latency.p90_ms, side->latency.p99_ms, side->latency.mean_ms, side->latency.throughput_per_s);
   }
   std::printf("speed-up: %.3fx (original p50 / optimized p50)\n", result.speedup);

@@ -127,8 +127,9 @@ int RunRun(const RunOptions& options) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   double mean = 0;
   for (double ms : latencies_ms) mean += ms / static_cast<double>(latencies_ms.size());
-  spdlog::info("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB", stats.kernels_launched,
-               stats.nodes_executed, stats.peak_intermediate_bytes / 1e6);
+  spdlog::info("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB",
+               stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
+               stats.intermediate_traffic_bytes / 1e6);
   // With timing requested, a latency line goes to stdout in a fixed format scripts parse.
   if (options.repeat > 1 || options.warmup > 0) std::printf("latency_ms runs=%zu min=%.4f median=%.4f mean=%.4f\n", latencies_ms.size(), latencies_ms.front(),
               latencies_ms[latencies_ms.size() / 2], mean);

@@ -123,6 +123,7 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph
   for (const Value* output : graph.outputs()) executor->output_slots_.push_back(executor->SlotFor(output));
   executor->RunAhead(FindLaunchFreeNodes(graph, context.initializers_overridable));
   executor->PlanReleases();
+  executor->MarkIntermediates();
   return executor;
 }
 
@@ -205,6 +206,26 @@ void GraphExecutor::PlanReleases() {
   }
 }
 
+void GraphExecutor::MarkIntermediates() {
+  intermediate_.assign(constants_.size(), false);
+  for (const Step& step : steps_) {
+    for (int slot : step.outputs) {
+      if (slot >= 0) intermediate_[slot] = true;
+    }
+  }
+  for (int slot : output_slots_) intermediate_[slot] = false;
+}
+
+uint64_t GraphExecutor::IntermediateTraffic(const Step& step, const std::vector<RtTensor>& values) const {
+  uint64_t bytes = 0;
+  for (const std::vector<int>* slots : {&step.inputs, &step.outputs}) {
+    for (int slot : *slots) {
+      if (slot >= 0 && intermediate_[slot] && values[slot].defined()) bytes += values[slot].nbytes();
+    }
+  }
+  return bytes;
+}
+
 Result<std::vector<RtTensor>> GraphExecutor::Execute(std::vector<RtTensor> inputs,
                                                      const std::vector<const RtTensor*>& captured,
                                                      Allocator& allocator, RunStats& stats) {
@@ -274,6 +295,11 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
     if (step.outputs[i] < 0) continue;
     FUSIONOPT_CHECK(context.outputs[i].defined(), DescribeNode(*step.node) + " left an output unset");
     values[step.outputs[i]] = std::move(context.outputs[i]);
+  }
+  // A subgraph kernel's bodies count their own traffic; any other node that launched moved
+  // its intermediate operands through memory.
+  if (step.subgraph_kernel == nullptr && (launched || stats.kernels_launched > launches_before)) {
+    stats.intermediate_traffic_bytes += IntermediateTraffic(step, values);
   }
   for (int slot : step.release) values[slot] = RtTensor();
   ++stats.nodes_executed;

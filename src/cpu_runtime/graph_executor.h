@@ -44,6 +44,10 @@ struct RunStats {
   int64_t kernels_launched = 0;           // kernels run, including every iteration of a body
   int64_t nodes_executed = 0;             // nodes run, including every iteration of a body
   uint64_t peak_intermediate_bytes = 0;   // most intermediate memory alive at once
+  // Bytes of intermediate values (neither graph inputs, constants nor graph outputs) that
+  // launched kernels wrote and read: the global-memory traffic fusion removes. A fused call
+  // counts only its own inputs and outputs; a body run op by op counts its own values too.
+  uint64_t intermediate_traffic_bytes = 0;
   // When set, each node's wall time adds here. An If/Loop/Scan's time includes its bodies,
   // whose nodes are listed as well.
   std::unordered_map<const Node*, NodeTiming>* node_times = nullptr;
@@ -108,12 +112,15 @@ class GraphExecutor {
   void RunAhead(const LaunchFreeNodes& free);
   bool ComputeAhead(Step& step, KernelContext& context);
   void PlanReleases();
+  void MarkIntermediates();
+  uint64_t IntermediateTraffic(const Step& step, const std::vector<RtTensor>& values) const;
   Status RunStep(Step& step, std::vector<RtTensor>& values, KernelContext& context, RunStats& stats);
 
   const Graph& graph_;
   std::vector<RtTensor> constants_;  // per slot; defined for initializers (incl. input defaults)
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
+  std::vector<bool> intermediate_;  // per slot: computed here and no graph output
   std::vector<const Value*> captured_;
   std::vector<int> captured_slots_;
   std::vector<Step> steps_;

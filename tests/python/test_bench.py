@@ -49,6 +49,7 @@ def test_json_keys_types_and_order_of_percentiles(fusionopt, tmp_path, model):
         figures = report[side]
         assert isinstance(figures["kernels"], int) and figures["kernels"] > 0
         assert isinstance(figures["peak_intermediate_bytes"], int)
+        assert isinstance(figures["intermediate_traffic_bytes"], int)
         latency = figures["latency_ms"]
         assert set(latency) == {"min", "p50", "p90", "p99", "mean"}
         assert all(numeric(latency[key]) and latency[key] > 0 for key in latency)

@@ -120,3 +120,35 @@ graph main (float[N,4,2] %x) -> (float %p, float %q)
   InferShapes(**known);
   CHECK(EstimateKernelLaunches(**known) == 1);
 }
+
+TEST_CASE("intermediate traffic counts the intermediates launched kernels write and read", "[cpu]") {
+  const std::string chain = R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3,4] %x, float[4] %s) -> (float[2,3,4] %y)
+{
+  %t = Mul(%x, %s)
+  %u = Add(%t, %s)
+  %y = Relu(%u)
+}
+)";
+  RunStats stats;
+  Run(chain, {{"x", Iota({2, 3, 4})}, {"s", Floats({4}, {1, 2, 3, 4})}}, &stats);
+  // %t written by Mul and read by Add, %u written by Add and read by Relu: 4 x 96 bytes.
+  // The graph's inputs, its constant and its output are not intermediates.
+  CHECK(stats.intermediate_traffic_bytes == 4 * 24 * sizeof(float));
+
+  // A view moves nothing; the Relu still reads the slice it is given.
+  const std::string split = R"(
+ir_version 8
+opset "" 17
+graph main (float[1,4,2] %x) -> (float %y)
+  init int64[2] %sizes = [1, 3]
+{
+  %p, %q = Split(%x, %sizes) {axis: 1}
+  %y = Relu(%q)
+}
+)";
+  Run(split, {{"x", Iota({1, 4, 2})}}, &stats);
+  CHECK(stats.intermediate_traffic_bytes == 6 * sizeof(float));
+}
