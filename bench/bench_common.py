@@ -1,0 +1,112 @@
+"""Helpers the benchmark scripts share: where the models live, seeded inputs for a model's graph
+inputs, onnxruntime sessions and timing, and running the `fusionopt` binary.
+
+Every side of a comparison is fed the same arrays: `make_inputs` draws them once from a seed,
+`save_inputs` writes them as .npy files for `fusionopt run --input NAME=FILE.npy`, and the
+onnxruntime side gets the arrays themselves.
+"""
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_MODELS = ROOT.parent / "shared" / "models"
+BENCH_MODELS = ROOT / "models" / "bench"
+DEFAULT_BINARY = ROOT / "build" / "fusionopt"
+
+
+def ensure_bench_models(names):
+    """Writes the benchmark-size project models among `names` that models/bench/ lacks."""
+    missing = [n for n in names if not (BENCH_MODELS / f"{n}.onnx").exists()]
+    if missing:
+        subprocess.run([sys.executable, str(ROOT / "models" / "generate.py"), "--bench", "--only", *missing],
+                       check=True)
+
+
+def make_inputs(model_path, seed, sequence):
+    """Seeded arrays for every graph input that is not an initializer. Symbolic dims named like a
+    sequence get `sequence`, other symbolic dims 1 (the runtime's default); int64 token inputs
+    draw ids below the vocabulary size, masks are all ones."""
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    rng = np.random.default_rng(seed)
+    initializers = {i.name for i in graph.initializer}
+    vocab = 1
+    for init in graph.initializer:
+        if "word_embeddings" in init.name:
+            vocab = init.dims[0]
+    feeds = {}
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        tensor_type = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (sequence if "seq" in d.dim_param else 1)
+                for d in tensor_type.shape.dim]
+        if tensor_type.elem_type == TensorProto.INT64:
+            if "mask" in value.name:
+                feeds[value.name] = np.ones(dims, np.int64)
+            else:
+                feeds[value.name] = rng.integers(0, max(vocab, 2), dims, dtype=np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+def save_inputs(feeds, folder):
+    """Writes each array as .npy under `folder`; returns the `--input NAME=FILE` flags. File
+    names are numbered because input names may hold '/' (e.g. `gpu_0/data_0`)."""
+    flags = []
+    for index, (name, array) in enumerate(feeds.items()):
+        file = pathlib.Path(folder) / f"input_{index}.npy"
+        np.save(file, array)
+        flags += ["--input", f"{name}={file}"]
+    return flags
+
+
+def ort_session(path, level, threads, optimized_model_path=None):
+    """A CPU onnxruntime session at graph optimization `level` (a GraphOptimizationLevel) with
+    `threads` intra-op threads; with `optimized_model_path`, ORT saves its optimized graph there."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    if optimized_model_path is not None:
+        options.optimized_model_filepath = str(optimized_model_path)
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def median_latency_ms(session, feeds, warmup, repeat):
+    """Median wall time of `repeat` session runs after `warmup` untimed ones."""
+    for _ in range(warmup):
+        session.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def run_fusionopt(binary, *args):
+    """Runs the binary; exits the script with its stderr when it fails."""
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"`fusionopt {' '.join(map(str, args))}` failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def fusionopt_latency(binary, model, threads, warmup, repeat, extra_flags=()):
+    """(median latency ms, kernels launched per inference) of `fusionopt run -v` on the CPU runtime."""
+    done = run_fusionopt(binary, "run", model, "--threads", threads, "--warmup", warmup, "--repeat", repeat,
+                         "--seed", 1, "-v", *extra_flags)
+    median = re.search(r"latency_ms runs=\d+ min=[\d.]+ median=([\d.]+)", done.stdout)
+    kernels = re.search(r"(\d+) kernels launched", done.stderr)
+    if not median or not kernels:
+        sys.exit(f"unexpected `fusionopt run` output for {model}:\n{done.stdout}\n{done.stderr}")
+    return float(median.group(1)), int(kernels.group(1))
