@@ -12,6 +12,7 @@
 
 #include "cpu_runtime/session.h"
 #include "ir/graph.h"
+#include "cli/commands.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cli {
@@ -90,5 +91,14 @@ std::string BenchJson(const BenchResult& result);
 // traced inference of each side (pid 1 original, pid 2 optimized), times in microseconds
 // from the start of the original's traced inference.
 std::string BenchTrace(const BenchResult& result);
+
+// One row of `bench --compare-levels`.
+struct LevelRow {
+  int level = 0;
+  SideFigures figures;
+  std::optional<double> predicted_speedup;  // the cost model's, over the original (none at O0)
+};
+void PrintLevelRows(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified, size_t iterations);
+std::string LevelsJson(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified);
 
 }  // namespace fusionopt::cli

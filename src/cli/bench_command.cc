@@ -170,17 +170,71 @@ Status TraceOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, std::vec
   return RunOnce(side, feeds, stats).status();
 }
 
-Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::map<std::string, std::string>& kinds) {
-  if (!options.optimized.empty()) return LoadModel(options.optimized);
-  // A second copy of the input: the original side keeps the model exactly as loaded.
+Result<std::unique_ptr<Model>> OptimizeAt(const BenchOptions& options, int level,
+                                          std::map<std::string, std::string>& kinds) {
+  // A fresh copy of the input: the original side keeps the model exactly as loaded.
   FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(options.model));
   passes::PipelineOptions pipeline;
-  pipeline.level = options.level;
+  pipeline.level = level;
   pipeline.target = options.target;
   FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
   FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineReport report, passes::RunPipeline(*model, pipeline));
   for (const passes::FusionRecord& fusion : report.fusions) kinds[fusion.node] = fusion.kind;
   return model;
+}
+
+Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::map<std::string, std::string>& kinds) {
+  if (!options.optimized.empty()) return LoadModel(options.optimized);
+  return OptimizeAt(options, options.level, kinds);
+}
+
+// --compare-levels: the model at O0..O3, each checked against O0 (unless --no-verify), timed
+// round-robin (one inference per level in turn) on the same inputs; one row per level.
+int RunCompareLevels(const BenchOptions& options) {
+  constexpr int kLevels = 4;
+  std::vector<Side> sides;
+  for (int level = 0; level < kLevels; ++level) {
+    std::map<std::string, std::string> kinds;
+    auto model = OptimizeAt(options, level, kinds);
+    if (!model.ok()) return ReportError(options.model, model.status());
+    auto side = PrepareSide(std::move(*model), options.threads);
+    if (!side.ok()) return ReportError(options.model, side.status().WithContext("-O" + std::to_string(level)));
+    sides.push_back(std::move(*side));
+  }
+  auto feeds = MakeFeeds(*sides[0].session, options.feeds);
+  if (!feeds.ok()) return ReportError(options.model, feeds.status());
+  for (int level = 1; level < kLevels && !options.no_verify; ++level) {
+    Status match = CheckOutputsMatch(sides[0], sides[static_cast<size_t>(level)], *feeds);
+    if (!match.ok()) return ReportError(options.model, match.WithContext("-O" + std::to_string(level)));
+  }
+  for (int i = 0; i < options.warmup; ++i) {
+    for (Side& side : sides) {
+      Status warm = TimeOne(side, *feeds, false);
+      if (!warm.ok()) return ReportError(options.model, warm);
+    }
+  }
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (options.time_s > 0 ? (i > 0 && elapsed >= options.time_s) : i >= options.iters) break;
+    for (int k = 0; k < kLevels; ++k) {  // the level that goes first rotates
+      Status timed = TimeOne(sides[static_cast<size_t>((i + k) % kLevels)], *feeds, true);
+      if (!timed.ok()) return ReportError(options.model, timed);
+    }
+  }
+  std::vector<LevelRow> rows;
+  for (int level = 0; level < kLevels; ++level) {
+    const Side& side = sides[static_cast<size_t>(level)];
+    BenchResult prediction;
+    if (level > 0) PredictSpeedup(*side.model, options.target, SymbolsFromFeeds(*sides[0].session, *feeds), prediction);
+    rows.push_back({level, FiguresOf(side), prediction.predicted_speedup});
+  }
+  PrintLevelRows(options, rows, !options.no_verify, sides[0].latencies_ms.size());
+  if (!options.json.empty()) {
+    Status written = WriteFileAtomically(options.json, LevelsJson(options, rows, !options.no_verify));
+    if (!written.ok()) return ReportError(options.json, written);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -208,8 +262,14 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   command.add_option("--fail-if-slower", options.fail_if_slower, "Exit 6 when the speed-up is below this ratio")
       ->check(CLI::PositiveNumber);
   command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
-  command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  auto* backend = command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
+                      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  command.add_flag("--compare-levels", options.compare_levels, "One row per level O0..O3 (each verified against O0)")
+      ->excludes(level)
+      ->excludes(command.get_option("--optimized"))
+      ->excludes(command.get_option("--trace"))
+      ->excludes(command.get_option("--fail-if-slower"));
+  (void)backend;
 }
 
 int RunBench(const BenchOptions& options) {
@@ -218,6 +278,7 @@ int RunBench(const BenchOptions& options) {
   }
   Status target = passes::CheckTargetName(options.target);
   if (!target.ok()) return ReportError(options.model, target);
+  if (options.compare_levels) return RunCompareLevels(options);
   auto original_model = LoadModel(options.model);
   if (!original_model.ok()) return ReportError(options.model, original_model.status());
   std::map<std::string, std::string> kinds;  // fused node name -> fusion kind (in-memory optimization)

@@ -191,4 +191,36 @@ std::string BenchTrace(const BenchResult& result) {
   return document.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
+void PrintLevelRows(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified, size_t iterations) {
+  std::printf("bench --compare-levels: %s (cpu, %zu timed inferences per level, round-robin)\n",
+              OneLine(options.model).c_str(), iterations);
+  std::printf("verified: %s\n", verified ? "every level's outputs match O0's (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
+  std::printf("%-6s %8s %8s %11s %9s %9s %9s %12s %s\n", "level", "kernels", "nodes", "traffic MB", "p50 ms", "p90 ms",
+              "p99 ms", "speed-up/O0", ("predicted (" + options.target + ")").c_str());
+  const double base = rows.front().figures.latency.p50_ms;
+  for (const LevelRow& row : rows) {
+    const LatencyStats& latency = row.figures.latency;
+    std::string predicted = row.predicted_speedup ? fmt::format("{:.3f}x", *row.predicted_speedup) : "-";
+    std::printf("O%-5d %8lld %8lld %11.3f %9.4f %9.4f %9.4f %11.3fx %s\n", row.level,
+                static_cast<long long>(row.figures.kernels), static_cast<long long>(row.figures.nodes),
+                static_cast<double>(row.figures.intermediate_traffic_bytes) / 1e6, latency.p50_ms, latency.p90_ms,
+                latency.p99_ms, latency.p50_ms > 0 ? base / latency.p50_ms : 0.0, predicted.c_str());
+  }
+}
+
+std::string LevelsJson(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified) {
+  ordered_json levels = ordered_json::array();
+  const double base = rows.front().figures.latency.p50_ms;
+  for (const LevelRow& row : rows) {
+    ordered_json entry = SideJson(row.figures);
+    entry["level"] = row.level;
+    entry["speedup_over_o0"] = row.figures.latency.p50_ms > 0 ? base / row.figures.latency.p50_ms : 0.0;
+    entry["predicted_speedup"] = row.predicted_speedup ? ordered_json(*row.predicted_speedup) : ordered_json(nullptr);
+    levels.push_back(std::move(entry));
+  }
+  ordered_json document = {{"model", options.model}, {"target", options.target}, {"verified", verified},
+                           {"levels", std::move(levels)}};
+  return document.dump(2) + "\n";
+}
+
 }  // namespace fusionopt::cli

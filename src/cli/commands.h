@@ -86,6 +86,7 @@ struct BenchOptions {
   std::optional<double> fail_if_slower;
   bool no_verify = false;
   std::string backend = "auto";
+  bool compare_levels = false;  // one row per level O0..O3 instead of original vs optimized
 };
 
 void AddRunOptions(CLI::App& command, RunOptions& options);

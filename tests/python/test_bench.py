@@ -199,8 +199,10 @@ def test_cuda_backend_is_unsupported(fusionopt):
     ("--backend", "tpu"),
     ("--fail-if-slower", "-1"),
     ("--bogus",),
+    ("--compare-levels", "-O", "2"),
+    ("--compare-levels", "--trace", "t.json"),
 ], ids=["zero-iters", "iters-and-time", "level-and-optimized", "bad-level", "bad-backend", "negative-gate",
-        "unknown-flag"])
+        "unknown-flag", "levels-and-level", "levels-and-trace"])
 def test_bad_arguments_are_usage_errors(fusionopt, args):
     lib.assert_error(fusionopt("bench", RESNET, *args), 2)
 
@@ -219,3 +221,22 @@ def test_help_documents_bench_and_exit_code_6(fusionopt):
     for flag in ("--optimized", "--warmup", "--iters", "--time", "--json", "--trace", "--fail-if-slower",
                  "--no-verify", "--backend"):
         assert flag in stdout
+
+
+def test_compare_levels_has_one_verified_row_per_level(fusionopt, tmp_path):
+    document, stdout = bench_json(fusionopt, tmp_path, BERT, "--compare-levels")
+    assert document["verified"] is True and document["target"] == "h100"
+    levels = document["levels"]
+    assert [row["level"] for row in levels] == [0, 1, 2, 3]
+    kernels = [row["kernels"] for row in levels]
+    assert kernels == sorted(kernels, reverse=True) and kernels[3] < kernels[0]
+    assert kernels[0] == kernels_of_run(fusionopt, BERT)  # O0 is the model as it is
+    traffic = [row["intermediate_traffic_bytes"] for row in levels]
+    assert traffic[3] < traffic[0]
+    assert levels[0]["speedup_over_o0"] == 1.0 and levels[0]["predicted_speedup"] is None
+    assert numeric(levels[3]["predicted_speedup"]) and levels[3]["predicted_speedup"] > 1
+    for row in levels:
+        latency = row["latency_ms"]
+        assert 0 < latency["min"] <= latency["p50"] <= latency["p90"] <= latency["p99"]
+    rows = [line for line in stdout.splitlines() if re.match(r"O[0-3] ", line)]
+    assert len(rows) == 4
