@@ -6,7 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "cli/bench.h"
@@ -24,6 +28,47 @@ namespace {
 // Inferences per side used for the per-node profile behind the fusion-kind breakdown: they
 // are separate from the timed runs, whose latencies must not include the profiling clock reads.
 constexpr int kMaxProfiledRuns = 20;
+
+// A progress bar on stderr for the timed loop, only when stderr is a terminal and the run has
+// lasted a second (short runs and logs stay clean). Fraction from --iters, or --time elapsed.
+class ProgressBar {
+ public:
+  ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), started_(std::chrono::steady_clock::now()) {}
+  ~ProgressBar() { Clear(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+  // Erases the bar, so what is printed next starts on a clean line.
+  void Clear() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", kWidth + 16, "");
+    shown_ = false;
+  }
+  void Update(double fraction) {
+    if (!enabled_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (elapsed < 1.0 || elapsed - drawn_at_ < 0.1) return;  // redraw ten times a second at most
+    drawn_at_ = elapsed;
+    const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
+    std::fprintf(stderr, "\rbench [%s%s] %3d%%", std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), static_cast<int>(fraction * 100));
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+ private:
+  static constexpr int kWidth = 40;
+  bool enabled_;
+  bool shown_ = false;
+  double drawn_at_ = -1;  // seconds after the start of the last redraw
+  std::chrono::steady_clock::time_point started_;
+};
+
+// The share of the timed loop done after `i` rounds.
+double LoopFraction(const BenchOptions& options, int i, std::chrono::steady_clock::time_point started) {
+  if (options.time_s > 0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / options.time_s;
+  }
+  return static_cast<double>(i) / options.iters;
+}
 
 struct Side {
   std::unique_ptr<Model> model;
@@ -139,6 +184,7 @@ Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& opt
   }
   const int iterations = options.time_s > 0 ? 0 : options.iters;
   const auto started = std::chrono::steady_clock::now();
+  ProgressBar progress;
   for (int i = 0;; ++i) {
     if (options.time_s > 0) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -150,6 +196,7 @@ Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& opt
     Side& second = i % 2 == 0 ? optimized : original;
     FUSIONOPT_RETURN_IF_ERROR(TimeOne(first, feeds, true));
     FUSIONOPT_RETURN_IF_ERROR(TimeOne(second, feeds, true));
+    progress.Update(LoopFraction(options, i + 1, started));
   }
   return Status::Ok();
 }
@@ -214,6 +261,7 @@ int RunCompareLevels(const BenchOptions& options) {
     }
   }
   const auto started = std::chrono::steady_clock::now();
+  ProgressBar progress;
   for (int i = 0;; ++i) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (options.time_s > 0 ? (i > 0 && elapsed >= options.time_s) : i >= options.iters) break;
@@ -221,7 +269,9 @@ int RunCompareLevels(const BenchOptions& options) {
       Status timed = TimeOne(sides[static_cast<size_t>((i + k) % kLevels)], *feeds, true);
       if (!timed.ok()) return ReportError(options.model, timed);
     }
+    progress.Update(LoopFraction(options, i + 1, started));
   }
+  progress.Clear();
   std::vector<LevelRow> rows;
   for (int level = 0; level < kLevels; ++level) {
     const Side& side = sides[static_cast<size_t>(level)];

@@ -1,7 +1,11 @@
 """`fusionopt bench`: the JSON figures, the CI gate's exit codes, output verification, the
 Chrome trace, and argument errors (docs/bench.md)."""
 import json
+import os
+import pty
 import re
+import subprocess
+import threading
 
 import numpy as np
 import onnx
@@ -240,3 +244,33 @@ def test_compare_levels_has_one_verified_row_per_level(fusionopt, tmp_path):
         assert 0 < latency["min"] <= latency["p50"] <= latency["p90"] <= latency["p99"]
     rows = [line for line in stdout.splitlines() if re.match(r"O[0-3] ", line)]
     assert len(rows) == 4
+
+
+def test_progress_bar_only_on_a_terminal(fusionopt, fusionopt_bin):
+    # Not a terminal (a pipe): no bar, even for a run longer than a second.
+    rc, _, stderr = fusionopt("bench", BERT, "--warmup", "1", "--time", "1.5")
+    assert rc == 0 and "bench [" not in stderr
+    # A terminal on stderr: the bar is drawn, then erased before the summary on stdout.
+    primary, secondary = pty.openpty()
+    drawn = bytearray()
+
+    def drain():  # keep the terminal's buffer from filling while the bench runs
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            drawn.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    done = subprocess.run([str(fusionopt_bin), "bench", str(BERT), "--warmup", "1", "--time", "1.5"],
+                          stdout=subprocess.PIPE, stderr=secondary, text=True, timeout=120)
+    os.close(secondary)
+    reader.join(timeout=10)
+    os.close(primary)
+    assert done.returncode == 0
+    assert b"bench [" in drawn and b"%" in drawn
+    assert "speed-up" in done.stdout
