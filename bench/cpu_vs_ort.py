@@ -22,8 +22,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-BENCH_MODELS = ROOT / "models" / "bench"
+from bench_common import BENCH_MODELS, ROOT, ensure_bench_models, make_inputs
 
 
 BROADCAST_CASES = [
@@ -33,41 +32,6 @@ BROADCAST_CASES = [
     ((1, 64, 56, 56), (1, 64, 1, 1)),  # channel broadcast (BatchNorm, SE scale)
     ((1, 512, 7, 7), (1, 512, 1, 1)),  # channel broadcast, short rows
 ]
-
-
-def ensure_bench_models(names):
-    missing = [n for n in names if not (BENCH_MODELS / f"{n}.onnx").exists()]
-    if missing:
-        subprocess.run([sys.executable, str(ROOT / "models" / "generate.py"), "--bench", "--only", *missing],
-                       check=True)
-
-
-def make_inputs(model, seed, sequence):
-    rng = np.random.default_rng(seed)
-    initializers = {i.name for i in model.graph.initializer}
-    vocab = 1
-    for init in model.graph.initializer:
-        if "word_embeddings" in init.name:
-            vocab = init.dims[0]
-    feeds = {}
-    for value in model.graph.input:
-        if value.name in initializers:
-            continue
-        tensor_type = value.type.tensor_type
-        dims = []
-        for d in tensor_type.shape.dim:
-            if d.HasField("dim_value"):
-                dims.append(d.dim_value)
-            else:
-                dims.append(sequence if "seq" in d.dim_param else 1)
-        if tensor_type.elem_type == TensorProto.INT64:
-            if "mask" in value.name:
-                feeds[value.name] = np.ones(dims, np.int64)
-            else:
-                feeds[value.name] = rng.integers(0, max(vocab, 2), dims, dtype=np.int64)
-        else:
-            feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
-    return feeds
 
 
 def time_ort(path, feeds, threads, warmup, repeat):
@@ -141,7 +105,7 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models:
             path = BENCH_MODELS / f"{name}.onnx"
-            feeds = make_inputs(onnx.load(str(path)), 0, args.sequence)
+            feeds = make_inputs(path, 0, args.sequence)
             ort_ms = time_ort(path, feeds, args.threads, args.warmup, args.repeat)
             our_ms = time_fusionopt(args.binary, path, feeds, args.threads, args.warmup, args.repeat, folder)
             print(f"| {name} | {ort_ms:.2f} | {our_ms:.2f} | {our_ms / ort_ms:.2f} |")

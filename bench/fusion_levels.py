@@ -25,18 +25,9 @@ import tempfile
 
 import onnx
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "models"
-BENCH_MODELS = ROOT / "models" / "bench"
+from bench_common import BENCH_MODELS, ROOT, SHARED_MODELS as SHARED, ensure_bench_models, run_fusionopt
 LEVELS = (0, 1, 2, 3)
 SMALL_SEQUENCE = 16  # the project models hold 64 positions
-
-
-def ensure_bench_models(names):
-    missing = [n for n in names if not (BENCH_MODELS / f"{n}.onnx").exists()]
-    if missing:
-        subprocess.run([sys.executable, str(ROOT / "models" / "generate.py"), "--bench", "--only", *missing],
-                       check=True)
 
 
 def model_list(args):
@@ -54,17 +45,10 @@ def model_list(args):
     return models
 
 
-def run(binary, *args):
-    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(f"`fusionopt {' '.join(map(str, args))}` failed ({done.returncode}): {done.stderr.strip()}")
-    return done
-
-
 def optimize(binary, model, level, folder):
     out = pathlib.Path(folder) / f"{model.stem}.O{level}.onnx"
     report = pathlib.Path(folder) / f"{model.stem}.O{level}.json"
-    done = run(binary, model, "-o", out, f"-O{level}", "--report", report)
+    done = run_fusionopt(binary, model, "-o", out, f"-O{level}", "--report", report)
     nodes = int(re.search(r"nodes\s+\d+\s+(\d+)", done.stderr).group(1))
     launches = int(re.search(r"estimated kernel launches\s+\d+\s+(\d+)", done.stderr).group(1))
     return out, nodes, launches
@@ -101,7 +85,7 @@ def dim_flags(model, sequence):
 
 def predicted_speedup(binary, optimized, sequence, target, original):
     """The cost model's predicted speed-up of `optimized` over the original it came from."""
-    done = run(binary, "inspect", optimized, "--cost", "--json", "--target", target, *dim_flags(original, sequence))
+    done = run_fusionopt(binary, "inspect", optimized, "--cost", "--json", "--target", target, *dim_flags(original, sequence))
     return json.loads(done.stdout)["predicted_speedup"]
 
 
@@ -113,7 +97,7 @@ def same_graph(first, second):
 
 
 def latency(binary, model, sequence, args):
-    done = run(binary, "run", model, "--threads", args.threads, "--warmup", args.warmup, "--repeat",
+    done = run_fusionopt(binary, "run", model, "--threads", args.threads, "--warmup", args.warmup, "--repeat",
                args.repeat, "--seed", 1, "-v", *shapes_for(model, sequence))
     median = float(re.search(r"latency_ms runs=\d+ min=[\d.]+ median=([\d.]+)", done.stdout).group(1))
     kernels = int(re.search(r"(\d+) kernels launched", done.stderr).group(1))
@@ -144,7 +128,7 @@ def main():
         for label, path, sequence in model_list(args):
             results = {level: optimize(args.binary, path, level, folder) for level in LEVELS}
             for level in (2, 3):
-                run(args.binary, "verify", path, results[level][0], "-q", *shapes_for(path, sequence))
+                run_fusionopt(args.binary, "verify", path, results[level][0], "-q", *shapes_for(path, sequence))
             predicted = predicted_speedup(args.binary, results[3][0], sequence, args.target, path)
             # An O3 graph equal to the O2 one is the same model: timing it again would only
             # measure noise, so its O3 figures are the O2 ones.
