@@ -48,7 +48,11 @@ def test_table_for_one_small_model(fusionopt_bin, tmp_path):
     latencies = {c: float(row[c]) for c in EXPECTED_COLUMNS if c.endswith(" ms")}
     assert all(0 < ms < 10_000 for ms in latencies.values()), latencies
     ratio = float(row["fusionopt O3 / ORT ENABLE_ALL"])
-    assert abs(ratio - latencies["fusionopt O3 ms"] / latencies["ORT ENABLE_ALL ms"]) <= 0.01 * ratio + 0.01
+    # The table prints latencies to 0.01 ms and the ratio to 0.01: on a sub-millisecond model the
+    # printed latencies alone pin the ratio only within their rounding.
+    o3, ort = latencies["fusionopt O3 ms"], latencies["ORT ENABLE_ALL ms"]
+    low, high = (o3 - 0.005) / (ort + 0.005), (o3 + 0.005) / max(ort - 0.005, 1e-9)
+    assert low - 0.01 <= ratio <= high + 0.01, (ratio, o3, ort)
     # Same seeded inputs on both runtimes: fusionopt -O3 agrees with onnxruntime.
     assert float(row["O3 max abs diff vs ORT"]) < 1e-3
     for name in ("compare.png", "compare.svg"):
