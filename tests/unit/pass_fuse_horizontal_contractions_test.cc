@@ -128,6 +128,7 @@ TEST_CASE("fuse-horizontal-contractions keeps what cannot share a kernel", "[pas
   CHECK(strided.run.statistics.changed);  // conv0 and conv2 still merge
   CHECK(OpTypes(*strided.model->graph) == std::vector<std::string>{"Conv", "Relu", "Split", "Conv", "Relu"});
   CHECK(strided.run.statistics.rejections.count(incompatible) == 1);
+  ExpectSameOutputs(*strided.original, *strided.model, kEveryOpenDimOne, {1e-5, 1e-6});
 
   // A weight computed at run time.
   ExpectUnchanged(R"(ir_version 8
