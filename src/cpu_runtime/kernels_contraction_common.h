@@ -30,8 +30,9 @@ RtTensor ToFloat32(const RtTensor& tensor, Allocator& allocator);
 // A float32 copy of a constant made once at kernel creation (null stays undefined).
 RtTensor ConstantToFloat32(const TensorPtr& constant);
 // The last two axes of a float32 `matrix` swapped in a fresh buffer. oneDNN 2.6's AVX2 GEMM
-// is much faster with B column-major than row-major (docs/benchmarks.md, issue 3), so
-// constant weights are stored that way once at kernel creation.
+// runs 0-13% faster with B column-major on the transformer shapes
+// (bench/gemm_layout.cc, docs/benchmarks.md), so constant weights are stored that way once at
+// kernel creation.
 RtTensor TransposedMatrix(const RtTensor& matrix);
 // Writes float32 `source` into `destination` (float32, float16 or bfloat16; same size).
 void ConvertFromFloat32(const RtTensor& source, const RtTensor& destination);
