@@ -13,6 +13,7 @@
 #include "cpu_runtime/session.h"
 #include "ir/graph.h"
 #include "cli/commands.h"
+#include "passes/cost_model.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cli {
@@ -100,5 +101,30 @@ struct LevelRow {
 };
 void PrintLevelRows(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified, size_t iterations);
 std::string LevelsJson(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified);
+
+// One kernel on the roofline (bench_roofline.cc): the cost model's FLOPs over its bytes, and
+// those FLOPs over its measured time.
+struct RooflinePoint {
+  std::string kernel;  // node name
+  std::string op;
+  double intensity = 0;       // FLOP per byte
+  double attained_flops = 0;  // FLOP/s
+};
+struct RooflineSeries {
+  std::string label;  // "original", "optimized"
+  std::vector<RooflinePoint> points;
+  int64_t unplaced = 0;  // kernels without FLOPs (data movement), of unknown cost, or not timed
+};
+
+// The kernels of `model`'s main graph that have FLOPs, bytes and a time in `node_times`
+// (summed over `runs` inferences); `unplaced` counts the others.
+std::vector<RooflinePoint> RooflinePoints(const Model& model, const passes::TargetProfile& profile,
+                                          const passes::SymbolSizes& symbols,
+                                          const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, int runs,
+                                          int64_t& unplaced);
+// The SVG: log-log axes, `profile`'s roof, one marker per point (class "kernel", data-side =
+// the series label, a <title> naming the kernel), a legend with each series' counts.
+std::string RooflineSvg(const std::string& title, const passes::TargetProfile& profile,
+                        const std::vector<RooflineSeries>& series);
 
 }  // namespace fusionopt::cli

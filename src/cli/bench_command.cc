@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "cli/bench.h"
@@ -211,6 +212,40 @@ SideFigures FiguresOf(const Side& side) {
   return figures;
 }
 
+using NodeTimes = std::unordered_map<const Node*, cpu::NodeTiming>;
+
+// Per-node wall times of `runs` inferences of `side`, summed.
+Result<NodeTimes> ProfileNodes(Side& side, const std::vector<cpu::NamedTensor>& feeds, int runs) {
+  NodeTimes times;
+  cpu::RunStats profiled;
+  profiled.node_times = &times;
+  for (int i = 0; i < runs; ++i) FUSIONOPT_RETURN_IF_ERROR(RunOnce(side, feeds, profiled).status());
+  return times;
+}
+
+struct ProfiledSide {
+  const Side& side;
+  const NodeTimes& times;
+};
+
+// --roofline: both sides' kernels on the roofline of the CPU they were timed on (the `cpu`
+// profile; a GPU target's roof would not match CPU timings).
+Status WriteRoofline(const BenchOptions& options, const ProfiledSide& original, const ProfiledSide& optimized,
+                     const passes::SymbolSizes& symbols, int runs) {
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::TargetProfile profile, passes::FindTargetProfile("cpu"));
+  std::vector<RooflineSeries> series;
+  for (const auto& [label, profiled] : {std::pair{"original", original}, std::pair{"optimized", optimized}}) {
+    RooflineSeries one;
+    one.label = label;
+    one.points = RooflinePoints(*profiled.side.model, profile, symbols, profiled.times, runs, one.unplaced);
+    series.push_back(std::move(one));
+  }
+  std::string title = std::filesystem::path(options.model).filename().string() + ": kernels on the roofline (" +
+                      std::to_string(options.threads > 0 ? options.threads : std::thread::hardware_concurrency()) +
+                      " threads)";
+  return WriteFileAtomically(options.roofline, RooflineSvg(title, profile, series));
+}
+
 Status TraceOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, std::vector<cpu::KernelEvent>& events) {
   cpu::RunStats stats;
   stats.kernel_events = &events;
@@ -309,6 +344,8 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
                      "Cost-model target for -O3's decisions and the predicted speed-up (default h100)");
   command.add_option("--json", options.json, "Write the figures as JSON (docs/bench.md)");
   command.add_option("--trace", options.trace, "Write a Chrome trace of one inference per side");
+  command.add_option("--roofline", options.roofline,
+                     "Write an SVG of every kernel of both sides on this CPU's roofline (intensity vs attained FLOP/s)");
   command.add_option("--fail-if-slower", options.fail_if_slower, "Exit 6 when the speed-up is below this ratio")
       ->check(CLI::PositiveNumber);
   command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
@@ -318,6 +355,7 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
       ->excludes(level)
       ->excludes(command.get_option("--optimized"))
       ->excludes(command.get_option("--trace"))
+      ->excludes(command.get_option("--roofline"))
       ->excludes(command.get_option("--fail-if-slower"));
   (void)backend;
 }
@@ -366,15 +404,17 @@ int RunBench(const BenchOptions& options) {
   result.fail_if_slower = options.fail_if_slower;
   PredictSpeedup(*optimized->model, options.target, SymbolsFromFeeds(*original->session, *feeds), result);
 
-  std::unordered_map<const Node*, cpu::NodeTiming> node_times;
   const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
-  cpu::RunStats profiled;
-  profiled.node_times = &node_times;
-  for (int i = 0; i < profiled_runs; ++i) {
-    auto run = RunOnce(*optimized, *feeds, profiled);
-    if (!run.ok()) return ReportError(optimized_label, run.status());
+  auto optimized_times = ProfileNodes(*optimized, *feeds, profiled_runs);
+  if (!optimized_times.ok()) return ReportError(optimized_label, optimized_times.status());
+  result.breakdown = BreakdownByKind(*optimized->model->graph, *optimized_times, profiled_runs, kinds);
+  if (!options.roofline.empty()) {
+    auto original_times = ProfileNodes(*original, *feeds, profiled_runs);
+    if (!original_times.ok()) return ReportError(options.model, original_times.status());
+    Status drawn = WriteRoofline(options, {*original, *original_times}, {*optimized, *optimized_times},
+                                 SymbolsFromFeeds(*original->session, *feeds), profiled_runs);
+    if (!drawn.ok()) return ReportError(options.roofline, drawn);
   }
-  result.breakdown = BreakdownByKind(*optimized->model->graph, node_times, profiled_runs, kinds);
 
   if (!options.trace.empty()) {
     Status traced = TraceOne(*original, *feeds, result.original.trace);

@@ -83,6 +83,7 @@ struct BenchOptions {
   std::string target = "h100";
   std::string json;
   std::string trace;
+  std::string roofline;  // --roofline: SVG of every kernel of both sides on the machine's roofline
   std::optional<double> fail_if_slower;
   bool no_verify = false;
   std::string backend = "auto";

@@ -6,6 +6,7 @@ import pty
 import re
 import subprocess
 import threading
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import onnx
@@ -183,6 +184,59 @@ def test_trace_fused_nodes_are_the_models_attribute(fusionopt, tmp_path):
         assert event["args"]["fused_nodes"] == recorded[event["name"]]
 
 
+SVG = {"s": "http://www.w3.org/2000/svg"}
+MARKER_TITLE = re.compile(r"^(\S+) \((\S+)\): ([0-9.e+-]+) FLOP/B, ([0-9.e+-]+) GFLOP/s$")
+
+
+def cost_table(fusionopt, model):
+    """Node name -> FLOP/B from `inspect --cost` (the same cost model, symbolic dims 1)."""
+    rc, stdout, stderr = fusionopt("inspect", model, "--cost", "--target", "cpu")
+    assert rc == 0, stderr
+    table = {}
+    for line in stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 7 and fields[-2] in ("memory", "compute"):
+            table[fields[0]] = float(fields[-3])
+    return table
+
+
+def test_roofline_places_every_kernel_with_its_cost_model_intensity(fusionopt, tmp_path):
+    optimized = tmp_path / "opt.onnx"
+    rc, _, stderr = fusionopt("optimize", BERT, "-O", "3", "-o", optimized)
+    assert rc == 0, stderr
+    svg = tmp_path / "roof.svg"
+    report, stdout = bench_json(fusionopt, tmp_path, BERT, "--optimized", optimized, "--roofline", svg)
+    root = ET.parse(svg).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert root.findall(".//s:polyline[@class='roof']", SVG), "the roof is drawn"
+    legend = " ".join(text.text or "" for text in root.iter("{http://www.w3.org/2000/svg}text"))
+    intensities = {}
+    for side, model in (("original", BERT), ("optimized", optimized)):
+        markers = [m for m in root.findall(".//s:circle[@class='kernel']", SVG) if m.get("data-side") == side]
+        placed = int(re.search(side + r" \((\d+) kernels\)", legend).group(1))
+        unplaced = re.search(side + r" \(\d+ kernels\)\s*(\d+) without FLOPs", legend)
+        assert placed == len(markers) > 0
+        # Every kernel the runtime launched is either on the plot or counted as not shown.
+        assert placed + (int(unplaced.group(1)) if unplaced else 0) == report[side]["kernels"]
+        costs = cost_table(fusionopt, model)
+        intensities[side] = []
+        for marker in markers:
+            name, op, intensity, gflops = MARKER_TITLE.match(marker.find("s:title", SVG).text).groups()
+            assert marker.get("data-op") == op
+            assert float(intensity) == pytest.approx(costs[name], rel=0.01, abs=0.006)
+            assert float(gflops) > 0
+            intensities[side].append(float(intensity))
+    # Fusion keeps intermediates on chip: fewer memory-bound kernels (under 1 FLOP/B) remain.
+    low = {side: sum(1 for x in values if x < 1.0) for side, values in intensities.items()}
+    assert low["optimized"] < low["original"]
+
+
+def test_roofline_to_a_missing_folder_is_an_io_error_and_writes_nothing(fusionopt, tmp_path):
+    target = tmp_path / "no_such_dir" / "roof.svg"
+    lib.assert_error(fusionopt("bench", RESNET, *QUICK, "--roofline", target), 3, str(target))
+    assert not target.parent.exists()
+
+
 def test_time_budget_runs_at_least_one_pair(fusionopt, tmp_path):
     out = tmp_path / "bench.json"
     rc, _, stderr = fusionopt("bench", RESNET, "--warmup", "0", "--time", "0.05", "--json", out)
@@ -205,8 +259,9 @@ def test_cuda_backend_is_unsupported(fusionopt):
     ("--bogus",),
     ("--compare-levels", "-O", "2"),
     ("--compare-levels", "--trace", "t.json"),
+    ("--compare-levels", "--roofline", "r.svg"),
 ], ids=["zero-iters", "iters-and-time", "level-and-optimized", "bad-level", "bad-backend", "negative-gate",
-        "unknown-flag", "levels-and-level", "levels-and-trace"])
+        "unknown-flag", "levels-and-level", "levels-and-trace", "levels-and-roofline"])
 def test_bad_arguments_are_usage_errors(fusionopt, args):
     lib.assert_error(fusionopt("bench", RESNET, *args), 2)
 

@@ -12,7 +12,7 @@ SCRIPT = lib.REPO_ROOT / "bench" / "compare.py"
 SMALL_MODEL = lib.PROJECT_MODELS / "resnet_style.onnx"
 EXPECTED_COLUMNS = (["model", "ORT nodes ENABLE_ALL"] + [f"fusionopt kernels O{n}" for n in range(4)] +
                     ["ORT DISABLE_ALL ms", "ORT ENABLE_ALL ms"] + [f"fusionopt O{n} ms" for n in range(4)] +
-                    ["fusionopt O3 / ORT ENABLE_ALL", "O3 max abs diff vs ORT"])
+                    ["fusionopt O3 / ORT ENABLE_ALL", "O3 vs O0 interleaved", "O3 max abs diff vs ORT"])
 
 
 def run_compare(fusionopt_bin, *args):
@@ -53,6 +53,8 @@ def test_table_for_one_small_model(fusionopt_bin, tmp_path):
     o3, ort = latencies["fusionopt O3 ms"], latencies["ORT ENABLE_ALL ms"]
     low, high = (o3 - 0.005) / (ort + 0.005), (o3 + 0.005) / max(ort - 0.005, 1e-9)
     assert low - 0.01 <= ratio <= high + 0.01, (ratio, o3, ort)
+    # fusionopt bench's interleaved O3/O0 ratio: a positive number printed to 0.01.
+    assert re.fullmatch(r"\d+\.\d\d", row["O3 vs O0 interleaved"]) and float(row["O3 vs O0 interleaved"]) > 0
     # Same seeded inputs on both runtimes: fusionopt -O3 agrees with onnxruntime.
     assert float(row["O3 max abs diff vs ORT"]) < 1e-3
     for name in ("compare.png", "compare.svg"):
