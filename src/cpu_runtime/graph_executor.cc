@@ -54,13 +54,18 @@ Result<std::unique_ptr<Kernel>> CreateKernel(const Node& node, const PrepareCont
                        "' at opset " + std::to_string(opset) + " is not supported by the CPU runtime");
   }
   KernelInfo info{node, opset, {}};
-  for (const Value* input : node.inputs()) {
-    info.constant_inputs.push_back(input ? ConstantValueOf(*input, context.initializers_overridable) : nullptr);
-  }
+  for (const Value* input : node.inputs()) info.constant_inputs.push_back(input ? context.ConstantOf(*input) : nullptr);
   return (*factory)(info);
 }
 
 }  // namespace
+
+TensorPtr PrepareContext::ConstantOf(const Value& value) const {
+  if (TensorPtr constant = ConstantValueOf(value, initializers_overridable)) return constant;
+  if (computed_ahead == nullptr) return nullptr;
+  auto it = computed_ahead->find(&value);
+  return it == computed_ahead->end() ? nullptr : it->second;
+}
 
 int64_t PrepareContext::OpsetFor(std::string_view domain) const {
   if (!calls.empty()) {
@@ -98,16 +103,29 @@ int GraphExecutor::SlotFor(const Value* value) {
   return it->second;
 }
 
-Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph, const PrepareContext& context) {
-  std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph));
-  std::vector<bool> computed;
-  auto mark_computed = [&](int slot) {
+// What preparing one graph tracks while it adds steps in node order.
+struct GraphExecutor::PrepareState {
+  PrepareContext context;       // the caller's, with computed_ahead pointing below
+  LaunchFreeNodes launch_free;  // load-time nodes run now; host nodes launch nothing
+  std::vector<bool> computed;   // per slot: available to the next step
+  std::unordered_map<const Value*, TensorPtr> computed_ahead;
+  Allocator allocator;
+  KernelContext kernel_context;
+
+  void MarkComputed(int slot) {
     if (static_cast<size_t>(slot) >= computed.size()) computed.resize(slot + 1, false);
     computed[slot] = true;
-  };
+  }
+};
+
+Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph, const PrepareContext& context) {
+  std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph));
+  PrepareState state{context, FindLaunchFreeNodes(graph, context.initializers_overridable)};
+  state.context.computed_ahead = &state.computed_ahead;
+  state.kernel_context.allocator = &state.allocator;
   for (const Value* value : graph.initializers()) {
     int slot = executor->SlotFor(value);
-    mark_computed(slot);
+    state.MarkComputed(slot);
     // Only a string op could read a string initializer, and those fail when prepared.
     if (value->initializer()->dtype() != DataType::kString) {
       executor->constants_[slot] = RtTensor::WrapConstant(value->initializer());
@@ -115,23 +133,26 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph
   }
   for (const Value* input : graph.inputs()) {
     executor->input_slots_.push_back(executor->SlotFor(input));
-    mark_computed(executor->input_slots_.back());
+    state.MarkComputed(executor->input_slots_.back());
   }
-  for (const auto& node : graph.nodes()) {
-    FUSIONOPT_RETURN_IF_ERROR(executor->AddStep(*node, context, computed));
-  }
+  for (const auto& node : graph.nodes()) FUSIONOPT_RETURN_IF_ERROR(executor->AddStep(*node, state));
   for (const Value* output : graph.outputs()) executor->output_slots_.push_back(executor->SlotFor(output));
-  executor->RunAhead(FindLaunchFreeNodes(graph, context.initializers_overridable));
   executor->PlanReleases();
   executor->MarkIntermediates();
   return executor;
 }
 
-Status GraphExecutor::AddStep(const Node& node, const PrepareContext& context, std::vector<bool>& computed) {
+// Nodes computed from constants alone run once, as they are added: their results become
+// constants that the kernels of later nodes see (a ConstantOfShape weight, a transposed
+// initializer), and their steps go, so no inference repeats them. One that fails here is left
+// to run (and report) at run time — it may sit in a branch that never runs. Host-side shape
+// arithmetic stays a step but counts no launch.
+Status GraphExecutor::AddStep(const Node& node, PrepareState& state) {
   Step step;
   step.node = &node;
-  FUSIONOPT_ASSIGN_OR_RETURN(step.kernel, CreateKernel(node, context));
+  FUSIONOPT_ASSIGN_OR_RETURN(step.kernel, CreateKernel(node, state.context));
   step.subgraph_kernel = dynamic_cast<SubgraphKernel*>(step.kernel.get());
+  step.on_host = state.launch_free.host.count(&node) != 0;
   std::vector<const Value*> reads(node.inputs().begin(), node.inputs().end());
   if (step.subgraph_kernel != nullptr) {
     const auto& implicit = step.subgraph_kernel->implicit_inputs();
@@ -141,36 +162,31 @@ Status GraphExecutor::AddStep(const Node& node, const PrepareContext& context, s
     int slot = input ? SlotFor(input) : -1;
     step.inputs.push_back(slot);
     if (slot < 0 || input->graph() != &graph_) continue;  // outer values are bound before any step
-    if (static_cast<size_t>(slot) >= computed.size() || !computed[slot]) {
+    if (static_cast<size_t>(slot) >= state.computed.size() || !state.computed[slot]) {
       return InvalidModel(DescribeNode(node) + " reads '" + input->name() +
                           "' before any node computes it (the nodes are not in topological order)");
     }
   }
   for (const Value* output : node.outputs()) {
     step.outputs.push_back(output ? SlotFor(output) : -1);
-    if (output == nullptr) continue;
-    if (static_cast<size_t>(step.outputs.back()) >= computed.size()) computed.resize(step.outputs.back() + 1, false);
-    computed[step.outputs.back()] = true;
+    if (output != nullptr) state.MarkComputed(step.outputs.back());
+  }
+  if (state.launch_free.load_time.count(&node) && step.subgraph_kernel == nullptr &&
+      ComputeAhead(step, state.kernel_context)) {
+    RecordComputedAhead(step, state);
+    return Status::Ok();
   }
   steps_.push_back(std::move(step));
   return Status::Ok();
 }
 
-// Nodes computed from constants alone run once, now: their results become constants and the
-// steps go, so no inference repeats them (a ConstantOfShape weight, a transposed initializer).
-// One that fails here is left to run (and report) at run time — it may sit in a branch that
-// never runs. Host-side shape arithmetic stays a step but counts no launch.
-void GraphExecutor::RunAhead(const LaunchFreeNodes& free) {
-  Allocator allocator;
-  KernelContext context;
-  context.allocator = &allocator;
-  std::vector<Step> kept;
-  for (Step& step : steps_) {
-    step.on_host = free.host.count(step.node) != 0;
-    if (free.load_time.count(step.node) && step.subgraph_kernel == nullptr && ComputeAhead(step, context)) continue;
-    kept.push_back(std::move(step));
+void GraphExecutor::RecordComputedAhead(const Step& step, PrepareState& state) {
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    const RtTensor& value = step.outputs[i] >= 0 ? constants_[step.outputs[i]] : RtTensor();
+    if (!value.defined()) continue;
+    state.computed_ahead[step.node->output(i)] = std::make_shared<const Tensor>(
+        Tensor::Borrowed(value.dtype(), value.dims(), value.raw(), value.nbytes(), value.storage()));
   }
-  steps_ = std::move(kept);
 }
 
 bool GraphExecutor::ComputeAhead(Step& step, KernelContext& context) {

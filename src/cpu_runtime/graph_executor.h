@@ -67,7 +67,14 @@ struct PrepareContext {
   // The functions whose bodies are being prepared, outermost first; the last one's opset
   // imports are in force. Empty for the main graph and its subgraphs.
   std::vector<const Function*> calls;
+  // Values of the graph being prepared that nodes computed from constants alone produced at
+  // preparation (GraphExecutor fills it): kernels see them as constants, like initializers, so
+  // a ConstantOfShape weight is packed once rather than on every run.
+  const std::unordered_map<const Value*, TensorPtr>* computed_ahead = nullptr;
 
+  // The constant `value` holds when kernels are prepared: an initializer, a Constant node's
+  // value, or a value computed ahead; null otherwise.
+  TensorPtr ConstantOf(const Value& value) const;
   // The opset version in force for `domain`: the function's import inside a function body
   // (the model's when the function imports none for it), else the model's; 0 when neither.
   int64_t OpsetFor(std::string_view domain) const;
@@ -108,9 +115,10 @@ class GraphExecutor {
   explicit GraphExecutor(const Graph& graph);
   int SlotFor(const Value* value);
   // `computed` marks, per slot, the values available to the next step.
-  Status AddStep(const Node& node, const PrepareContext& context, std::vector<bool>& computed);
-  void RunAhead(const LaunchFreeNodes& free);
+  struct PrepareState;
+  Status AddStep(const Node& node, PrepareState& state);
   bool ComputeAhead(Step& step, KernelContext& context);
+  void RecordComputedAhead(const Step& step, PrepareState& state);
   void PlanReleases();
   void MarkIntermediates();
   uint64_t IntermediateTraffic(const Step& step, const std::vector<RtTensor>& values) const;

@@ -61,10 +61,11 @@ class FunctionCallKernel final : public SubgraphKernel {
       const Value& argument = *node_.input(arguments_[k]);
       const ValueType& type = argument.type();
       if (!type.is_tensor() || type.dtype != DataType::kUndefined || type.shape) body_->inputs()[k]->type() = type;
-      constants.push_back(ConstantValueOf(argument, outer.initializers_overridable));
+      constants.push_back(outer.ConstantOf(argument));
     }
     PrepareContext inner = outer;
     inner.calls.push_back(&function);
+    inner.computed_ahead = nullptr;  // the outer graph's values; the body has its own
     auto executor = GraphExecutor::Prepare(*body_, inner);
     if (!executor.ok()) {
       return executor.status().WithContext(DescribeNode(node_) + ", in function '" + FunctionLabel(function) + "'");

@@ -152,3 +152,47 @@ graph main (float[1,4,2] %x) -> (float %y)
   Run(split, {{"x", Iota({1, 4, 2})}}, &stats);
   CHECK(stats.intermediate_traffic_bytes == 6 * sizeof(float));
 }
+
+namespace {
+
+// A 1×1 Conv whose weights [out, in, 1, 1] come from ConstantOfShape: `in_channels` of the
+// weights against 2 channels of %x.
+std::string ConvWithComputedWeights(int in_channels) {
+  return R"(
+ir_version 8
+opset "" 17
+graph main (float[1,2,2,2] %x) -> (float[1,3,2,2] %y)
+  init int64[4] %wdims = [3, )" + std::to_string(in_channels) + R"(, 1, 1]
+{
+  %w = ConstantOfShape(%wdims) {value: tensor float[1] [0.25]}
+  %y = Conv(%x, %w)
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("kernels see values computed ahead as constants: weights checked and packed when prepared", "[cpu]") {
+  SECTION("matching weights give the convolution's numbers") {
+    auto model = ParseModel(ConvWithComputedWeights(2));
+    REQUIRE(model.ok());
+    auto session = Session::Create(**model);
+    REQUIRE(session.ok());
+    RunStats stats;
+    auto outputs = (*session)->Run({{"x", Floats({1, 2, 2, 2}, {1, 2, 3, 4, 10, 20, 30, 40})}}, &stats);
+    REQUIRE(outputs.ok());
+    REQUIRE(stats.kernels_launched == 1);
+    // Every output channel is 0.25 × (x[0] + x[1]) per pixel.
+    const float* y = (*outputs)[0].tensor.data<float>();
+    for (int channel = 0; channel < 3; ++channel) {
+      REQUIRE(std::vector<float>(y + 4 * channel, y + 4 * channel + 4) == std::vector<float>{2.75f, 5.5f, 8.25f, 11});
+    }
+  }
+  SECTION("a channel mismatch is refused when the session is created, not when it first runs") {
+    auto model = ParseModel(ConvWithComputedWeights(5));
+    REQUIRE(model.ok());
+    auto session = Session::Create(**model);
+    REQUIRE_FALSE(session.ok());
+    REQUIRE_THAT(session.status().message(), Catch::Matchers::Contains("input has 2 channels but weights [3,5,1,1]"));
+  }
+}
