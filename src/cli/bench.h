@@ -35,7 +35,8 @@ LatencyStats SummarizeLatencies(std::vector<double> latencies_ms);
 
 // One side of the comparison (the original or the optimized model).
 struct SideFigures {
-  int64_t kernels = 0;  // kernels launched per inference (cpu::RunStats)
+  int64_t kernels = 0;  // kernels launched per inference (cpu::RunStats; on CUDA the plugin's launches)
+  std::optional<uint64_t> kernels_executed;  // CUDA: kernels CUPTI saw run, library kernels included
   int64_t nodes = 0;    // nodes executed per inference
   uint64_t peak_intermediate_bytes = 0;
   uint64_t intermediate_traffic_bytes = 0;  // intermediates written and read per inference
@@ -65,6 +66,8 @@ std::vector<KindShare> BreakdownByKind(const Graph& graph,
 
 struct BenchResult {
   std::string model;
+  std::string backend = "cpu";  // "cpu" or "cuda"
+  std::string device;           // CUDA: the device and library versions
   std::string optimized_model;  // --optimized path; empty when optimized in memory
   std::optional<int> level;     // the -O level when optimized in memory
   std::string target;

@@ -2,7 +2,8 @@
 // the figure can be trusted — the same seeded inputs for both, warm-up first, the two sides
 // interleaved (one inference each, alternating which goes first) so drift in clock speed or
 // machine load hits both alike, percentiles rather than a single time, and outputs checked
-// to match before any speed-up is reported. CPU backend only for now.
+// to match before any speed-up is reported. Both sides run on the CPU runtime or both on the
+// CUDA backend (--backend; docs/cuda.md).
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "ir/atomic_file.h"
 #include "onnx_io/model_io.h"
 #include "passes/cost_model.h"
@@ -71,15 +73,23 @@ double LoopFraction(const BenchOptions& options, int i, std::chrono::steady_cloc
   return static_cast<double>(i) / options.iters;
 }
 
+// One side of the comparison on the CPU runtime (`session`) or the CUDA backend (`on_cuda`).
 struct Side {
   std::unique_ptr<Model> model;
   std::unique_ptr<cpu::Session> session;
+  std::unique_ptr<cuda::CudaSession> on_cuda;
   std::vector<double> latencies_ms;
-  cpu::RunStats stats;  // of the last timed inference
+  cpu::RunStats stats;            // CPU: of the last timed inference
+  cuda::CudaRunStats cuda_stats;  // CUDA: of the last inference
+  cuda::CudaPlanSummary cuda_plan;
+  std::optional<uint64_t> kernels_executed;  // CUDA: CUPTI's count for one inference
+
+  const std::vector<const Value*>& inputs() const { return on_cuda ? on_cuda->inputs() : session->inputs(); }
 };
 
 Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu::NamedTensor>& feeds,
                                               cpu::RunStats& stats) {
+  if (side.on_cuda) return side.on_cuda->Run(feeds, &side.cuda_stats);
   cpu::RunStats fresh;  // counts per inference; the timing sinks carry over
   fresh.node_times = stats.node_times;
   fresh.kernel_events = stats.kernel_events;
@@ -118,9 +128,9 @@ Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu:
 
 // Symbol sizes for the cost model, read off the fed inputs' dims (a symbol seen in several
 // places takes its first size).
-passes::SymbolSizes SymbolsFromFeeds(const cpu::Session& session, const std::vector<cpu::NamedTensor>& feeds) {
+passes::SymbolSizes SymbolsFromFeeds(const Side& side, const std::vector<cpu::NamedTensor>& feeds) {
   passes::SymbolSizes symbols;
-  for (const Value* input : session.inputs()) {
+  for (const Value* input : side.inputs()) {
     if (!input->shape()) continue;
     for (const auto& feed : feeds) {
       if (feed.name != input->name() || feed.tensor.dims().size() != input->shape()->size()) continue;
@@ -160,17 +170,40 @@ void PredictSpeedup(const Model& optimized, const std::string& target, const pas
   }
 }
 
-Result<Side> PrepareSide(std::unique_ptr<Model> model, int threads) {
+Result<Side> PrepareSide(std::unique_ptr<Model> model, const BenchOptions& options, bool cuda) {
   Side side;
   side.model = std::move(model);
-  FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {threads}));
+  if (cuda) {
+    cuda::CudaSessionOptions session_options;
+    session_options.cuda_graph = options.cuda_graph;
+    FUSIONOPT_ASSIGN_OR_RETURN(side.on_cuda, cuda::CudaSession::Create(*side.model, session_options));
+  } else {
+    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {options.threads}));
+  }
   return side;
 }
 
+// CUDA: the plan's figures, and CUPTI's count of the kernels one inference executes (a
+// separate counting session, so the timed runs carry no CUPTI overhead).
+Status PlanAndCount(Side& side, const std::vector<cpu::NamedTensor>& feeds) {
+  if (!side.on_cuda) return Status::Ok();
+  FUSIONOPT_ASSIGN_OR_RETURN(side.cuda_plan, side.on_cuda->Plan(feeds));
+  cuda::CudaSessionOptions counting;
+  counting.count_executed_kernels = true;
+  FUSIONOPT_ASSIGN_OR_RETURN(auto counter, cuda::CudaSession::Create(*side.model, counting));
+  cuda::CudaRunStats stats;
+  FUSIONOPT_RETURN_IF_ERROR(counter->Run(feeds, &stats).status());
+  side.kernels_executed = stats.kernels_executed;
+  return Status::Ok();
+}
+
+// On CUDA the latency is the GPU's time for the kernels (CUDA events), not the host's wall
+// time around copies of inputs and outputs that both sides pay alike.
 Status TimeOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, bool record) {
   auto start = std::chrono::steady_clock::now();
   FUSIONOPT_ASSIGN_OR_RETURN(auto outputs, RunOnce(side, feeds, side.stats));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (side.on_cuda) ms = side.cuda_stats.device_ms;
   if (record) side.latencies_ms.push_back(ms);
   return Status::Ok();
 }
@@ -204,6 +237,15 @@ Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& opt
 
 SideFigures FiguresOf(const Side& side) {
   SideFigures figures;
+  if (side.on_cuda) {
+    figures.kernels = side.cuda_stats.kernels_launched;
+    figures.kernels_executed = side.kernels_executed;
+    figures.nodes = static_cast<int64_t>(side.cuda_plan.nodes.size());
+    figures.peak_intermediate_bytes = side.cuda_plan.peak_intermediate_bytes;
+    figures.intermediate_traffic_bytes = side.cuda_plan.intermediate_traffic_bytes;
+    figures.latency = SummarizeLatencies(side.latencies_ms);
+    return figures;
+  }
   figures.kernels = side.stats.kernels_launched;
   figures.nodes = side.stats.nodes_executed;
   figures.peak_intermediate_bytes = side.stats.peak_intermediate_bytes;
@@ -279,11 +321,11 @@ int RunCompareLevels(const BenchOptions& options) {
     std::map<std::string, std::string> kinds;
     auto model = OptimizeAt(options, level, kinds);
     if (!model.ok()) return ReportError(options.model, model.status());
-    auto side = PrepareSide(std::move(*model), options.threads);
+    auto side = PrepareSide(std::move(*model), options, /*cuda=*/false);
     if (!side.ok()) return ReportError(options.model, side.status().WithContext("-O" + std::to_string(level)));
     sides.push_back(std::move(*side));
   }
-  auto feeds = MakeFeeds(*sides[0].session, options.feeds);
+  auto feeds = MakeFeeds(sides[0].inputs(), options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   for (int level = 1; level < kLevels && !options.no_verify; ++level) {
     Status match = CheckOutputsMatch(sides[0], sides[static_cast<size_t>(level)], *feeds);
@@ -311,7 +353,7 @@ int RunCompareLevels(const BenchOptions& options) {
   for (int level = 0; level < kLevels; ++level) {
     const Side& side = sides[static_cast<size_t>(level)];
     BenchResult prediction;
-    if (level > 0) PredictSpeedup(*side.model, options.target, SymbolsFromFeeds(*sides[0].session, *feeds), prediction);
+    if (level > 0) PredictSpeedup(*side.model, options.target, SymbolsFromFeeds(sides[0], *feeds), prediction);
     rows.push_back({level, FiguresOf(side), prediction.predicted_speedup});
   }
   PrintLevelRows(options, rows, !options.no_verify, sides[0].latencies_ms.size());
@@ -351,6 +393,8 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
   auto* backend = command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
                       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  command.add_flag("--cuda-graph", options.cuda_graph,
+                   "CUDA backend: capture one inference of each side as a CUDA Graph and time its replays");
   command.add_flag("--compare-levels", options.compare_levels, "One row per level O0..O3 (each verified against O0)")
       ->excludes(level)
       ->excludes(command.get_option("--optimized"))
@@ -360,10 +404,48 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   (void)backend;
 }
 
-int RunBench(const BenchOptions& options) {
-  if (options.backend == "cuda") {
-    return ReportError(options.model, Unsupported("unsupported: no CUDA backend in this build (use --backend cpu)"));
+// The summary, the --json and --trace files, and the --fail-if-slower gate.
+int Report(const BenchOptions& options, const BenchResult& result) {
+  PrintBenchSummary(result);
+  if (!options.json.empty()) {
+    Status written = WriteFileAtomically(options.json, BenchJson(result));
+    if (!written.ok()) return ReportError(options.json, written);
   }
+  if (!options.trace.empty()) {
+    Status written = WriteFileAtomically(options.trace, BenchTrace(result));
+    if (!written.ok()) return ReportError(options.trace, written);
+  }
+  if (options.fail_if_slower && result.speedup < *options.fail_if_slower) {
+    std::fprintf(stderr, "error: %s: speed-up %.3fx is below --fail-if-slower %g\n", OneLine(options.model).c_str(),
+                 result.speedup, *options.fail_if_slower);
+    return kSlowerExitCode;
+  }
+  return 0;
+}
+
+// --backend auto: CUDA when the plugin loads and a GPU answers, else the CPU runtime (the
+// the summary's first line names the backend measured; -v logs why CUDA was not used).
+bool UseCuda(const BenchOptions& options) {
+  if (options.backend != "auto") return options.backend == "cuda";
+  Model empty;
+  empty.graph = std::make_unique<Graph>();
+  auto probe = cuda::CudaSession::Create(empty, {});
+  if (!probe.ok()) spdlog::debug("--backend auto: the CPU runtime ({})", probe.status().message());
+  return probe.ok();
+}
+
+Status CheckCudaOptions(const BenchOptions& options, bool cuda) {
+  if (!cuda && options.cuda_graph) return UsageError("--cuda-graph needs the CUDA backend");
+  if (cuda && (!options.trace.empty() || !options.roofline.empty() || options.compare_levels)) {
+    return UsageError("--trace, --roofline and --compare-levels are for the CPU runtime (use --backend cpu)");
+  }
+  return Status::Ok();
+}
+
+int RunBench(const BenchOptions& options) {
+  const bool cuda = UseCuda(options);
+  Status cuda_options = CheckCudaOptions(options, cuda);
+  if (!cuda_options.ok()) return ReportError(options.model, cuda_options);
   Status target = passes::CheckTargetName(options.target);
   if (!target.ok()) return ReportError(options.model, target);
   if (options.compare_levels) return RunCompareLevels(options);
@@ -373,14 +455,15 @@ int RunBench(const BenchOptions& options) {
   auto optimized_model = OptimizedModel(options, kinds);
   const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
   if (!optimized_model.ok()) return ReportError(optimized_label, optimized_model.status());
-  auto original = PrepareSide(std::move(*original_model), options.threads);
+  auto original = PrepareSide(std::move(*original_model), options, cuda);
   if (!original.ok()) return ReportError(options.model, original.status());
-  auto optimized = PrepareSide(std::move(*optimized_model), options.threads);
+  auto optimized = PrepareSide(std::move(*optimized_model), options, cuda);
   if (!optimized.ok()) return ReportError(optimized_label, optimized.status());
-  auto feeds = MakeFeeds(*original->session, options.feeds);
+  auto feeds = MakeFeeds(original->inputs(), options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
 
   BenchResult result;
+  result.backend = cuda ? "cuda" : "cpu";
   if (!options.no_verify) {
     Status match = CheckOutputsMatch(*original, *optimized, *feeds);
     if (!match.ok()) return ReportError(optimized_label, match);
@@ -402,8 +485,17 @@ int RunBench(const BenchOptions& options) {
   result.speedup = result.optimized.latency.p50_ms > 0 ? result.original.latency.p50_ms / result.optimized.latency.p50_ms
                                                        : 0;
   result.fail_if_slower = options.fail_if_slower;
-  PredictSpeedup(*optimized->model, options.target, SymbolsFromFeeds(*original->session, *feeds), result);
+  PredictSpeedup(*optimized->model, options.target, SymbolsFromFeeds(*original, *feeds), result);
 
+  if (cuda) {
+    Status counted = PlanAndCount(*original, *feeds);
+    if (counted.ok()) counted = PlanAndCount(*optimized, *feeds);
+    if (!counted.ok()) return ReportError(options.model, counted);
+    result.original = FiguresOf(*original);
+    result.optimized = FiguresOf(*optimized);
+    result.device = original->on_cuda->DeviceDescription();
+    return Report(options, result);
+  }
   const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
   auto optimized_times = ProfileNodes(*optimized, *feeds, profiled_runs);
   if (!optimized_times.ok()) return ReportError(optimized_label, optimized_times.status());
@@ -412,7 +504,7 @@ int RunBench(const BenchOptions& options) {
     auto original_times = ProfileNodes(*original, *feeds, profiled_runs);
     if (!original_times.ok()) return ReportError(options.model, original_times.status());
     Status drawn = WriteRoofline(options, {*original, *original_times}, {*optimized, *optimized_times},
-                                 SymbolsFromFeeds(*original->session, *feeds), profiled_runs);
+                                 SymbolsFromFeeds(*original, *feeds), profiled_runs);
     if (!drawn.ok()) return ReportError(options.roofline, drawn);
   }
 
@@ -422,21 +514,7 @@ int RunBench(const BenchOptions& options) {
     if (!traced.ok()) return ReportError(options.model, traced);
   }
 
-  PrintBenchSummary(result);
-  if (!options.json.empty()) {
-    Status written = WriteFileAtomically(options.json, BenchJson(result));
-    if (!written.ok()) return ReportError(options.json, written);
-  }
-  if (!options.trace.empty()) {
-    Status written = WriteFileAtomically(options.trace, BenchTrace(result));
-    if (!written.ok()) return ReportError(options.trace, written);
-  }
-  if (options.fail_if_slower && result.speedup < *options.fail_if_slower) {
-    std::fprintf(stderr, "error: %s: speed-up %.3fx is below --fail-if-slower %g\n", OneLine(options.model).c_str(),
-                 result.speedup, *options.fail_if_slower);
-    return kSlowerExitCode;
-  }
-  return 0;
+  return Report(options, result);
 }
 
 }  // namespace fusionopt::cli

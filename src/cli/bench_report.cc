@@ -29,6 +29,7 @@ ordered_json OptionalNumber(const std::optional<double>& value) {
 
 ordered_json SideJson(const SideFigures& side) {
   return {{"kernels", side.kernels},
+          {"kernels_executed", side.kernels_executed ? ordered_json(*side.kernels_executed) : ordered_json(nullptr)},
           {"nodes", side.nodes},
           {"peak_intermediate_bytes", side.peak_intermediate_bytes},
           {"intermediate_traffic_bytes", side.intermediate_traffic_bytes},
@@ -118,8 +119,10 @@ std::vector<KindShare> BreakdownByKind(const Graph& graph,
 void PrintBenchSummary(const BenchResult& result) {
   std::string optimized = result.optimized_model.empty() ? fmt::format("-O{} in memory", result.level.value_or(0))
                                                          : OneLine(result.optimized_model);
-  std::printf("bench: %s vs %s (cpu, %d threads, %d warm-up + %d timed inferences per side, interleaved)\n",
-              OneLine(result.model).c_str(), optimized.c_str(), result.threads, result.warmup, result.iterations);
+  std::string where = result.backend == "cuda" ? "cuda: " + OneLine(result.device) + "; GPU time per inference"
+                                              : fmt::format("cpu, {} threads", result.threads);
+  std::printf("bench: %s vs %s (%s, %d warm-up + %d timed inferences per side, interleaved)\n",
+              OneLine(result.model).c_str(), optimized.c_str(), where.c_str(), result.warmup, result.iterations);
   std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
   std::printf("%-10s %8s %8s %10s %11s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB",
               "traffic MB", "min ms", "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
@@ -130,6 +133,11 @@ void PrintBenchSummary(const BenchResult& result) {
                 static_cast<double>(side->peak_intermediate_bytes) / 1e6,
                 static_cast<double>(side->intermediate_traffic_bytes) / 1e6, side->latency.min_ms, side->latency.p50_ms,
                 side->latency.p90_ms, side->latency.p99_ms, side->latency.mean_ms, side->latency.throughput_per_s);
+  }
+  if (result.original.kernels_executed && result.optimized.kernels_executed) {
+    std::printf("kernels executed (CUPTI, library kernels included): original %llu, optimized %llu\n",
+                static_cast<unsigned long long>(*result.original.kernels_executed),
+                static_cast<unsigned long long>(*result.optimized.kernels_executed));
   }
   std::printf("speed-up: %.3fx (original p50 / optimized p50)\n", result.speedup);
   if (result.predicted_speedup) {
@@ -162,7 +170,8 @@ std::string BenchJson(const BenchResult& result) {
       {"model", result.model},
       {"optimized_model", result.optimized_model.empty() ? ordered_json(nullptr) : ordered_json(result.optimized_model)},
       {"level", result.level ? ordered_json(*result.level) : ordered_json(nullptr)},
-      {"backend", "cpu"},
+      {"backend", result.backend},
+      {"device", result.device.empty() ? ordered_json(nullptr) : ordered_json(result.device)},
       {"target", result.target},
       {"threads", result.threads},
       {"warmup", result.warmup},

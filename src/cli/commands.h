@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +43,7 @@ struct OptimizeOptions {
   bool check_each_pass = false;
   std::string target = "h100";    // the cost model's profile (passes/target_profiles.h)
   std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
+  std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
 };
 
 struct InspectOptions {
@@ -49,6 +52,9 @@ struct InspectOptions {
   bool cost = false;              // the per-kernel roofline table instead of the summary
   std::string target = "h100";
   std::vector<std::string> dims;  // SYMBOL=N
+  bool cuda = false;              // --cuda: how each node would run on the CUDA backend
+  int cuda_arch = 90;             // compute capability × 10 to plan for
+  std::vector<std::string> shapes;  // --shape NAME=D1xD2... for --cuda
 };
 
 struct RunOptions {
@@ -60,6 +66,8 @@ struct RunOptions {
   int repeat = 1;
   bool op_by_op = false;  // run fused nodes' bodies op by op (cpu::SessionOptions::fused_kernels)
   bool profile = false;   // print where the timed runs spent their time, per node and per op
+  std::string backend = "cpu";  // cpu | cuda
+  bool cuda_graph = false;      // cuda: replay one captured inference as a CUDA Graph
 };
 
 struct VerifyOptions {
@@ -69,6 +77,7 @@ struct VerifyOptions {
   int runs = 3;
   FeedOptions feeds;
   int threads = 0;
+  std::string backend = "cpu";  // where the candidate runs; the reference always runs on the CPU
 };
 
 struct BenchOptions {
@@ -87,6 +96,7 @@ struct BenchOptions {
   std::optional<double> fail_if_slower;
   bool no_verify = false;
   std::string backend = "auto";
+  bool cuda_graph = false;      // CUDA: time replays of one captured inference per side
   bool compare_levels = false;  // one row per level O0..O3 instead of original vs optimized
 };
 
@@ -104,7 +114,16 @@ int RunOptimize(const OptimizeOptions& options);
 int RunInspect(const InspectOptions& options);
 // `inspect --cost`: the roofline table of the loaded model (inspect_cost.cc).
 int RunInspectCost(const InspectOptions& options, const Model& model);
+// `inspect --cuda`: the CUDA backend's plan, compiled without a GPU (inspect_cuda.cc).
+int RunInspectCuda(const InspectOptions& options, const Model& model);
 int ListPasses();
+
+// `--emit-cuda DIR` (emit_cuda.cc). CheckEmitCudaDir refuses, before anything is written, a DIR
+// that exists and is not a folder. EmitCuda generates the CUDA program of every ai.fusionopt node
+// of `model`'s main graph — symbolic input dims sized by `dims` (1 when not listed), which
+// changes `model`'s types — and writes DIR/<program>.cu files and DIR/index.json atomically.
+Status CheckEmitCudaDir(const std::string& dir);
+Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims);
 
 // `text` with control characters and invalid UTF-8 escaped as \xNN (one printable line).
 std::string OneLine(const std::string& text);

@@ -7,6 +7,11 @@ namespace fusionopt::cli {
 
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
                                                 uint64_t run_index) {
+  return MakeFeeds(session.inputs(), options, run_index);
+}
+
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>& inputs, const FeedOptions& options,
+                                                uint64_t run_index) {
   std::map<std::string, std::vector<int64_t>> overrides;
   for (const auto& spec : options.shapes) {
     FUSIONOPT_ASSIGN_OR_RETURN(auto parsed, cpu::ParseShapeSpec(spec));
@@ -22,12 +27,12 @@ Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, con
   }
   for (const auto& [name, dims] : overrides) {
     bool known = false;
-    for (const Value* input : session.inputs()) known = known || input->name() == name;
+    for (const Value* input : inputs) known = known || input->name() == name;
     if (!known) return UsageError("--shape names '" + name + "', which is not an input of the model");
   }
   std::vector<cpu::NamedTensor> feeds;
-  for (size_t i = 0; i < session.inputs().size(); ++i) {
-    const Value& input = *session.inputs()[i];
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value& input = *inputs[i];
     auto file = files.find(input.name());
     if (file != files.end()) {
       FUSIONOPT_ASSIGN_OR_RETURN(TensorPtr tensor, ReadTensorFile(file->second));

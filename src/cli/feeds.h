@@ -21,5 +21,8 @@ struct FeedOptions {
 // seed is mixed with the input's position so inputs differ from each other.
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
                                                 uint64_t run_index = 0);
+// The same for a model's graph `inputs` (backends other than the CPU runtime).
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>& inputs, const FeedOptions& options,
+                                                uint64_t run_index = 0);
 
 }  // namespace fusionopt::cli

@@ -115,6 +115,15 @@ void AddInspectOptions(CLI::App& command, InspectOptions& options) {
       "--cost", options.cost, "Per-kernel roofline table: FLOPs, bytes, intensity, bound, predicted time");
   command.add_option("--target", options.target, "Cost-model target: t4, a100, h100 (default), h200, cpu")->needs(cost);
   command.add_option("--dim", options.dims, "Size of a symbolic dim: SYMBOL=N (repeatable; default 1)")->needs(cost);
+  CLI::Option* cuda = command.add_flag(
+      "--cuda", options.cuda,
+      "How each node would run on the CUDA backend: kernels generated and compiled, no GPU needed (exit 4 if any node cannot)");
+  cuda->excludes(cost);
+  command.add_option("--cuda-arch", options.cuda_arch, "Compute capability x 10 to plan --cuda for (default 90)")
+      ->check(CLI::Range(50, 200))
+      ->needs(cuda);
+  command.add_option("--shape", options.shapes, "NAME=D1xD2x... input dims for --cuda (symbolic dims default to 1)")
+      ->needs(cuda);
 }
 
 int RunInspect(const InspectOptions& options) {
@@ -128,6 +137,7 @@ int RunInspect(const InspectOptions& options) {
   auto model = LoadModel(options.input);
   if (!model.ok()) return ReportError(options.input, model.status());
   if (options.cost) return RunInspectCost(options, **model);
+  if (options.cuda) return RunInspectCuda(options, **model);
   ModelSummary summary = Summarize(**model);
   if (options.json) {
     std::cout << SummaryJson(options.input, **model, summary).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/feeds.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/tensor_files.h"
 
@@ -74,6 +75,42 @@ void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_t
   }
 }
 
+
+// What a backend hands back from the warm-up and timed runs.
+struct Executed {
+  std::vector<cpu::NamedTensor> outputs;
+  std::vector<double> latencies_ms;  // timed runs only
+  std::string launches;              // the kernels line logged at info level
+};
+
+// Output files, the per-output summary, the kernels line and (when timed) the latency line.
+int ReportOutputs(const RunOptions& options, const Executed& executed) {
+  if (!options.output_dir.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(options.output_dir, error)) {
+      return ReportError(options.output_dir, IoError("output folder does not exist"));
+    }
+    for (size_t i = 0; i < executed.outputs.size(); ++i) {
+      const auto& output = executed.outputs[i];
+      std::string path = (std::filesystem::path(options.output_dir) / ("output_" + std::to_string(i) + ".pb")).string();
+      Status status = WriteTensorProtoFile(AsIrTensor(output.tensor), output.name, path);
+      if (!status.ok()) return ReportError(path, status);
+    }
+  }
+  for (const auto& output : executed.outputs) std::printf("%s\n", Summary(output).c_str());
+  std::vector<double> latencies_ms = executed.latencies_ms;
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  double mean = 0;
+  for (double ms : latencies_ms) mean += ms / static_cast<double>(latencies_ms.size());
+  spdlog::info("{}", executed.launches);
+  // With timing requested, a latency line goes to stdout in a fixed format scripts parse.
+  if (options.repeat > 1 || options.warmup > 0) {
+    std::printf("latency_ms runs=%zu min=%.4f median=%.4f mean=%.4f\n", latencies_ms.size(), latencies_ms.front(),
+                latencies_ms[latencies_ms.size() / 2], mean);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddRunOptions(CLI::App& command, RunOptions& options) {
@@ -90,51 +127,71 @@ void AddRunOptions(CLI::App& command, RunOptions& options) {
                    "Run each fused node's body op by op instead of as one fused kernel (debugging, comparisons)");
   command.add_flag("--profile", options.profile,
                    "Print the time per node (the slowest 25) and per op type over the timed runs");
+  auto* backend = command.add_option("--backend", options.backend, "cpu (default) or cuda (docs/cuda.md)")
+                      ->check(CLI::IsMember({"cpu", "cuda"}));
+  command.add_flag("--cuda-graph", options.cuda_graph, "With --backend cuda: replay one captured inference as a CUDA Graph")
+      ->needs(backend);
 }
 
-int RunRun(const RunOptions& options) {
-  auto model = LoadModel(options.model);
-  if (!model.ok()) return ReportError(options.model, model.status());
-  auto session = cpu::Session::Create(**model, {options.threads, /*fused_kernels=*/!options.op_by_op});
+namespace {
+
+template <typename RunOnce>
+Result<Executed> TimeRuns(const RunOptions& options, RunOnce&& run_once) {
+  Executed executed;
+  for (int i = 0; i < options.warmup + options.repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    FUSIONOPT_ASSIGN_OR_RETURN(executed.outputs, run_once(i));
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (i >= options.warmup) executed.latencies_ms.push_back(ms);
+  }
+  return executed;
+}
+
+int RunOnCpu(const RunOptions& options, const Model& model) {
+  auto session = cpu::Session::Create(model, {options.threads, /*fused_kernels=*/!options.op_by_op});
   if (!session.ok()) return ReportError(options.model, session.status());
   auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   cpu::RunStats stats;
   std::unordered_map<const Node*, cpu::NodeTiming> node_times;
-  Result<std::vector<cpu::NamedTensor>> outputs = Status(ErrorCode::kInternal, "not run");
-  std::vector<double> latencies_ms;
-  for (int i = 0; i < options.warmup + options.repeat; ++i) {
+  auto executed = TimeRuns(options, [&](int i) {
     if (options.profile && i == options.warmup) stats.node_times = &node_times;
-    auto start = std::chrono::steady_clock::now();
-    outputs = (*session)->Run(*feeds, &stats);
-    if (!outputs.ok()) return ReportError(options.model, outputs.status());
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (i >= options.warmup) latencies_ms.push_back(ms);
+    return (*session)->Run(*feeds, &stats);
+  });
+  if (!executed.ok()) return ReportError(options.model, executed.status());
+  executed->launches =
+      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB",
+                  stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
+                  stats.intermediate_traffic_bytes / 1e6);
+  int code = ReportOutputs(options, *executed);
+  if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat);
+  return code;
+}
+
+int RunOnCuda(const RunOptions& options, const Model& model) {
+  if (options.profile || options.op_by_op) {
+    return ReportError(options.model, UsageError("--profile and --op-by-op are for the CPU runtime"));
   }
-  if (!options.output_dir.empty()) {
-    std::error_code error;
-    if (!std::filesystem::is_directory(options.output_dir, error)) {
-      return ReportError(options.output_dir, IoError("output folder does not exist"));
-    }
-    for (size_t i = 0; i < outputs->size(); ++i) {
-      const auto& output = (*outputs)[i];
-      std::string path = (std::filesystem::path(options.output_dir) / ("output_" + std::to_string(i) + ".pb")).string();
-      Status status = WriteTensorProtoFile(AsIrTensor(output.tensor), output.name, path);
-      if (!status.ok()) return ReportError(path, status);
-    }
-  }
-  for (const auto& output : *outputs) std::printf("%s\n", Summary(output).c_str());
-  std::sort(latencies_ms.begin(), latencies_ms.end());
-  double mean = 0;
-  for (double ms : latencies_ms) mean += ms / static_cast<double>(latencies_ms.size());
-  spdlog::info("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB",
-               stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
-               stats.intermediate_traffic_bytes / 1e6);
-  // With timing requested, a latency line goes to stdout in a fixed format scripts parse.
-  if (options.repeat > 1 || options.warmup > 0) std::printf("latency_ms runs=%zu min=%.4f median=%.4f mean=%.4f\n", latencies_ms.size(), latencies_ms.front(),
-              latencies_ms[latencies_ms.size() / 2], mean);
-  if (options.profile) PrintProfile(node_times, *(*model)->graph, options.repeat);
-  return 0;
+  cuda::CudaSessionOptions session_options;
+  session_options.cuda_graph = options.cuda_graph;
+  auto session = cuda::CudaSession::Create(model, session_options);
+  if (!session.ok()) return ReportError(options.model, session.status());
+  auto feeds = MakeFeeds((*session)->inputs(), options.feeds);
+  if (!feeds.ok()) return ReportError(options.model, feeds.status());
+  cuda::CudaRunStats stats;
+  auto executed = TimeRuns(options, [&](int) { return (*session)->Run(*feeds, &stats); });
+  if (!executed.ok()) return ReportError(options.model, executed.status());
+  executed->launches = fmt::format("{} kernels launched on {}{}", stats.kernels_launched, (*session)->DeviceDescription(),
+                                   stats.replayed_graph ? " (as one CUDA Graph)" : "");
+  return ReportOutputs(options, *executed);
+}
+
+}  // namespace
+
+int RunRun(const RunOptions& options) {
+  auto model = LoadModel(options.model);
+  if (!model.ok()) return ReportError(options.model, model.status());
+  return options.backend == "cuda" ? RunOnCuda(options, **model) : RunOnCpu(options, **model);
 }
 
 }  // namespace fusionopt::cli

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 
 namespace fusionopt::cli {
@@ -12,13 +13,22 @@ namespace {
 
 struct Prepared {
   std::unique_ptr<Model> model;
-  std::unique_ptr<cpu::Session> session;
+  std::unique_ptr<cpu::Session> session;       // the CPU runtime, or
+  std::unique_ptr<cuda::CudaSession> on_cuda;  // the CUDA backend
+
+  Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds) {
+    return on_cuda ? on_cuda->Run(feeds) : session->Run(feeds);
+  }
 };
 
-Result<Prepared> Prepare(const std::string& path, int threads) {
+Result<Prepared> Prepare(const std::string& path, int threads, bool cuda) {
   Prepared prepared;
   FUSIONOPT_ASSIGN_OR_RETURN(prepared.model, LoadModel(path));
-  FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {threads}));
+  if (cuda) {
+    FUSIONOPT_ASSIGN_OR_RETURN(prepared.on_cuda, cuda::CudaSession::Create(*prepared.model, {}));
+  } else {
+    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {threads}));
+  }
   return prepared;
 }
 
@@ -40,20 +50,23 @@ void AddVerifyOptions(CLI::App& command, VerifyOptions& options) {
   command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
   command.add_option("--input", options.feeds.input_files, "NAME=FILE for a fixed input; repeatable");
   command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  command.add_option("--backend", options.backend,
+                     "Where the candidate runs: cpu (default) or cuda; the reference always runs on the CPU runtime")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 }
 
 int RunVerify(const VerifyOptions& options) {
-  auto reference = Prepare(options.reference, options.threads);
+  auto reference = Prepare(options.reference, options.threads, /*cuda=*/false);
   if (!reference.ok()) return ReportError(options.reference, reference.status());
-  auto candidate = Prepare(options.candidate, options.threads);
+  auto candidate = Prepare(options.candidate, options.threads, options.backend == "cuda");
   if (!candidate.ok()) return ReportError(options.candidate, candidate.status());
   bool all_passed = true;
   for (int run = 0; run < options.runs; ++run) {
     auto feeds = MakeFeeds(*reference->session, options.feeds, static_cast<uint64_t>(run));
     if (!feeds.ok()) return ReportError(options.reference, feeds.status());
-    auto expected = reference->session->Run(*feeds);
+    auto expected = reference->Run(*feeds);
     if (!expected.ok()) return ReportError(options.reference, expected.status());
-    auto actual = candidate->session->Run(*feeds);
+    auto actual = candidate->Run(*feeds);
     if (!actual.ok()) return ReportError(options.candidate, actual.status());
     if (OutputNames(*expected) != OutputNames(*actual)) {
       return ReportError(options.candidate, Status(ErrorCode::kMismatch, "outputs (" + OutputNames(*actual) +

@@ -51,4 +51,8 @@ struct SaveReport {
 Result<SaveReport> SaveModel(const Model& model, const std::string& path,
                              const SaveOptions& options = {});
 
+// The model as serialized ModelProto bytes with every tensor embedded, for in-memory hand-offs
+// (the CUDA backend describes nodes to the plugin with them). Unsupported at protobuf's 2 GiB.
+Result<std::string> SerializeModel(const Model& model);
+
 }  // namespace fusionopt

@@ -311,4 +311,16 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
   return report;
 }
 
+Result<std::string> SerializeModel(const Model& model) {
+  FUSIONOPT_CHECK(model.graph != nullptr, "a model always has a graph");
+  uint64_t tensor_bytes = 0;
+  SumTensorBytes(*model.graph, tensor_bytes);
+  if (tensor_bytes >= kAutoExternalDataBytes) return Unsupported("the model's tensors are over protobuf's 2 GiB limit");
+  InlineSink sink;
+  onnx::ModelProto proto;
+  ProtoWriter writer(sink);
+  FUSIONOPT_RETURN_IF_ERROR(writer.EncodeModel(model, proto));
+  return proto.SerializeAsString();
+}
+
 }  // namespace fusionopt

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The GPU check of issue 7 (docs/cuda.md), under 8 minutes on a machine with an NVIDIA GPU:
+#   1. build (or, with FUSIONOPT_GPU_BUNDLE=DIR, use binaries scripts/gpu_bundle.sh prepared),
+#   2. the GPU tests (every fused and standard-op kernel against the CPU runtime),
+#   3. every model in models/ at O0 and O3: `fusionopt verify --backend cuda` against the CPU
+#      runtime, and `fusionopt bench --backend cuda` (plain and --cuda-graph) with JSON,
+#   4. a fused elementwise kernel's bandwidth against a device copy,
+# writing logs, JSON and a summary (summary.md) into RESULTS_DIR (default gpu_results/).
+#
+#   scripts/gpu_check.sh [RESULTS_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+results=$(realpath -m "${1:-gpu_results}")
+mkdir -p "$results"
+summary="$results/summary.md"
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+step() { local name=$1 limit=$2; shift 2; timeout "$limit" "$@" > "$results/$name.log" 2>&1; local rc=$?; say "- $name: exit $rc"; return $rc; }
+
+say "# fusionopt GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU: /' | tee -a "$summary"
+
+if [[ -n "${FUSIONOPT_GPU_BUNDLE:-}" ]]; then
+  bin=$(realpath "$FUSIONOPT_GPU_BUNDLE/bin")
+  models_bench=$(realpath "$FUSIONOPT_GPU_BUNDLE/models")
+  # The bundle's own libraries, then CUDA's: the toolkit's, else the pip wheels (nvidia-*).
+  cuda_wheels=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="$(realpath "$FUSIONOPT_GPU_BUNDLE/lib"):/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
+else
+  step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
+  bin=$(realpath build-gpu)
+  models_bench=$(realpath models/bench)
+fi
+export FUSIONOPT_CUDA_LIBRARY="$bin/libfusionopt_cuda.so"
+fo="$bin/fusionopt"
+
+step cuda_tests 180 "$bin/fusionopt_cuda_tests"
+tail -n 3 "$results/cuda_tests.log" | sed 's/^/    /' | tee -a "$summary"
+
+work=$(mktemp -d)
+say ""
+say "| model | level | verify vs CPU | kernels original → optimized | CUPTI kernels | p50 ms original | p50 ms optimized | speed-up | speed-up (CUDA Graph) |"
+say "|---|---|---|---|---|---:|---:|---:|---:|"
+for model in models/*.onnx "$models_bench"/*.onnx; do
+  [[ -f "$model" ]] || continue
+  name=$(basename "$model" .onnx)
+  [[ "$model" == "$models_bench"/* ]] && name="$name (bench)"
+  shapes=()
+  if [[ "$model" == "$models_bench"/* ]]; then
+    # Benchmark size: sequence-like symbolic dims 128, every other symbolic dim 1 (bench/compare.py's sizes).
+    mapfile -t shapes < <(python3 - "$model" <<'PY'
+import sys, onnx
+graph = onnx.load(sys.argv[1], load_external_data=False).graph
+initializers = {i.name for i in graph.initializer}
+for value in graph.input:
+    if value.name in initializers:
+        continue
+    dims = value.type.tensor_type.shape.dim
+    if any(d.dim_param for d in dims):
+        sizes = [str(d.dim_value) if not d.dim_param else ("128" if "seq" in d.dim_param.lower() else "1") for d in dims]
+        print("--shape")
+        print(f"{value.name}={'x'.join(sizes)}")
+PY
+)
+  fi
+  for level in 0 3; do
+    out="$work/$name.O$level.onnx"
+    "$fo" optimize "$model" -O"$level" -o "$out" > /dev/null 2>&1 || { say "| $name | O$level | optimize failed | | | | | | |"; continue; }
+    timeout 60 "$fo" verify "$model" "$out" --backend cuda --runs 1 "${shapes[@]}" > "$results/verify_${name// /_}_O$level.log" 2>&1
+    verified=$([[ $? == 0 ]] && echo pass || echo FAIL)
+    json="$results/bench_${name// /_}_O$level.json"
+    timeout 90 "$fo" bench "$model" -O"$level" --backend cuda --warmup 5 --iters 50 "${shapes[@]}" --json "$json" > "$results/bench_${name// /_}_O$level.log" 2>&1
+    timeout 90 "$fo" bench "$model" -O"$level" --backend cuda --cuda-graph --warmup 5 --iters 50 "${shapes[@]}" --json "$json.graph" > /dev/null 2>&1
+    python3 - "$json" "$name" "$level" "$verified" >> "$summary" <<'PY'
+import json, sys, os
+path, name, level, verified = sys.argv[1:]
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+r, g = load(path), load(path + ".graph")
+if r is None:
+    print(f"| {name} | O{level} | {verified} | bench failed | | | | | |")
+else:
+    o, p = r["original"], r["optimized"]
+    cupti = f'{o.get("kernels_executed")} → {p.get("kernels_executed")}'
+    graph = f'{g["speedup"]:.2f}' if g else "failed"
+    print(f'| {name} | O{level} | {verified} | {o["kernels"]} → {p["kernels"]} | {cupti} | {o["latency_ms"]["p50"]:.4f} | '
+          f'{p["latency_ms"]["p50"]:.4f} | {r["speedup"]:.2f} | {graph} |')
+PY
+  done
+done
+say ""
+step bandwidth 60 "$bin/fusionopt_bench_cuda_bandwidth" 256 20
+cat "$results/bandwidth.log" >> "$summary"
+rm -rf "$work"
+say ""
+say "results in $results"

@@ -1,0 +1,482 @@
+#include "cuda_runtime/backend/cuda_session.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "ir/constant_value.h"
+#include "ir/op_class.h"
+#include "ir/shape_inference.h"
+#include "onnx_io/model_io.h"
+#include "passes/pipeline.h"
+
+namespace fusionopt::cuda {
+namespace {
+
+std::string DimsKey(const std::vector<cpu::NamedTensor>& feeds) {
+  std::string key;
+  for (const auto& feed : feeds) key += feed.name + cpu::DimsToString(feed.tensor.dims()) + ";";
+  return key;
+}
+
+std::string OpLabel(const Node& node) {
+  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
+}
+
+// Ops whose output is their first input's bytes under another shape.
+bool IsView(const Node& node) {
+  if (!node.domain().empty()) return false;
+  static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  for (const char* op : kViews) {
+    if (node.op_type() == op) return true;
+  }
+  // Inference Dropout is Identity when nobody reads its mask.
+  return node.op_type() == "Dropout" && (node.outputs().size() < 2 || node.output(1) == nullptr ||
+                                         node.output(1)->uses().empty());
+}
+
+Result<std::vector<int64_t>> StaticDims(const Value& value) {
+  if (!value.shape() || value.dtype() == DataType::kUndefined) {
+    return Unsupported("'" + value.name() + "' has no known shape and dtype at these input sizes");
+  }
+  std::vector<int64_t> dims;
+  for (const Dim& dim : *value.shape()) {
+    if (!dim.is_known()) return Unsupported("'" + value.name() + "' has a data-dependent dim at these input sizes");
+    dims.push_back(dim.value);
+  }
+  return dims;
+}
+
+uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims) {
+  uint64_t count = 1;
+  for (int64_t dim : dims) count *= static_cast<uint64_t>(dim);
+  return ByteSizeOf(value.dtype(), count);
+}
+
+// A copy of `model` whose inputs have the feeds' dims, shapes inferred and shape arithmetic
+// folded into constants, so every value has a static shape.
+Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
+  FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
+  FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> copy, LoadModelFromBytes(std::move(bytes), model.base_dir,
+                                                                             LoadOptions{/*infer_shapes=*/false}));
+  for (Value* input : copy->graph->inputs()) {
+    for (const auto& feed : feeds) {
+      if (feed.name != input->name()) continue;
+      Shape shape;
+      for (int64_t dim : feed.tensor.dims()) shape.push_back(Dim::Known(dim));
+      input->type().shape = shape;
+      input->type().dtype = feed.tensor.dtype();
+    }
+  }
+  for (Value* output : copy->graph->outputs()) output->type().shape.reset();  // symbolic there; inferred now
+  InferShapes(*copy);
+  passes::PipelineOptions fold;
+  fold.level = 1;
+  fold.only = {"fold-constants", "eliminate-dead-code"};
+  FUSIONOPT_RETURN_IF_ERROR(passes::RunPipeline(*copy, fold).status());
+  InferShapes(*copy);
+  return copy;
+}
+
+// Device memory for values: one buffer per storage; views share their input's storage.
+struct Storage {
+  void* pointer = nullptr;
+  uint64_t bytes = 0;
+  bool constant = false;  // an initializer or Constant node's value, uploaded once
+};
+
+// Bytes of the values `node` reads and writes that are intermediates: computed by a node and
+// no graph output (inputs, initializers and constants are not fusion's to remove).
+uint64_t IntermediateBytes(const Graph& graph, const Node& node, const std::vector<Storage>& storages,
+                           const std::unordered_map<const Value*, int>& storage_of) {
+  uint64_t bytes = 0;
+  for (const std::vector<Value*>* values : {&node.inputs(), &node.outputs()}) {
+    for (const Value* value : *values) {
+      if (value == nullptr || value->producer() == nullptr) continue;
+      if (std::find(graph.outputs().begin(), graph.outputs().end(), value) != graph.outputs().end()) continue;
+      auto found = storage_of.find(value);
+      if (found == storage_of.end() || storages[found->second].constant) continue;
+      auto dims = StaticDims(*value);
+      if (dims.ok()) bytes += BytesOf(*value, *dims);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// One plan: the specialized model, its kernels in node order, and where every value lives.
+struct CudaSession::Prepared {
+  struct Step {
+    const Node* node = nullptr;
+    fo_kernel* kernel = nullptr;
+    std::vector<int> inputs, outputs;  // storage per input/output, -1 when omitted
+    uint32_t launches = 0;
+  };
+  std::unique_ptr<Model> model;
+  onnx::ModelProto proto;  // the specialized model serialized: nodes are described from it
+  std::vector<Storage> storages;
+  std::unordered_map<const Value*, int> storage_of;
+  std::vector<Step> steps;
+  std::vector<int> input_storages, output_storages;
+  std::vector<std::vector<int64_t>> output_dims;
+  void* workspace = nullptr;
+  CudaPlanSummary summary;
+  bool captured = false;
+};
+
+CudaSession::CudaSession(const Model& model, const PluginApi& api, CudaSessionOptions options)
+    : model_(model), api_(api), options_(std::move(options)) {
+  for (const Value* input : model.graph->inputs()) inputs_.push_back(input);
+}
+
+CudaSession::~CudaSession() {
+  for (auto& [key, plan] : plans_) {
+    if (plan->captured) api_.graph_discard(context_);
+    for (auto& step : plan->steps) api_.kernel_destroy(step.kernel);
+    for (auto& storage : plan->storages) {
+      if (storage.pointer != nullptr) api_.device_free(context_, storage.pointer);
+    }
+    if (plan->workspace != nullptr) api_.device_free(context_, plan->workspace);
+  }
+  api_.context_destroy(context_);
+}
+
+Result<std::unique_ptr<CudaSession>> CudaSession::Create(const Model& model, const CudaSessionOptions& options) {
+  FUSIONOPT_ASSIGN_OR_RETURN(const PluginApi* api, LoadPluginApi());
+  std::unique_ptr<CudaSession> session(new CudaSession(model, *api, options));
+  fo_context_options context_options{};
+  context_options.struct_size = sizeof(context_options);
+  context_options.device = options.device;
+  context_options.compile_arch = options.compile_arch;
+  context_options.cache_dir = options.cache_dir.empty() ? nullptr : options.cache_dir.c_str();
+  context_options.count_executed_kernels = options.count_executed_kernels ? 1 : 0;
+  FUSIONOPT_RETURN_IF_ERROR(api->Check(api->context_create(&context_options, &session->context_),
+                                       "no CUDA device to run on (" + api->path + ")"));
+  return session;
+}
+
+std::string CudaSession::DeviceDescription() const { return api_.context_describe(context_); }
+
+namespace {
+
+// The fo_node_desc of `node` (the `index`-th node of the specialized model's graph).
+struct NodeDescription {
+  std::string node_proto, function_proto;
+  std::vector<std::vector<int64_t>> input_dims, output_dims;
+  std::vector<fo_tensor_desc> inputs, outputs;
+  std::vector<const void*> constants;
+  fo_node_desc desc{};
+};
+
+Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index, const Node& node,
+                NodeDescription& out) {
+  const onnx::NodeProto& node_proto = proto.graph().node(static_cast<int>(index));
+  FUSIONOPT_CHECK(node_proto.op_type() == node.op_type(), "the serialized graph keeps the node order");
+  out.node_proto = node_proto.SerializeAsString();
+  for (const auto& function : proto.functions()) {
+    if (function.domain() == node.domain() && function.name() == node.op_type()) {
+      out.function_proto = function.SerializeAsString();
+    }
+  }
+  for (const Value* input : node.inputs()) {
+    out.input_dims.push_back({});
+    out.constants.push_back(nullptr);
+    if (input == nullptr) continue;
+    FUSIONOPT_ASSIGN_OR_RETURN(out.input_dims.back(), StaticDims(*input));
+    if (TensorPtr constant = ConstantValueOf(*input, model.ir_version >= 4)) out.constants.back() = constant->bytes().data();
+  }
+  for (const Value* output : node.outputs()) {
+    out.output_dims.push_back({});
+    if (output == nullptr) continue;
+    FUSIONOPT_ASSIGN_OR_RETURN(out.output_dims.back(), StaticDims(*output));
+  }
+  auto fill = [](const std::vector<Value*>& values, const std::vector<std::vector<int64_t>>& dims,
+                 std::vector<fo_tensor_desc>& descs) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      int32_t dtype = values[i] ? static_cast<int32_t>(values[i]->dtype()) : 0;
+      descs.push_back({dtype, static_cast<int32_t>(dims[i].size()), dims[i].data()});
+    }
+  };
+  fill(node.inputs(), out.input_dims, out.inputs);
+  fill(node.outputs(), out.output_dims, out.outputs);
+  out.desc.struct_size = sizeof(fo_node_desc);
+  out.desc.node_proto = out.node_proto.data();
+  out.desc.node_proto_size = out.node_proto.size();
+  out.desc.function_proto = out.function_proto.empty() ? nullptr : out.function_proto.data();
+  out.desc.function_proto_size = out.function_proto.size();
+  out.desc.default_opset = model.OpsetFor("").value_or(0);
+  out.desc.num_inputs = out.inputs.size();
+  out.desc.inputs = out.inputs.data();
+  out.desc.constant_inputs = out.constants.data();
+  out.desc.num_outputs = out.outputs.size();
+  out.desc.outputs = out.outputs.data();
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Plans every node in order. Storage is simulated as it will run: each value gets a storage
+// when produced (a view: its input's), and a storage whose last reader has run goes back to a
+// pool that later values of the same byte size draw from.
+Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::NamedTensor>& feeds) {
+  std::string key = DimsKey(feeds);
+  if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
+  auto plan = std::make_unique<Prepared>();
+  FUSIONOPT_ASSIGN_OR_RETURN(plan->model, Specialize(model_, feeds));
+  FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(*plan->model));
+  FUSIONOPT_CHECK(plan->proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
+  const Model& model = *plan->model;
+  const Graph& graph = *model.graph;
+  const bool compile_only = options_.device < 0;
+  CudaPlanSummary& summary = plan->summary;
+
+  // Last reader of every value, so storages can be recycled.
+  std::unordered_map<const Value*, size_t> last_use;
+  size_t position = 0;
+  for (const auto& node : graph.nodes()) {
+    for (const Value* input : node->inputs()) {
+      if (input != nullptr) last_use[input] = position;
+    }
+    ++position;
+  }
+  for (const Value* output : graph.outputs()) last_use[output] = SIZE_MAX;
+
+  std::multimap<uint64_t, int> pool;  // free storages by byte size
+  uint64_t live_bytes = 0;
+  auto new_storage = [&](uint64_t bytes, bool constant) -> Result<int> {
+    auto reusable = constant ? pool.end() : pool.find(bytes);
+    if (reusable != pool.end()) {
+      int index = reusable->second;
+      pool.erase(reusable);
+      return index;
+    }
+    Storage storage;
+    storage.bytes = bytes;
+    storage.constant = constant;
+    if (!compile_only && bytes > 0) {
+      FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, bytes, &storage.pointer), "device memory"));
+    }
+    plan->storages.push_back(storage);
+    return static_cast<int>(plan->storages.size() - 1);
+  };
+  auto upload = [&](const Value& value, const Tensor& tensor) -> Result<int> {
+    FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(tensor.nbytes(), /*constant=*/true));
+    if (!compile_only && tensor.nbytes() > 0) {
+      FUSIONOPT_RETURN_IF_ERROR(api_.Check(
+          api_.copy_to_device(context_, plan->storages[index].pointer, tensor.bytes().data(), tensor.nbytes()),
+          "uploading '" + value.name() + "'"));
+    }
+    plan->storage_of[&value] = index;
+    return index;
+  };
+  for (const Value* value : graph.initializers()) FUSIONOPT_RETURN_IF_ERROR(upload(*value, *value->initializer()).status());
+  for (const Value* input : graph.inputs()) {
+    if (plan->storage_of.count(input)) continue;  // an initializer the feeds may not override here
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*input));
+    FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(BytesOf(*input, dims), /*constant=*/true));
+    plan->storage_of[input] = index;
+  }
+  for (const Value* input : graph.inputs()) plan->input_storages.push_back(plan->storage_of.at(input));
+
+  position = 0;
+  uint64_t workspace = 0;
+  for (const auto& node_ptr : graph.nodes()) {
+    const Node& node = *node_ptr;
+    PlannedNode planned;
+    planned.node = node.name().empty() ? node.op_type() : node.name();
+    planned.op = OpLabel(node);
+    if (TensorPtr value = ConstantNodeValue(node)) {
+      FUSIONOPT_RETURN_IF_ERROR(upload(*node.output(0), *value).status());
+      planned.implementation = "constant";
+    } else if (IsView(node) && node.input(0) != nullptr && plan->storage_of.count(node.input(0))) {
+      int shared = plan->storage_of.at(node.input(0));
+      plan->storage_of[node.output(0)] = shared;
+      planned.implementation = "view";
+    } else if (!node.Subgraphs().empty()) {
+      planned.unsupported = "If/Loop/Scan are not supported by the CUDA backend";
+    } else {
+      NodeDescription description;
+      Status described = Describe(model, plan->proto, position, node, description);
+      fo_kernel* kernel = nullptr;
+      Status built = described.ok() ? api_.Check(api_.kernel_build(context_, &description.desc, &kernel), OpLabel(node))
+                                    : described;
+      if (!built.ok()) {
+        planned.unsupported = built.message();
+      } else {
+        Prepared::Step step;
+        step.node = &node;
+        step.kernel = kernel;
+        api_.kernel_launch_count(kernel, &step.launches);
+        size_t bytes = 0;
+        api_.kernel_workspace_size(kernel, &bytes);
+        workspace = std::max<uint64_t>(workspace, bytes);
+        planned.implementation = api_.kernel_describe(kernel);
+        planned.launches = step.launches;
+        for (const Value* input : node.inputs()) step.inputs.push_back(input ? plan->storage_of.at(input) : -1);
+        for (size_t i = 0; i < node.outputs().size(); ++i) {
+          const Value* output = node.output(i);
+          if (output == nullptr) {
+            step.outputs.push_back(-1);
+            continue;
+          }
+          uint64_t output_bytes = BytesOf(*output, description.output_dims[i]);
+          FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(output_bytes, /*constant=*/false));
+          plan->storage_of[output] = index;
+          step.outputs.push_back(index);
+          live_bytes += output_bytes;
+        }
+        ++summary.kernels;
+        summary.launches_per_inference += step.launches;
+        summary.intermediate_traffic_bytes += IntermediateBytes(graph, node, plan->storages, plan->storage_of);
+        plan->steps.push_back(std::move(step));
+      }
+    }
+    if (!planned.unsupported.empty()) {
+      ++summary.unsupported;
+      // Later nodes still get planned (the summary lists every problem): give the outputs
+      // placeholder storage.
+      for (const Value* output : node.outputs()) {
+        if (output != nullptr && !plan->storage_of.count(output)) {
+          FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(0, /*constant=*/true));
+          plan->storage_of[output] = index;
+        }
+      }
+    }
+    summary.peak_intermediate_bytes = std::max(summary.peak_intermediate_bytes, live_bytes);
+    // Storages whose every value has had its last reader go back to the pool.
+    for (const Value* input : node.inputs()) {
+      if (input == nullptr || last_use[input] != position) continue;
+      int index = plan->storage_of.at(input);
+      Storage& storage = plan->storages[index];
+      bool still_read = false;
+      for (const auto& [value, storage_index] : plan->storage_of) {
+        if (storage_index == index && last_use.count(value) && last_use[value] > position) still_read = true;
+      }
+      if (!storage.constant && !still_read) {
+        pool.emplace(storage.bytes, index);
+        live_bytes -= std::min(live_bytes, storage.bytes);
+      }
+    }
+    summary.nodes.push_back(std::move(planned));
+    ++position;
+  }
+  for (const Value* output : graph.outputs()) {
+    plan->output_storages.push_back(plan->storage_of.count(output) ? plan->storage_of.at(output) : -1);
+    auto dims = StaticDims(*output);
+    plan->output_dims.push_back(dims.ok() ? *dims : std::vector<int64_t>{});
+  }
+  summary.workspace_bytes = workspace;
+  if (!compile_only && workspace > 0) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, workspace, &plan->workspace), "workspace"));
+  }
+  Prepared* result = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return result;
+}
+
+Result<CudaPlanSummary> CudaSession::Plan(const std::vector<cpu::NamedTensor>& feeds) {
+  FUSIONOPT_ASSIGN_OR_RETURN(Prepared* plan, PlanFor(feeds));
+  return plan->summary;
+}
+
+Status CudaSession::Enqueue(Prepared& plan) {
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  for (const auto& step : plan.steps) {
+    inputs.clear();
+    outputs.clear();
+    for (int index : step.inputs) inputs.push_back(index >= 0 ? plan.storages[index].pointer : nullptr);
+    for (int index : step.outputs) outputs.push_back(index >= 0 ? plan.storages[index].pointer : nullptr);
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.kernel_enqueue(step.kernel, inputs.data(), outputs.data(), plan.workspace),
+                                         OpLabel(*step.node) + " '" + step.node->name() + "'"));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::NamedTensor>& feeds, CudaRunStats* stats) {
+  if (options_.device < 0) return Unsupported("a compile-only CUDA session plans but does not run");
+  FUSIONOPT_ASSIGN_OR_RETURN(Prepared* plan, PlanFor(feeds));
+  if (plan->summary.unsupported > 0) {
+    for (const PlannedNode& node : plan->summary.nodes) {
+      if (!node.unsupported.empty()) {
+        return Unsupported(std::to_string(plan->summary.unsupported) + " node(s) cannot run on CUDA; first: " + node.op +
+                           " '" + node.node + "': " + node.unsupported);
+      }
+    }
+  }
+  const Graph& graph = *plan->model->graph;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    for (const auto& feed : feeds) {
+      if (feed.name != graph.inputs()[i]->name()) continue;
+      Storage& storage = plan->storages[plan->input_storages[i]];
+      if (feed.tensor.nbytes() != storage.bytes) return InvalidModel("input '" + feed.name + "' changed size");
+      FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_device(context_, storage.pointer, feed.tensor.raw(), storage.bytes),
+                                           "copying input '" + feed.name + "'"));
+    }
+  }
+  fo_counters before{};
+  if (stats != nullptr && options_.count_executed_kernels) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_counters(context_, &before), "counters"));
+  }
+  bool replayed = false;
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.timer_start(context_), "timer"));
+  if (options_.cuda_graph && plan->captured) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
+    replayed = true;
+  } else if (options_.cuda_graph) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_begin_capture(context_), "CUDA graph capture"));
+    Status enqueued = Enqueue(*plan);
+    Status ended = api_.Check(api_.graph_end_capture(context_), "CUDA graph capture");
+    FUSIONOPT_RETURN_IF_ERROR(enqueued);
+    FUSIONOPT_RETURN_IF_ERROR(ended);
+    plan->captured = true;
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
+    replayed = true;
+  } else {
+    FUSIONOPT_RETURN_IF_ERROR(Enqueue(*plan));
+  }
+  float device_ms = 0;
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.timer_stop(context_, &device_ms), "timer"));
+  std::vector<cpu::NamedTensor> outputs;
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const Value& output = *graph.outputs()[i];
+    cpu::RtTensor tensor = cpu::RtTensor::Allocate(output.dtype(), plan->output_dims[i]);
+    const Storage& storage = plan->storages[plan->output_storages[i]];
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_host(context_, tensor.raw(), storage.pointer, tensor.nbytes()),
+                                         "copying output '" + output.name() + "'"));
+    outputs.push_back({output.name(), std::move(tensor)});
+  }
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.synchronize(context_), "running the model"));
+  if (stats != nullptr) {
+    stats->kernels_launched = plan->summary.launches_per_inference;
+    stats->device_ms = device_ms;
+    stats->replayed_graph = replayed;
+    if (options_.count_executed_kernels) {
+      fo_counters after{};
+      FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_counters(context_, &after), "counters"));
+      stats->kernels_executed = after.kernels_executed - before.kernels_executed;
+    }
+  }
+  return outputs;
+}
+
+Result<float> CudaSession::TimeDeviceCopy(uint64_t bytes) {
+  if (options_.device < 0) return Unsupported("a compile-only CUDA session does not run");
+  void* source = nullptr;
+  void* destination = nullptr;
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, bytes, &source), "device memory"));
+  Status allocated = api_.Check(api_.device_alloc(context_, bytes, &destination), "device memory");
+  float milliseconds = 0;
+  Status timed = allocated;
+  if (timed.ok()) timed = api_.Check(api_.timer_start(context_), "timer");
+  if (timed.ok()) timed = api_.Check(api_.copy_device_to_device(context_, destination, source, bytes), "copy");
+  if (timed.ok()) timed = api_.Check(api_.timer_stop(context_, &milliseconds), "timer");
+  api_.device_free(context_, source);
+  if (destination != nullptr) api_.device_free(context_, destination);
+  FUSIONOPT_RETURN_IF_ERROR(timed);
+  return milliseconds;
+}
+
+}  // namespace fusionopt::cuda

@@ -1,0 +1,20 @@
+// One entry to every CUDA code generator: a typed body (typed_body.h) in, a GeneratedProgram
+// (generated_kernel.h) out. Contractions are not generated — the plugin runs them on
+// cuBLASLt / cuDNN — so a body with a MatMul, Gemm or Conv is Unsupported here, as is
+// anything no family handles; the reason says which family declined and why.
+#pragma once
+
+#include <string_view>
+
+#include "cuda_runtime/codegen/generated_kernel.h"
+#include "ir/graph.h"
+#include "ir/status.h"
+
+namespace fusionopt::cuda {
+
+// Families are tried in order — attention, row kernels (normalizations, softmax,
+// reductions), elementwise, data movement, pooling — and the first that accepts the body
+// generates it. `name` labels the program (files, messages); it is made a valid C identifier.
+Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name);
+
+}  // namespace fusionopt::cuda

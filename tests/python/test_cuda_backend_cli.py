@@ -1,0 +1,137 @@
+"""The CUDA backend from the command line, on a machine without a GPU: `inspect --cuda` plans
+every model in a compile-only plugin context (kernels generated and compiled, no device), and
+`run / verify / bench --backend cuda` fail cleanly (exit 4, the reason named) instead of
+crashing. docs/cuda.md."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import fusionopt_testlib as lib
+
+LIBRARY = lib.REPO_ROOT / "build" / "libfusionopt_cuda.so"
+RESNET = lib.PROJECT_MODELS / "resnet_style.onnx"
+
+
+def require_library():
+    if not LIBRARY.is_file():
+        pytest.skip(f"{LIBRARY} was not built (no CUDA toolkit): the CUDA backend is not available")
+
+
+def has_gpu():
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def plan(fusionopt, model, *args):
+    rc, stdout, stderr = fusionopt("inspect", model, "--cuda", "--json", *args, timeout=600)
+    assert rc in (0, 4), stderr
+    document = json.loads(stdout)
+    return rc, document, stderr
+
+
+@pytest.mark.parametrize("level", [0, 3])
+@pytest.mark.parametrize("model", lib.project_models(), ids=lambda path: path.stem)
+def test_every_node_of_every_model_has_a_cuda_kernel_view_or_constant(fusionopt, tmp_path, model, level):
+    require_library()
+    optimized = tmp_path / f"{model.stem}.O{level}.onnx"
+    rc, _, stderr = fusionopt("optimize", model, f"-O{level}", "-o", optimized)
+    assert rc == 0, stderr
+    rc, document, stderr = plan(fusionopt, optimized)
+    unsupported = [(node["op"], node["node"], node["unsupported"]) for node in document["nodes"] if node["unsupported"]]
+    assert not unsupported, unsupported
+    assert rc == 0 and document["unsupported"] == 0
+    assert document["arch"] == 90
+    nodes = document["nodes"]
+    kernels = [node for node in nodes if node["implementation"] not in ("view", "constant")]
+    assert document["kernels"] == len(kernels) > 0
+    assert document["launches_per_inference"] == sum(node["launches"] for node in nodes)
+    assert all(node["launches"] >= 1 for node in kernels)
+    assert all(node["launches"] == 0 for node in nodes if node["implementation"] in ("view", "constant"))
+    if level == 3:
+        # Fused nodes run as one kernel each (attention may take more launches, never zero).
+        fused = [node for node in nodes if node["op"].startswith("ai.fusionopt::")]
+        assert fused and all(node["launches"] >= 1 for node in fused)
+
+
+def test_fusion_reduces_cuda_launches(fusionopt, tmp_path):
+    require_library()
+    model = lib.PROJECT_MODELS / "bert_style.onnx"
+    launches = {}
+    for level in (0, 3):
+        out = tmp_path / f"bert.O{level}.onnx"
+        assert fusionopt("optimize", model, f"-O{level}", "-o", out)[0] == 0
+        _, document, _ = plan(fusionopt, out)
+        launches[level] = document["launches_per_inference"]
+    assert launches[3] < launches[0] / 2, launches
+
+
+def test_plan_for_another_arch_and_shape(fusionopt):
+    require_library()
+    rc, document, _ = plan(fusionopt, lib.PROJECT_MODELS / "bert_style.onnx", "--cuda-arch", "80",
+                           "--shape", "input_ids=2x16", "--shape", "attention_mask=2x16")
+    assert document["arch"] == 80
+    assert any("sm_80" in (node["implementation"] or "") for node in document["nodes"])
+
+
+def test_text_plan_lists_nodes_and_a_summary_line(fusionopt):
+    require_library()
+    rc, stdout, stderr = fusionopt("inspect", RESNET, "--cuda", timeout=600)
+    assert rc in (0, 4), stderr
+    assert stdout.splitlines()[0].split()[:3] == ["node", "op", "launches"]
+    assert "sm_90:" in stdout.splitlines()[-1] and "launches per inference" in stdout.splitlines()[-1]
+
+
+def test_inspect_cuda_options_are_checked(fusionopt):
+    lib.assert_error(fusionopt("inspect", RESNET, "--cuda", "--cost"), 2)
+    lib.assert_error(fusionopt("inspect", RESNET, "--cuda-arch", "80"), 2)
+    lib.assert_error(fusionopt("inspect", RESNET, "--cuda", "--cuda-arch", "7"), 2)
+    lib.assert_error(fusionopt("inspect", RESNET, "--cuda", "--shape", "nope=1x2"), 2, str(RESNET), "nope")
+
+
+def run_with_library(fusionopt_bin, library, *args):
+    env = dict(os.environ, FUSIONOPT_CUDA_LIBRARY=str(library))
+    done = subprocess.run([str(fusionopt_bin), *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_missing_plugin_library_is_reported_not_a_crash(fusionopt_bin, tmp_path):
+    missing = tmp_path / "libnothing.so"
+    for args in (("inspect", RESNET, "--cuda"), ("run", RESNET, "--backend", "cuda"),
+                 ("verify", RESNET, RESNET, "--backend", "cuda"), ("bench", RESNET, "--backend", "cuda")):
+        rc, stdout, stderr = run_with_library(fusionopt_bin, missing, *args)
+        assert rc == 4, (args, stderr)
+        assert "no CUDA plugin library" in stderr and "libnothing.so" in stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_a_library_that_is_not_the_plugin_is_refused(fusionopt_bin):
+    # A real shared library without the fo_* symbols.
+    rc, _, stderr = run_with_library(fusionopt_bin, "libm.so.6", "inspect", RESNET, "--cuda")
+    assert rc == 4 and "lacks fo_abi_version" in stderr
+
+
+def test_without_a_gpu_cuda_runs_fail_cleanly_and_auto_falls_back(fusionopt, tmp_path):
+    require_library()
+    if has_gpu():
+        pytest.skip("a GPU is present: the no-GPU behaviour cannot be observed here")
+    for args in (("run", RESNET, "--backend", "cuda"), ("verify", RESNET, RESNET, "--backend", "cuda"),
+                 ("bench", RESNET, "--backend", "cuda", "--iters", "1")):
+        rc, stdout, stderr = fusionopt(*args)
+        assert rc == 4, (args, stderr)
+        assert "no CUDA device" in stderr
+    out = tmp_path / "bench.json"
+    rc, stdout, stderr = fusionopt("bench", RESNET, "--iters", "2", "--warmup", "0", "--json", out)
+    assert rc == 0, stderr
+    assert json.loads(out.read_text())["backend"] == "cpu"
+    assert "(cpu, " in stdout.splitlines()[0] and stderr == ""
+
+
+def test_cuda_only_and_cpu_only_flags_are_usage_errors(fusionopt):
+    lib.assert_error(fusionopt("run", RESNET, "--cuda-graph"), 2)
+    lib.assert_error(fusionopt("bench", RESNET, "--backend", "cpu", "--cuda-graph"), 2, str(RESNET), "--cuda-graph")
+    lib.assert_error(fusionopt("bench", RESNET, "--backend", "cuda", "--trace", "t.json"), 2, str(RESNET), "--trace")
+    lib.assert_error(fusionopt("verify", RESNET, RESNET, "--backend", "tpu"), 2)
