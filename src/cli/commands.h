@@ -119,9 +119,10 @@ int RunInspectCuda(const InspectOptions& options, const Model& model);
 int ListPasses();
 
 // `--emit-cuda DIR` (emit_cuda.cc). CheckEmitCudaDir refuses, before anything is written, a DIR
-// that exists and is not a folder. EmitCuda generates the CUDA program of every ai.fusionopt node
-// of `model`'s main graph — symbolic input dims sized by `dims` (1 when not listed), which
-// changes `model`'s types — and writes DIR/<program>.cu files and DIR/index.json atomically.
+// that exists and is not a folder, or that cannot be created or written. EmitCuda generates the
+// CUDA program of every ai.fusionopt node of `model`'s main graph — symbolic input dims sized by
+// `dims` (1 when not listed), which changes `model`'s types — and writes DIR/<program>.cu files
+// and DIR/index.json atomically.
 Status CheckEmitCudaDir(const std::string& dir);
 Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims);
 

@@ -117,6 +117,9 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
+  command.add_option("--emit-cuda", options.emit_cuda,
+                     "Also write the generated CUDA C++ of every fused node to this folder: one .cu file per "
+                     "kernel (compiles alone with nvcc --ptx) and index.json; symbolic dims take their --dim sizes");
   command.add_flag("--write-shapes", options.write_shapes,
                    "Record inferred dtypes/shapes of intermediate values as value_info");
 }
@@ -129,6 +132,10 @@ int RunOptimize(const OptimizeOptions& options) {
   if (!model.ok()) return ReportError(options.input, model.status());
   Status destination = CheckDestination(options, **model);
   if (!destination.ok()) return ReportError(options.output, destination);
+  if (!options.emit_cuda.empty()) {
+    Status emit_dir = CheckEmitCudaDir(options.emit_cuda);
+    if (!emit_dir.ok()) return ReportError(options.emit_cuda, emit_dir);
+  }
   Status dims = passes::CheckDimSymbols(**model, pipeline->dims);
   if (!dims.ok()) return ReportError(options.input, dims);
 
@@ -156,6 +163,10 @@ int RunOptimize(const OptimizeOptions& options) {
   before.bytes = FileBytes(options.input) + ExternalBytes(**model);
   after.bytes = saved->model_bytes + saved->external_bytes;
   PrintOptimizeSummary(options.input, options.output, options.level, before, after, seconds);
+  if (!options.emit_cuda.empty()) {
+    Status emitted = EmitCuda(**model, options.emit_cuda, pipeline->dims);  // after saving: it binds dims
+    if (!emitted.ok()) return ReportError(options.emit_cuda, emitted);
+  }
   return 0;
 }
 

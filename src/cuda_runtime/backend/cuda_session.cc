@@ -54,8 +54,9 @@ uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims) {
   return ByteSizeOf(value.dtype(), count);
 }
 
-// A copy of `model` whose inputs have the feeds' dims, shapes inferred and shape arithmetic
-// folded into constants, so every value has a static shape.
+// A copy of `model` whose inputs have the feeds' dims, shapes inferred, and shape arithmetic and
+// every other constant-only computation folded into initializers, so every value has a static
+// shape and no kernel recomputes a constant.
 Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
   FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> copy, LoadModelFromBytes(std::move(bytes), model.base_dir,
@@ -74,6 +75,9 @@ Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<
   passes::PipelineOptions fold;
   fold.level = 1;
   fold.only = {"fold-constants", "eliminate-dead-code"};
+  // Everything computed from constants alone is computed here, whatever its size (a
+  // ConstantOfShape weight): it is uploaded once, where a node would run on every inference.
+  fold.pass_options.Set("fold-constants", "max-bytes", std::to_string(int64_t{1} << 40));
   FUSIONOPT_RETURN_IF_ERROR(passes::RunPipeline(*copy, fold).status());
   InferShapes(*copy);
   return copy;
@@ -112,14 +116,17 @@ struct CudaSession::Prepared {
     const Node* node = nullptr;
     fo_kernel* kernel = nullptr;
     std::vector<int> inputs, outputs;  // storage per input/output, -1 when omitted
+    std::vector<uint64_t> input_offsets, output_offsets;  // bytes into that storage
     uint32_t launches = 0;
   };
   std::unique_ptr<Model> model;
   onnx::ModelProto proto;  // the specialized model serialized: nodes are described from it
   std::vector<Storage> storages;
   std::unordered_map<const Value*, int> storage_of;
+  std::unordered_map<const Value*, uint64_t> offset_of;  // bytes into the storage; 0 when absent
   std::vector<Step> steps;
   std::vector<int> input_storages, output_storages;
+  std::vector<uint64_t> output_offsets;
   std::vector<std::vector<int64_t>> output_dims;
   void* workspace = nullptr;
   CudaPlanSummary summary;
@@ -291,9 +298,21 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
       FUSIONOPT_RETURN_IF_ERROR(upload(*node.output(0), *value).status());
       planned.implementation = "constant";
     } else if (IsView(node) && node.input(0) != nullptr && plan->storage_of.count(node.input(0))) {
-      int shared = plan->storage_of.at(node.input(0));
-      plan->storage_of[node.output(0)] = shared;
+      plan->storage_of[node.output(0)] = plan->storage_of.at(node.input(0));
+      plan->offset_of[node.output(0)] = plan->offset_of[node.input(0)];
       planned.implementation = "view";
+    } else if (node.op_type() == "Split" && node.domain().empty() && !LaunchesKernel(node) && node.input(0) != nullptr &&
+               plan->storage_of.count(node.input(0))) {
+      // Nothing but unit dims before the axis: each part is a contiguous slice of the input.
+      uint64_t offset = plan->offset_of[node.input(0)];
+      for (const Value* output : node.outputs()) {
+        if (output == nullptr) continue;
+        FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*output));
+        plan->storage_of[output] = plan->storage_of.at(node.input(0));
+        plan->offset_of[output] = offset;
+        offset += BytesOf(*output, dims);
+      }
+      planned.implementation = "view (contiguous slices)";
     } else if (!node.Subgraphs().empty()) {
       planned.unsupported = "If/Loop/Scan are not supported by the CUDA backend";
     } else {
@@ -314,9 +333,13 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
         workspace = std::max<uint64_t>(workspace, bytes);
         planned.implementation = api_.kernel_describe(kernel);
         planned.launches = step.launches;
-        for (const Value* input : node.inputs()) step.inputs.push_back(input ? plan->storage_of.at(input) : -1);
+        for (const Value* input : node.inputs()) {
+          step.inputs.push_back(input ? plan->storage_of.at(input) : -1);
+          step.input_offsets.push_back(input ? plan->offset_of[input] : 0);
+        }
         for (size_t i = 0; i < node.outputs().size(); ++i) {
           const Value* output = node.output(i);
+          step.output_offsets.push_back(0);
           if (output == nullptr) {
             step.outputs.push_back(-1);
             continue;
@@ -364,6 +387,7 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   }
   for (const Value* output : graph.outputs()) {
     plan->output_storages.push_back(plan->storage_of.count(output) ? plan->storage_of.at(output) : -1);
+    plan->output_offsets.push_back(plan->offset_of[output]);
     auto dims = StaticDims(*output);
     plan->output_dims.push_back(dims.ok() ? *dims : std::vector<int64_t>{});
   }
@@ -387,8 +411,11 @@ Status CudaSession::Enqueue(Prepared& plan) {
   for (const auto& step : plan.steps) {
     inputs.clear();
     outputs.clear();
-    for (int index : step.inputs) inputs.push_back(index >= 0 ? plan.storages[index].pointer : nullptr);
-    for (int index : step.outputs) outputs.push_back(index >= 0 ? plan.storages[index].pointer : nullptr);
+    auto at = [&](int index, uint64_t offset) -> void* {
+      return index >= 0 ? static_cast<char*>(plan.storages[index].pointer) + offset : nullptr;
+    };
+    for (size_t i = 0; i < step.inputs.size(); ++i) inputs.push_back(at(step.inputs[i], step.input_offsets[i]));
+    for (size_t i = 0; i < step.outputs.size(); ++i) outputs.push_back(at(step.outputs[i], step.output_offsets[i]));
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.kernel_enqueue(step.kernel, inputs.data(), outputs.data(), plan.workspace),
                                          OpLabel(*step.node) + " '" + step.node->name() + "'"));
   }
@@ -444,7 +471,8 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
     const Value& output = *graph.outputs()[i];
     cpu::RtTensor tensor = cpu::RtTensor::Allocate(output.dtype(), plan->output_dims[i]);
     const Storage& storage = plan->storages[plan->output_storages[i]];
-    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_host(context_, tensor.raw(), storage.pointer, tensor.nbytes()),
+    const void* source = static_cast<const char*>(storage.pointer) + plan->output_offsets[i];
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_host(context_, tensor.raw(), source, tensor.nbytes()),
                                          "copying output '" + output.name() + "'"));
     outputs.push_back({output.name(), std::move(tensor)});
   }

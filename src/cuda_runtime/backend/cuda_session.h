@@ -5,7 +5,8 @@
 // dims: the model is copied, its inputs given the fed dims, shapes inferred and shape
 // arithmetic folded to constants (the fold-constants pass), then every node gets a kernel
 // from the plugin — except views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference
-// Dropout), which alias their input's memory and launch nothing, and Constant nodes, whose
+// Dropout, and a Split with only unit dims before its axis, whose parts are contiguous slices),
+// which alias their input's memory and launch nothing, and Constant nodes, whose
 // values are uploaded once like initializers. Intermediates share device memory by liveness:
 // a buffer freed after its last reader is reused by a later value of the same byte size.
 //

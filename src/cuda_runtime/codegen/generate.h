@@ -1,7 +1,10 @@
 // One entry to every CUDA code generator: a typed body (typed_body.h) in, a GeneratedProgram
 // (generated_kernel.h) out. Contractions are not generated — the plugin runs them on
 // cuBLASLt / cuDNN — so a body with a MatMul, Gemm or Conv is Unsupported here, as is
-// anything no family handles; the reason says which family declined and why.
+// anything no family handles; the reason says which family declined and why. Inference
+// BatchNormalization reaches the generators only after LowerBatchNormalization
+// (lower_batchnorm.h) — the program's constants are then initializers of the lowered body, which
+// is the body the caller must build the kernel from.
 #pragma once
 
 #include <string_view>

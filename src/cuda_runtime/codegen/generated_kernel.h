@@ -11,7 +11,7 @@
 //   what it handles (the plugin then tries another family or reports the reason), never a
 //   wrong kernel.
 // - Sources are self-contained: they include nothing but <cuda_fp16.h> and <cuda_bf16.h>
-//   (which NVRTC provides), so each compiles alone with NVRTC or `nvcc --ptx`.
+//   (the toolkit's headers; NVRTC 13 gets their folder with -I), so each compiles alone with NVRTC or `nvcc --ptx`.
 // - Every kernel of a program takes the same parameters, in this order: one device pointer
 //   per graph input that is not an initializer (graph-input order), one per initializer
 //   named in GeneratedProgram::constant_inputs (that order), one per graph output

@@ -24,14 +24,15 @@ std::unique_ptr<Graph> SingleNodeBody(const Node& node) {
   std::vector<Value*> inputs, outputs;
   for (size_t i = 0; i < node.inputs().size(); ++i) {
     const Value* argument = node.input(i);
-    Value* input = body->CreateValue(argument ? argument->name() : body->UniqueName("omitted_" + std::to_string(i)));
+    // A value read twice (Mul(x, x)) still gets one body input per node input, as the contract says.
+    Value* input = body->CreateValue(body->UniqueName(argument ? argument->name() : "omitted_" + std::to_string(i)));
     if (argument) input->type() = argument->type();
     body->AddInput(input);
     inputs.push_back(argument ? input : nullptr);
   }
   for (size_t i = 0; i < node.outputs().size(); ++i) {
     const Value* result = node.output(i);
-    Value* output = body->CreateValue(result ? result->name() : body->UniqueName("unused_" + std::to_string(i)));
+    Value* output = body->CreateValue(body->UniqueName(result ? result->name() : "unused_" + std::to_string(i)));
     if (result) output->type() = result->type();
     body->AddOutput(output);
     outputs.push_back(output);
@@ -54,6 +55,45 @@ void FoldConstantArguments(const Model& model, const Node& node, Graph& body) {
     body.SetInitializer(folded, constant);
     body.ReplaceAllUses(parameters[i], folded);
   }
+}
+
+// Softmax, LogSoftmax and Hardmax before opset 13 coerce the input to 2-D at `axis` (default
+// 1) and normalize over the whole flattened block; from 13 on they normalize along `axis`
+// (default -1). A typed body carries no opset, so the axis is written out in the modern sense
+// — possible when the block after the axis is all ones, where the two agree; otherwise the
+// node is refused rather than given the other meaning.
+Status SpellOutSoftmaxAxis(const Model& model, Graph& body) {
+  for (const auto& node : body.nodes()) {
+    const std::string& op = node->op_type();
+    if (!node->domain().empty() || (op != "Softmax" && op != "LogSoftmax" && op != "Hardmax")) continue;
+    const int64_t opset = model.OpsetFor("").value_or(13);
+    const Value* x = node->input(0);
+    if (x == nullptr || !x->shape()) continue;  // CheckFullyTyped reports it
+    const int64_t rank = static_cast<int64_t>(x->shape()->size());
+    int64_t axis = node->GetInt("axis", opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (opset < 13) {
+      for (int64_t d = axis + 1; d < rank; ++d) {
+        const Dim& dim = (*x->shape())[static_cast<size_t>(d)];
+        if (!dim.is_known() || dim.value != 1) {
+          return Unsupported(op + " of opset " + std::to_string(opset) + " normalizes the flattened dims " +
+                             std::to_string(axis) + ".. together; only the single-axis meaning (opset 13) is generated");
+        }
+      }
+    }
+    Attribute* existing = nullptr;
+    for (Attribute& attribute : node->mutable_attributes()) {
+      if (attribute.name == "axis") existing = &attribute;
+    }
+    if (existing == nullptr) {
+      node->mutable_attributes().emplace_back();
+      existing = &node->mutable_attributes().back();
+      existing->name = "axis";
+      existing->kind = AttributeKind::kInt;
+    }
+    existing->i = axis;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -96,6 +136,7 @@ Result<std::unique_ptr<Graph>> TypedBodyOf(const Model& model, const Node& node)
     if (result != nullptr && !StaticallyTyped(*body->outputs()[i])) body->outputs()[i]->type() = result->type();
   }
   FUSIONOPT_RETURN_IF_ERROR(CheckFullyTyped(*body));
+  FUSIONOPT_RETURN_IF_ERROR(SpellOutSoftmaxAxis(model, *body));
   return body;
 }
 

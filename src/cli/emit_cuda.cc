@@ -1,0 +1,171 @@
+// `fusionopt MODEL -O3 -o OUT --emit-cuda DIR`: the CUDA C++ the plugin library would compile
+// for every fused node of the optimized model, written where a person (or `nvcc --ptx`) can
+// read it: DIR/<program>.cu, one self-contained translation unit per distinct program, and
+// DIR/index.json, which maps every ai.fusionopt node of the main graph to its file, launch
+// configuration and constants — or to the reason no generator handles it (contractions run on
+// cuBLASLt / cuDNN and have no generated source).
+//
+// Generated code is specialised to static shapes, so symbolic dims of the main graph's inputs
+// take their --dim sizes (1 when not given, as in the cost model) before generation; index.json
+// records the sizes used.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cuda_runtime/codegen/elementwise_codegen.h"
+#include "cuda_runtime/codegen/generate.h"
+#include "cuda_runtime/codegen/typed_body.h"
+#include "ir/atomic_file.h"
+#include "ir/op_class.h"
+#include "ir/shape_inference.h"
+
+namespace fusionopt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+// Sizes every symbolic or unknown dim of the main graph's inputs and infers the shapes again;
+// returns the sizes used.
+std::map<std::string, int64_t> BindInputDims(Model& model, const std::map<std::string, int64_t, std::less<>>& dims) {
+  std::map<std::string, int64_t> used;
+  for (Value* input : model.graph->inputs()) {
+    if (input->is_initializer() || !input->type().shape) continue;
+    for (Dim& dim : *input->type().shape) {
+      if (dim.is_known()) continue;
+      auto it = dims.find(dim.symbol);
+      const int64_t size = it != dims.end() ? it->second : 1;
+      if (dim.is_symbolic()) used[dim.symbol] = size;
+      dim = Dim::Known(size);
+    }
+  }
+  // Inference refines what it knows, so the symbolic shapes computed from the unbound inputs are
+  // forgotten first and inferred again from the sized ones.
+  for (const auto& node : model.graph->nodes()) {
+    for (Value* output : node->outputs()) {
+      if (output != nullptr) output->type().shape.reset();
+    }
+  }
+  InferShapes(model);
+  return used;
+}
+
+ordered_json KernelsJson(const cuda::GeneratedProgram& program) {
+  ordered_json kernels = ordered_json::array();
+  for (const cuda::GeneratedKernel& kernel : program.kernels) {
+    kernels.push_back({{"entry", kernel.entry},
+                       {"grid", kernel.grid},
+                       {"block", kernel.block},
+                       {"shared_bytes", kernel.shared_bytes}});
+  }
+  return kernels;
+}
+
+// Programs by file name, so identical sources are written once and different sources that
+// want the same name get a numbered one.
+class ProgramFiles {
+ public:
+  // The file name for `program`, regenerating it under a free name when its own is taken by
+  // another source.
+  Result<std::string> Place(const Graph& body, cuda::GeneratedProgram& program) {
+    const std::string base = program.name;
+    for (int suffix = 2;; ++suffix) {
+      auto it = sources_.find(program.name);
+      if (it == sources_.end()) {
+        sources_.emplace(program.name, program.source);
+        return program.name + ".cu";
+      }
+      if (it->second == program.source) return program.name + ".cu";
+      FUSIONOPT_ASSIGN_OR_RETURN(program, cuda::GenerateKernel(body, base + "_" + std::to_string(suffix)));
+    }
+  }
+  const std::map<std::string, std::string>& sources() const { return sources_; }
+
+ private:
+  std::map<std::string, std::string> sources_;  // program name -> source
+};
+
+struct Emission {
+  ordered_json nodes = ordered_json::array();
+  ProgramFiles files;
+  int generated = 0;
+  int unsupported = 0;
+};
+
+void EmitNode(const Model& model, const Node& node, Emission& emission) {
+  ordered_json entry = {{"node", node.name()}, {"function", node.op_type()}};
+  auto unsupported = [&](const Status& status) {
+    entry["file"] = nullptr;
+    entry["unsupported_reason"] = status.code() == ErrorCode::kUnsupported ? status.message()
+                                                                           : "error: " + status.message();
+    ++emission.unsupported;
+  };
+  auto body = cuda::TypedBodyOf(model, node);
+  if (!body.ok()) {
+    unsupported(body.status());
+  } else {
+    auto program = cuda::GenerateKernel(**body, cuda::CIdentifier(node.op_type()));
+    Result<std::string> file = program.ok() ? emission.files.Place(**body, *program) : Result<std::string>(program.status());
+    if (!file.ok()) {
+      unsupported(file.status());
+    } else {
+      entry["file"] = *file;
+      entry["kernels"] = KernelsJson(*program);
+      entry["workspace_bytes"] = program->workspace_bytes;
+      entry["constant_inputs"] = program->constant_inputs;
+      entry["description"] = program->description;
+      ++emission.generated;
+    }
+  }
+  emission.nodes.push_back(std::move(entry));
+}
+
+}  // namespace
+
+Status CheckEmitCudaDir(const std::string& dir) {
+  std::error_code error;
+  if (fs::exists(dir, error) && !fs::is_directory(dir, error)) {
+    return IoError("--emit-cuda folder '" + dir + "' exists and is not a folder");
+  }
+  // The folder, or the nearest existing folder above it that it will be created in, must be
+  // writable, so the error comes before the optimized model is written.
+  fs::path existing = fs::absolute(dir, error);
+  while (!existing.empty() && !fs::exists(existing, error) && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, error)) {
+    return IoError("--emit-cuda folder '" + dir + "' cannot be created: '" + existing.string() + "' is not a folder");
+  }
+  if (access(existing.c_str(), W_OK | X_OK) != 0) {
+    return IoError("--emit-cuda folder '" + dir + "' cannot be written: '" + existing.string() + "' is read-only");
+  }
+  return Status::Ok();
+}
+
+Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims) {
+  FUSIONOPT_RETURN_IF_ERROR(CheckEmitCudaDir(dir));
+  const std::map<std::string, int64_t> bound = BindInputDims(model, dims);
+  Emission emission;
+  for (const auto& node : model.graph->nodes()) {
+    if (node->domain() == kFusionDomain) EmitNode(model, *node, emission);
+  }
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return IoError("cannot create --emit-cuda folder '" + dir + "': " + error.message());
+  for (const auto& [name, source] : emission.files.sources()) {
+    FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(dir) / (name + ".cu")).string(), source));
+  }
+  ordered_json index = {{"symbolic_dims", bound}, {"nodes", emission.nodes}};
+  // Written last: a folder with an index.json holds every file it names.
+  FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(dir) / "index.json").string(),
+                                                index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"));
+  spdlog::info("--emit-cuda: {} fused nodes generated ({} distinct .cu files), {} unsupported, in {}", emission.generated,
+               emission.files.sources().size(), emission.unsupported, dir);
+  return Status::Ok();
+}
+
+}  // namespace fusionopt::cli

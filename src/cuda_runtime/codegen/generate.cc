@@ -1,0 +1,66 @@
+// GenerateKernel (generate.h): tries each generator family in the order generate.h gives and
+// returns the first program generated. A family that declines returns Unsupported; any other
+// error (an invalid model, a generator bug) stops the search, because another family
+// generating the body would hide it. When every family declines, the reason lists each one's.
+#include "cuda_runtime/codegen/generate.h"
+
+#include <vector>
+
+#include "cuda_runtime/codegen/attention_codegen.h"
+#include "cuda_runtime/codegen/data_movement_codegen.h"
+#include "cuda_runtime/codegen/elementwise_codegen.h"
+#include "cuda_runtime/codegen/lrn_codegen.h"
+#include "cuda_runtime/codegen/pooling_codegen.h"
+#include "cuda_runtime/codegen/rows_codegen.h"
+
+namespace fusionopt::cuda {
+namespace {
+
+struct Family {
+  const char* name;
+  Result<GeneratedProgram> (*generate)(const Graph&, std::string_view);
+};
+
+// Order matters: the narrower families (attention, row kernels) recognise bodies that also
+// contain elementwise nodes, so they are asked before the elementwise family.
+const std::vector<Family>& Families() {
+  static const std::vector<Family> kFamilies = {
+      {"attention", &GenerateAttention},
+      {"rows", &GenerateRows},
+      {"elementwise", &GenerateElementwise},
+      {"data movement", &GenerateDataMovement},
+      {"pooling", &GeneratePooling},
+      {"lrn", &GenerateLrn},
+  };
+  return kFamilies;
+}
+
+bool IsContraction(const Node& node) {
+  const std::string& op = node.op_type();
+  return (node.domain().empty() || node.domain() == "ai.onnx") &&
+         (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "MatMulInteger" ||
+          op == "QLinearMatMul" || op == "QLinearConv" || op == "ConvInteger" || op == "Einsum");
+}
+
+}  // namespace
+
+Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name) {
+  std::string reasons;
+  for (const Family& family : Families()) {
+    Result<GeneratedProgram> program = family.generate(typed_body, name);
+    if (program.ok()) return program;
+    if (program.status().code() != ErrorCode::kUnsupported) {
+      return program.status().WithContext(std::string(family.name) + " generator");
+    }
+    reasons += std::string(reasons.empty() ? "" : "; ") + family.name + ": " + program.status().message();
+  }
+  // Attention bodies hold MatMuls, so contractions are named only once every family declined.
+  for (const auto& node : typed_body.nodes()) {
+    if (IsContraction(*node)) {
+      return Unsupported("contains " + node->op_type() + " (contractions run on cuBLASLt / cuDNN, not generated code)");
+    }
+  }
+  return Unsupported("no CUDA generator handles this body (" + reasons + ")");
+}
+
+}  // namespace fusionopt::cuda
