@@ -136,3 +136,25 @@ def test_cuda_only_and_cpu_only_flags_are_usage_errors(fusionopt):
     lib.assert_error(fusionopt("bench", RESNET, "--backend", "cpu", "--cuda-graph"), 2, str(RESNET), "--cuda-graph")
     lib.assert_error(fusionopt("bench", RESNET, "--backend", "cuda", "--trace", "t.json"), 2, str(RESNET), "--trace")
     lib.assert_error(fusionopt("verify", RESNET, RESNET, "--backend", "tpu"), 2)
+
+
+@pytest.mark.parametrize("opset,shape,axis,runs", [
+    (9, [1, 10, 1, 1], None, True),     # SqueezeNet's final Softmax: legacy default axis 1, unit dims after it
+    (13, [1, 10, 1, 1], -3, True),      # the same bytes with a negative axis
+    (13, [1, 10, 2, 1], 1, False),      # a real non-last axis: no row kernel, reported
+    (9, [2, 3, 4], 1, False),           # legacy coercion of a 12-element block: reported, not reinterpreted
+], ids=["legacy-unit-tail", "negative-axis", "non-last-axis", "legacy-block"])
+def test_softmax_over_an_axis_followed_by_unit_dims_runs_as_a_row(fusionopt, tmp_path, opset, shape, axis, runs):
+    require_library()
+    from onnx import helper
+    attributes = {} if axis is None else {"axis": axis}
+    model = lib.make_model([helper.make_node("Softmax", ["x"], ["y"], name="softmax", **attributes)],
+                           [lib.float_input("x", shape)], [lib.float_input("y", shape)], opsets=(("", opset),))
+    path = tmp_path / "softmax.onnx"
+    lib.save(model, path)
+    rc, document, stderr = plan(fusionopt, path)
+    node = document["nodes"][0]
+    if runs:
+        assert rc == 0 and node["unsupported"] is None and "softmax" in node["implementation"]
+    else:
+        assert rc == 4 and node["unsupported"] and "softmax" in stderr.lower() + node["unsupported"].lower()
