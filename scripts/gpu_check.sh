@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check of issue 7 (docs/cuda.md), under 8 minutes on a machine with an NVIDIA GPU:
-#   1. build (or, with FUSIONOPT_GPU_BUNDLE=DIR, use binaries scripts/gpu_bundle.sh prepared),
+#   1. build (or, with FUSIONOPT_GPU_BUNDLE=FILE.tar.xz, use what scripts/gpu_bundle.sh prepared),
 #   2. the GPU tests (every fused and standard-op kernel against the CPU runtime),
 #   3. every model in models/ at O0 and O3: `fusionopt verify --backend cuda` against the CPU
 #      runtime, and `fusionopt bench --backend cuda` (plain and --cuda-graph) with JSON,
 #   4. a fused elementwise kernel's bandwidth against a device copy,
-# writing logs, JSON and a summary (summary.md) into RESULTS_DIR (default gpu_results/).
+# writing a summary (summary.md) and every log and JSON (logs.tar.gz) into RESULTS_DIR
+# (default gpu_results/). On a lent device machine:
+#   scripts/gpu_bundle.sh    (here, first; carry .gpubundle.tar.xz)
+#   FUSIONOPT_GPU_BUNDLE=.gpubundle.tar.xz scripts/gpu_check.sh "$OUT"
 #
 #   scripts/gpu_check.sh [RESULTS_DIR]
 set -uo pipefail
@@ -21,11 +24,15 @@ say "# fusionopt GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-p
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU: /' | tee -a "$summary"
 
 if [[ -n "${FUSIONOPT_GPU_BUNDLE:-}" ]]; then
-  bin=$(realpath "$FUSIONOPT_GPU_BUNDLE/bin")
-  models_bench=$(realpath "$FUSIONOPT_GPU_BUNDLE/models")
+  bundle=$(mktemp -d)
+  tar -C "$bundle" -xJf "$FUSIONOPT_GPU_BUNDLE" || { say "cannot unpack $FUSIONOPT_GPU_BUNDLE"; exit 1; }
+  bin="$bundle/bin"
+  # The benchmark-size models are generated here (numpy and onnx only).
+  [[ -f models/bench/bert_style.onnx ]] || python3 models/generate.py --bench > "$results/models.log" 2>&1
+  models_bench=$(realpath models/bench)
   # The bundle's own libraries, then CUDA's: the toolkit's, else the pip wheels (nvidia-*).
   cuda_wheels=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null || true)
-  export LD_LIBRARY_PATH="$(realpath "$FUSIONOPT_GPU_BUNDLE/lib"):/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
 else
   step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
   bin=$(realpath build-gpu)
@@ -44,7 +51,7 @@ say "|---|---|---|---|---|---:|---:|---:|---:|"
 for model in models/*.onnx "$models_bench"/*.onnx; do
   [[ -f "$model" ]] || continue
   name=$(basename "$model" .onnx)
-  [[ "$model" == "$models_bench"/* ]] && name="$name (bench)"
+  [[ "$model" == "$models_bench"/* ]] && name="${name}_bench"
   shapes=()
   if [[ "$model" == "$models_bench"/* ]]; then
     # Benchmark size: sequence-like symbolic dims 128, every other symbolic dim 1 (bench/compare.py's sizes).
@@ -66,10 +73,10 @@ PY
   for level in 0 3; do
     out="$work/$name.O$level.onnx"
     "$fo" optimize "$model" -O"$level" -o "$out" > /dev/null 2>&1 || { say "| $name | O$level | optimize failed | | | | | | |"; continue; }
-    timeout 60 "$fo" verify "$model" "$out" --backend cuda --runs 1 "${shapes[@]}" > "$results/verify_${name// /_}_O$level.log" 2>&1
+    timeout 60 "$fo" verify "$model" "$out" --backend cuda --runs 1 "${shapes[@]}" > "$results/verify_${name}_O$level.log" 2>&1
     verified=$([[ $? == 0 ]] && echo pass || echo FAIL)
-    json="$results/bench_${name// /_}_O$level.json"
-    timeout 90 "$fo" bench "$model" -O"$level" --backend cuda --warmup 5 --iters 50 "${shapes[@]}" --json "$json" > "$results/bench_${name// /_}_O$level.log" 2>&1
+    json="$results/bench_${name}_O$level.json"
+    timeout 90 "$fo" bench "$model" -O"$level" --backend cuda --warmup 5 --iters 50 "${shapes[@]}" --json "$json" > "$results/bench_${name}_O$level.log" 2>&1
     timeout 90 "$fo" bench "$model" -O"$level" --backend cuda --cuda-graph --warmup 5 --iters 50 "${shapes[@]}" --json "$json.graph" > /dev/null 2>&1
     python3 - "$json" "$name" "$level" "$verified" >> "$summary" <<'PY'
 import json, sys, os
@@ -94,6 +101,9 @@ done
 say ""
 step bandwidth 60 "$bin/fusionopt_bench_cuda_bandwidth" 256 20
 cat "$results/bandwidth.log" >> "$summary"
-rm -rf "$work"
+rm -rf "$work" "${bundle:-}"
+# Two files come back from a device run (summary.md, logs.tar.gz): a lent machine returns a
+# handful of files with plain names only.
+(cd "$results" && tar -czf logs.tar.gz --exclude=summary.md --exclude=logs.tar.gz . && find . -type f ! -name summary.md ! -name logs.tar.gz -delete)
 say ""
-say "results in $results"
+say "results in $results: summary.md, and every log and JSON in logs.tar.gz"
