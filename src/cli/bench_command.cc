@@ -97,22 +97,19 @@ Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu:
   return side.session->Run(feeds, &stats);
 }
 
-// The optimized model's outputs against the original's on the same inputs; a mismatch names
-// the first differing output.
-Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
-  cpu::RunStats stats;
-  FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
-  FUSIONOPT_ASSIGN_OR_RETURN(auto actual, RunOnce(optimized, feeds, stats));
+// `actual` (what `subject` computed) against `expected` (the `reference`'s outputs) with verify's
+// tolerances; a mismatch names the first differing output.
+Status CompareOutputs(const std::vector<cpu::NamedTensor>& expected, const std::vector<cpu::NamedTensor>& actual,
+                      const std::string& subject, const std::string& reference) {
   if (expected.size() != actual.size()) {
-    return Status(ErrorCode::kMismatch, "the optimized model has " + std::to_string(actual.size()) +
-                                            " outputs, the original " + std::to_string(expected.size()) +
-                                            "; no speed-up reported");
+    return Status(ErrorCode::kMismatch, subject + " has " + std::to_string(actual.size()) + " outputs, " + reference +
+                                            " " + std::to_string(expected.size()) + "; no speed-up reported");
   }
   cpu::Tolerance tolerance;  // verify's defaults: rtol 1e-4, atol 1e-5
   for (size_t i = 0; i < expected.size(); ++i) {
     if (expected[i].name != actual[i].name) {
-      return Status(ErrorCode::kMismatch, "output " + std::to_string(i) + " is '" + actual[i].name +
-                                              "', the original's is '" + expected[i].name + "'; no speed-up reported");
+      return Status(ErrorCode::kMismatch, "output " + std::to_string(i) + " is '" + actual[i].name + "', " + reference +
+                                              "'s is '" + expected[i].name + "'; no speed-up reported");
     }
     cpu::Comparison result = cpu::Compare(actual[i].tensor, expected[i].tensor, tolerance);
     if (result.passed) continue;
@@ -120,10 +117,26 @@ Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu:
                              ? "its dtype or shape differs"
                              : fmt::format("max_abs={:.3g} max_rel={:.3g}, beyond rtol {:g}, atol {:g}",
                                            result.max_abs_error, result.max_rel_error, tolerance.rtol, tolerance.atol);
-    return Status(ErrorCode::kMismatch, "output '" + expected[i].name + "' differs from the original's (" + detail +
+    return Status(ErrorCode::kMismatch, "output '" + expected[i].name + "' of " + subject + " differs from " +
+                                            reference + "'s (" + detail +
                                             "); no speed-up reported (--no-verify benches anyway)");
   }
   return Status::Ok();
+}
+
+// The optimized model's outputs against the original's on the same inputs. On CUDA the
+// original's are first checked against the CPU runtime's, the oracle: two sides agreeing on the
+// GPU prove nothing if the GPU computes both wrong.
+Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
+  cpu::RunStats stats;
+  FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
+  if (original.on_cuda) {
+    FUSIONOPT_ASSIGN_OR_RETURN(auto oracle, cpu::Session::Create(*original.model));
+    FUSIONOPT_ASSIGN_OR_RETURN(auto on_cpu, oracle->Run(feeds));
+    FUSIONOPT_RETURN_IF_ERROR(CompareOutputs(on_cpu, expected, "the original on CUDA", "the CPU runtime"));
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(auto actual, RunOnce(optimized, feeds, stats));
+  return CompareOutputs(expected, actual, "the optimized model", "the original");
 }
 
 // Symbol sizes for the cost model, read off the fed inputs' dims (a symbol seen in several
