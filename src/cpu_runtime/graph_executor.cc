@@ -105,6 +105,8 @@ int GraphExecutor::SlotFor(const Value* value) {
 
 // What preparing one graph tracks while it adds steps in node order.
 struct GraphExecutor::PrepareState {
+  PrepareState(const PrepareContext& caller, LaunchFreeNodes free) : context(caller), launch_free(std::move(free)) {}
+
   PrepareContext context;       // the caller's, with computed_ahead pointing below
   LaunchFreeNodes launch_free;  // load-time nodes run now; host nodes launch nothing
   std::vector<bool> computed;   // per slot: available to the next step
@@ -120,7 +122,7 @@ struct GraphExecutor::PrepareState {
 
 Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph, const PrepareContext& context) {
   std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph));
-  PrepareState state{context, FindLaunchFreeNodes(graph, context.initializers_overridable)};
+  PrepareState state(context, FindLaunchFreeNodes(graph, context.initializers_overridable));
   state.context.computed_ahead = &state.computed_ahead;
   state.kernel_context.allocator = &state.allocator;
   for (const Value* value : graph.initializers()) {
