@@ -158,3 +158,29 @@ def test_softmax_over_an_axis_followed_by_unit_dims_runs_as_a_row(fusionopt, tmp
         assert rc == 0 and node["unsupported"] is None and "softmax" in node["implementation"]
     else:
         assert rc == 4 and node["unsupported"] and "softmax" in stderr.lower() + node["unsupported"].lower()
+
+
+@pytest.mark.parametrize("batch,view", [(1, True), (2, False)], ids=["unit-outer-dims", "batch-2"])
+def test_a_channel_split_with_unit_outer_dims_is_a_view(fusionopt, tmp_path, batch, view):
+    """Each part of a Split with only unit dims before its axis is a contiguous slice: the
+    backend aliases it at an offset (no launch); with a batch of 2 the parts interleave and a
+    kernel copies them."""
+    require_library()
+    from onnx import helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Split", ["r"], ["a", "b", "c"], name="split", axis=1, num_outputs=3),
+             helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+             helper.make_node("Mul", ["s", "c"], ["y"], name="mul")]
+    model = lib.make_model(nodes, [lib.float_input("x", [batch, 12, 4, 4])], [lib.float_input("y", [batch, 4, 4, 4])],
+                           opsets=(("", 18),))
+    path = tmp_path / "split.onnx"
+    lib.save(model, path)
+    rc, document, stderr = plan(fusionopt, path)
+    assert rc == 0, stderr
+    split = next(node for node in document["nodes"] if node["node"] == "split")
+    if view:
+        assert split["implementation"] == "view (contiguous slices)" and split["launches"] == 0
+        assert document["launches_per_inference"] == 3
+    else:
+        assert split["implementation"].startswith("data movement") and split["launches"] == 1
+        assert document["launches_per_inference"] == 4
