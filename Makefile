@@ -1,5 +1,5 @@
 # fusionopt — the two entry points of the README, idempotent on a fresh Debian 12 machine:
-#   make demo   install dependencies, build, optimize the default model, print the summary
+#   make demo   install dependencies, build, optimize the default model at -O3, bench it, print the summary
 #   make test   install dependencies, build, run every test (C++ unit tests, then pytest)
 
 SHELL := /bin/bash
@@ -43,9 +43,12 @@ build: $(APT_STAMP)
 demo: deps build
 	@mkdir -p $(DEMO_OUT)
 	$(BUILD)/fusionopt inspect $(DEMO_MODEL)
-	$(BUILD)/fusionopt $(DEMO_MODEL) -O2 -o $(DEMO_OUT)/$(notdir $(DEMO_MODEL))
+	$(BUILD)/fusionopt $(DEMO_MODEL) -O3 -o $(DEMO_OUT)/$(notdir $(DEMO_MODEL)) --report $(DEMO_OUT)/report.json
 	$(BUILD)/fusionopt inspect $(DEMO_OUT)/$(notdir $(DEMO_MODEL)) --json > $(DEMO_OUT)/summary.json
-	@echo "optimized model: $(DEMO_OUT)/$(notdir $(DEMO_MODEL)); summary: $(DEMO_OUT)/summary.json"
+	$(BUILD)/fusionopt bench $(DEMO_MODEL) --optimized $(DEMO_OUT)/$(notdir $(DEMO_MODEL)) --warmup 3 --iters 30 \
+	  --json $(DEMO_OUT)/bench.json --roofline $(DEMO_OUT)/roofline.svg
+	@echo "optimized model: $(DEMO_OUT)/$(notdir $(DEMO_MODEL)); fusions: $(DEMO_OUT)/report.json;" \
+	  "bench: $(DEMO_OUT)/bench.json, $(DEMO_OUT)/roofline.svg"
 
 unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
