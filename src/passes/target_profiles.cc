@@ -56,7 +56,14 @@ std::vector<TargetProfile> GpuProfiles() {
 }
 
 constexpr std::string_view kCpu = "cpu";
-constexpr int kCacheFormat = 1;
+constexpr int kCacheFormat = 2;  // 2: with probed_at
+// A probe taken while other work loaded the machine under-reads it (seen here: 27 against 114
+// GFLOP/s); an age limit bounds how long such a reading steers -O3 and the roofline.
+constexpr double kCacheMaxAgeSeconds = 7 * 24 * 3600.0;
+
+double NowSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 double Seconds(std::chrono::steady_clock::duration duration) { return std::chrono::duration<double>(duration).count(); }
 
@@ -155,6 +162,8 @@ std::optional<TargetProfile> ReadCache(const std::string& path, int threads) {
     return it != cache.end() && it->is_number() ? it->get<double>() : -1.0;
   };
   if (number("format") != kCacheFormat || number("threads") != threads) return std::nullopt;
+  const double age = NowSeconds() - number("probed_at");
+  if (number("probed_at") <= 0 || age < 0 || age > kCacheMaxAgeSeconds) return std::nullopt;
   TargetProfile profile{std::string(kCpu), CpuDescription(threads), number("peak_flops"), number("bandwidth"),
                         number("launch_overhead_s"), static_cast<int64_t>(number("register_budget_per_thread")),
                         true};
@@ -169,6 +178,7 @@ std::optional<TargetProfile> ReadCache(const std::string& path, int threads) {
 void WriteCache(const std::string& path, const TargetProfile& profile, int threads) {
   nlohmann::json cache = {{"format", kCacheFormat},
                           {"threads", threads},
+                          {"probed_at", NowSeconds()},
                           {"peak_flops", profile.peak_flops},
                           {"bandwidth", profile.bandwidth},
                           {"launch_overhead_s", profile.launch_overhead_s},

@@ -41,7 +41,7 @@ Status CheckTargetName(std::string_view name);
 
 // The profile called `name`. `cpu` is read from the probe cache (cpu_profile.json in
 // $XDG_CACHE_HOME/fusionopt, else ~/.cache/fusionopt), and measured and cached when the cache
-// is missing, unreadable or was measured with another thread count. An unknown name is a
+// is missing, unreadable, older than a week or was measured with another thread count. An unknown name is a
 // usage error listing the names.
 Result<TargetProfile> FindTargetProfile(std::string_view name);
 

@@ -221,6 +221,20 @@ def test_cpu_profile_is_measured_once_and_cached(fusionopt_bin, tmp_path):
     assert rc == lib.EXIT_OK, stderr
     assert json.loads(stdout)["target"]["peak_flops"] == 1234.5e9
 
+    # A probe older than a week is measured again: a reading taken on a busy machine does not
+    # steer -O3 forever.
+    cached["probed_at"] = cached["probed_at"] - 8 * 24 * 3600
+    cache.write_text(json.dumps(cached))
+    rc, stdout, stderr = run_with_cache(fusionopt_bin, cache_home, "inspect", BERT, "--cost", "--json",
+                                        "--target", "cpu")
+    assert rc == lib.EXIT_OK, stderr
+    assert json.loads(stdout)["target"]["peak_flops"] != 1234.5e9
+    rewritten = json.loads(cache.read_text())
+    assert rewritten["probed_at"] > cached["probed_at"] + 7 * 24 * 3600
+    cached = rewritten
+    cached["peak_flops"] = 1234.5e9
+    cache.write_text(json.dumps(cached))
+
     # An unreadable cache is measured again and rewritten.
     cache.write_text("{not json")
     rc, stdout, stderr = run_with_cache(fusionopt_bin, cache_home, "inspect", BERT, "--cost", "--json",
