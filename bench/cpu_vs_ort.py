@@ -22,7 +22,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from bench_common import BENCH_MODELS, ROOT, ensure_bench_models, make_inputs
+from bench_common import BENCH_MODELS, ROOT, ensure_bench_models, make_inputs, median_latency_ms, ort_session
 
 
 BROADCAST_CASES = [
@@ -35,19 +35,9 @@ BROADCAST_CASES = [
 
 
 def time_ort(path, feeds, threads, warmup, repeat):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    for _ in range(warmup):
-        session.run(None, feeds)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
+    """onnxruntime with graph optimizations disabled: the plain-runtime baseline of issue 3."""
+    session = ort_session(path, ort.GraphOptimizationLevel.ORT_DISABLE_ALL, threads)
+    return median_latency_ms(session, feeds, warmup, repeat)
 
 
 def time_fusionopt(binary, path, feeds, threads, warmup, repeat, folder):

@@ -17,6 +17,7 @@
 
 #include "cpu_runtime/session.h"
 #include "cuda_runtime/codegen/elementwise_codegen.h"
+#include "cuda_runtime/codegen/family_codegen_support.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/compile/nvrtc_compiler.h"
 #include "ir/float16.h"
@@ -64,14 +65,8 @@ bool Contains(const std::string& text, const std::string& part) { return text.fi
 
 // ---- running generated kernels on the host: host_kernel.h
 
-std::vector<int64_t> DimsOf(const Value& value) {
-  std::vector<int64_t> dims;
-  for (const Dim& dim : *value.shape()) dims.push_back(dim.value);
-  return dims;
-}
-
 RtTensor RandomTensor(const Value& value, std::mt19937& random) {
-  RtTensor tensor = RtTensor::Allocate(value.dtype(), DimsOf(value));
+  RtTensor tensor = RtTensor::Allocate(value.dtype(), StaticDims(value));
   std::uniform_real_distribution<float> real(-3.0f, 3.0f);
   std::uniform_int_distribution<int64_t> integer(-50, 50);
   for (int64_t i = 0; i < tensor.NumElements(); ++i) {
@@ -136,7 +131,7 @@ void CompareWithCpu(const Model& model, const GeneratedProgram& program, int64_t
     buffers.Add(constant->dtype(), constant->dims(), offset, constant->bytes().data());
   }
   const size_t first_output = buffers.arguments.size();
-  for (const Value* output : model.graph->outputs()) buffers.Add(output->dtype(), DimsOf(*output), offset, nullptr);
+  for (const Value* output : model.graph->outputs()) buffers.Add(output->dtype(), StaticDims(*output), offset, nullptr);
 
   auto session = cpu::Session::Create(model);
   INFO(session.status().message());

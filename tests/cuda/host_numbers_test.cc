@@ -8,6 +8,7 @@
 
 #include "cpu_runtime/inputs.h"
 #include "cpu_runtime/session.h"
+#include "cuda_runtime/codegen/family_codegen_support.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"
 #include "cuda_runtime/codegen/typed_body.h"
@@ -16,12 +17,6 @@
 
 namespace fusionopt::cuda {
 namespace {
-
-std::vector<int64_t> DimsOf(const Value& value) {
-  std::vector<int64_t> dims;
-  for (const Dim& dim : *value.shape()) dims.push_back(dim.value);
-  return dims;
-}
 
 // Runs the model's only node through its generated kernel on the host and through the CPU
 // runtime, on the same seeded inputs, and requires equal outputs (`tolerance` relative).
@@ -45,7 +40,7 @@ void CheckAgainstCpu(const std::string& text, double tolerance = 1e-6) {
   uint64_t seed = 11;
   for (const Value* input : model.graph->inputs()) {
     if (input->is_initializer()) continue;
-    auto tensor = cpu::RandomTensor(input->dtype(), DimsOf(*input), seed++);
+    auto tensor = cpu::RandomTensor(input->dtype(), StaticDims(*input), seed++);
     REQUIRE(tensor.ok());
     feeds.push_back({input->name(), *tensor});
   }
@@ -75,7 +70,7 @@ void CheckAgainstCpu(const std::string& text, double tolerance = 1e-6) {
     arguments.push_back(const_cast<uint8_t*>(constant->initializer()->bytes().data()));
   }
   std::vector<cpu::RtTensor> outputs;
-  for (const Value* output : body.outputs()) outputs.push_back(cpu::RtTensor::Allocate(output->dtype(), DimsOf(*output)));
+  for (const Value* output : body.outputs()) outputs.push_back(cpu::RtTensor::Allocate(output->dtype(), StaticDims(*output)));
   for (auto& output : outputs) arguments.push_back(output.raw());
 
   test_support::ScratchDir scratch("host_numbers");

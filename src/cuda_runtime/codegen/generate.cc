@@ -12,6 +12,7 @@
 #include "cuda_runtime/codegen/lrn_codegen.h"
 #include "cuda_runtime/codegen/pooling_codegen.h"
 #include "cuda_runtime/codegen/rows_codegen.h"
+#include "ir/op_class.h"
 
 namespace fusionopt::cuda {
 namespace {
@@ -35,13 +36,6 @@ const std::vector<Family>& Families() {
   return kFamilies;
 }
 
-bool IsContraction(const Node& node) {
-  const std::string& op = node.op_type();
-  return (node.domain().empty() || node.domain() == "ai.onnx") &&
-         (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose" || op == "MatMulInteger" ||
-          op == "QLinearMatMul" || op == "QLinearConv" || op == "ConvInteger" || op == "Einsum");
-}
-
 }  // namespace
 
 Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name) {
@@ -56,7 +50,7 @@ Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_vie
   }
   // Attention bodies hold MatMuls, so contractions are named only once every family declined.
   for (const auto& node : typed_body.nodes()) {
-    if (IsContraction(*node)) {
+    if (ClassifyOp(*node) == OpClass::kContraction) {
       return Unsupported("contains " + node->op_type() + " (contractions run on cuBLASLt / cuDNN, not generated code)");
     }
   }

@@ -79,11 +79,6 @@ using namespace contraction_internal;
 
 namespace {
 
-bool IsContraction(const Node& node) {
-  const std::string& op = node.op_type();
-  return IsDefaultDomain(node) && (op == "MatMul" || op == "Gemm" || op == "Conv");
-}
-
 // Ops that look like a contraction but that this family does not run; named so the reason is
 // precise rather than "no contraction".
 bool IsOtherContraction(const Node& node) {
@@ -96,7 +91,7 @@ Result<const Node*> FindContraction(const Graph& body) {
   const Node* found = nullptr;
   for (const auto& node : body.nodes()) {
     if (IsOtherContraction(*node)) return Unsupported(node->op_type() + " is not run by the contraction family");
-    if (!IsContraction(*node)) continue;
+    if (!IsLibraryContraction(*node)) continue;
     if (found != nullptr) {
       return Unsupported("two contractions in one body (" + DescribeNode(*found) + " and " + DescribeNode(*node) +
                          "); the contraction family runs one");
@@ -345,6 +340,11 @@ Result<ContractionPlan> PlanContraction(const Graph& typed_body) {
   if (core.deferred_c != nullptr) plan.library_result = plan.remainder->inputs().front()->name();
   plan.core = std::move(core.core);
   return plan;
+}
+
+bool IsLibraryContraction(const Node& node) {
+  const std::string& op = node.op_type();
+  return IsDefaultDomain(node) && (op == "MatMul" || op == "Gemm" || op == "Conv");
 }
 
 }  // namespace fusionopt::cuda

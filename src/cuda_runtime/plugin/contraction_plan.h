@@ -120,6 +120,10 @@ struct ContractionPlan {
 // The plan for `typed_body`, or Unsupported naming why this family declines it.
 Result<ContractionPlan> PlanContraction(const Graph& typed_body);
 
+// The ops this family runs on a library: MatMul, Gemm and Conv of the default domain. The
+// plugin's dispatch sends a body holding exactly one of them here.
+bool IsLibraryContraction(const Node& node);
+
 // ---- for the planners (contraction_plan*.cc)
 
 namespace contraction_internal {

@@ -4,21 +4,17 @@
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"
 #include "cuda_runtime/plugin/contraction.h"
+#include "cuda_runtime/plugin/contraction_plan.h"
 #include "ir/op_class.h"
 
 namespace fusionopt::cuda {
 namespace {
 
-bool IsContraction(const Node& node) {
-  const std::string& op = node.op_type();
-  return (node.domain().empty() || node.domain() == "ai.onnx") && (op == "MatMul" || op == "Gemm" || op == "Conv");
-}
-
 // One contraction: the contraction family's. None, or several (attention's two MatMuls):
 // the generators'.
 bool ForContractionFamily(const Graph& typed_body) {
   int contractions = 0;
-  for (const auto& node : typed_body.nodes()) contractions += IsContraction(*node) ? 1 : 0;
+  for (const auto& node : typed_body.nodes()) contractions += IsLibraryContraction(*node) ? 1 : 0;
   return contractions == 1;
 }
 
