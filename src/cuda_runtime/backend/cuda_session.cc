@@ -177,33 +177,6 @@ struct NodeDescription {
   fo_node_desc desc{};
 };
 
-// Softmax, LogSoftmax or Hardmax over an axis that only unit dims follow (SqueezeNet's final
-// Softmax on [1,1000,1,1]) touches the same bytes as over the last axis of the shape cut after
-// that axis — before opset 13 too, whose coercion to 2-D at the axis then changes nothing — so
-// the plugin is asked for that kernel (its row kernels take the last axis only).
-void DescribeRowsAsLastAxis(const Model& model, const Node& node, NodeDescription& out) {
-  const std::string& op = node.op_type();
-  if (!node.domain().empty() || (op != "Softmax" && op != "LogSoftmax" && op != "Hardmax")) return;
-  if (out.input_dims.empty() || out.output_dims.empty() || out.input_dims[0] != out.output_dims[0]) return;
-  std::vector<int64_t>& dims = out.input_dims[0];
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  const int64_t opset = model.OpsetFor("").value_or(13);
-  int64_t axis = node.GetInt("axis", opset >= 13 ? -1 : 1);
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank - 1) return;
-  for (int64_t d = axis + 1; d < rank; ++d) {
-    if (dims[static_cast<size_t>(d)] != 1) return;
-  }
-  dims.resize(static_cast<size_t>(axis) + 1);
-  out.output_dims[0] = dims;
-  onnx::NodeProto proto;
-  FUSIONOPT_CHECK(proto.ParseFromString(out.node_proto), "the node was serialized just now");
-  for (auto& attribute : *proto.mutable_attribute()) {
-    if (attribute.name() == "axis") attribute.set_i(axis);  // a negative axis counts from the new rank
-  }
-  out.node_proto = proto.SerializeAsString();
-}
-
 Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index, const Node& node,
                 NodeDescription& out) {
   const onnx::NodeProto& node_proto = proto.graph().node(static_cast<int>(index));
@@ -226,7 +199,6 @@ Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index,
     if (output == nullptr) continue;
     FUSIONOPT_ASSIGN_OR_RETURN(out.output_dims.back(), StaticDims(*output));
   }
-  DescribeRowsAsLastAxis(model, node, out);
   auto fill = [](const std::vector<Value*>& values, const std::vector<std::vector<int64_t>>& dims,
                  std::vector<fo_tensor_desc>& descs) {
     for (size_t i = 0; i < values.size(); ++i) {

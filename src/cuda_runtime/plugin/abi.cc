@@ -98,10 +98,11 @@ Result<ContextSettings> SettingsOf(const fo_context_options& options) {
 // The node's typed body, or the reason there is none (views are refused before typing:
 // their output shapes may come from runtime tensors).
 Result<std::unique_ptr<Graph>> BodyOf(const fo_node_desc& desc, std::string& name) {
-  FUSIONOPT_ASSIGN_OR_RETURN(ParsedNode parsed, ParseNodeDesc(desc));
+  NormalizedDesc normalized;
+  FUSIONOPT_ASSIGN_OR_RETURN(ParsedNode parsed, ParseNodeDesc(desc, normalized));
   FUSIONOPT_RETURN_IF_ERROR(RejectView(*parsed.node).WithContext(parsed.name));
   name = parsed.name;
-  auto body = TypedBodyFor(parsed, desc);
+  auto body = TypedBodyFor(parsed, normalized.desc);
   if (!body.ok()) return body.status().WithContext(parsed.name);
   return body;
 }

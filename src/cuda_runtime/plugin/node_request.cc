@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <map>
@@ -312,9 +313,49 @@ std::string DescribeTensorDesc(const fo_tensor_desc& tensor) {
   return text + "]";
 }
 
-Result<ParsedNode> ParseNodeDesc(const fo_node_desc& desc) {
-  FUSIONOPT_RETURN_IF_ERROR(ValidateDescFields(desc));
-  if (desc.default_opset <= 0) return InvalidModel("default_opset must be positive");
+void NormalizeRowAxis(const fo_node_desc& original, NormalizedDesc& normalized) {
+  normalized.desc = original;
+  onnx::NodeProto node;
+  if (original.num_inputs < 1 || original.num_outputs < 1 ||
+      !node.ParseFromArray(original.node_proto, static_cast<int>(original.node_proto_size))) {
+    return;  // parsing reports it
+  }
+  const std::string op = node.op_type();
+  if ((!node.domain().empty() && node.domain() != "ai.onnx") || (op != "Softmax" && op != "LogSoftmax" && op != "Hardmax")) {
+    return;
+  }
+  const fo_tensor_desc& x = original.inputs[0];
+  const fo_tensor_desc& y = original.outputs[0];
+  if (x.rank != y.rank || !std::equal(x.dims, x.dims + x.rank, y.dims)) return;
+  int64_t axis = original.default_opset >= 13 ? -1 : 1;
+  for (const auto& attribute : node.attribute()) {
+    if (attribute.name() == "axis") axis = attribute.i();
+  }
+  if (axis < 0) axis += x.rank;
+  if (axis < 0 || axis >= x.rank - 1) return;
+  for (int64_t d = axis + 1; d < x.rank; ++d) {
+    if (x.dims[d] != 1) return;
+  }
+  normalized.row_dims.assign(x.dims, x.dims + axis + 1);
+  normalized.inputs.assign(original.inputs, original.inputs + original.num_inputs);
+  normalized.outputs.assign(original.outputs, original.outputs + original.num_outputs);
+  normalized.inputs[0].rank = normalized.outputs[0].rank = static_cast<int32_t>(axis + 1);
+  normalized.inputs[0].dims = normalized.outputs[0].dims = normalized.row_dims.data();
+  for (auto& attribute : *node.mutable_attribute()) {
+    if (attribute.name() == "axis") attribute.set_i(axis);  // a negative axis would count from the new rank
+  }
+  normalized.node_proto = node.SerializeAsString();
+  normalized.desc.node_proto = normalized.node_proto.data();
+  normalized.desc.node_proto_size = normalized.node_proto.size();
+  normalized.desc.inputs = normalized.inputs.data();
+  normalized.desc.outputs = normalized.outputs.data();
+}
+
+Result<ParsedNode> ParseNodeDesc(const fo_node_desc& original, NormalizedDesc& normalized) {
+  FUSIONOPT_RETURN_IF_ERROR(ValidateDescFields(original));
+  if (original.default_opset <= 0) return InvalidModel("default_opset must be positive");
+  NormalizeRowAxis(original, normalized);
+  const fo_node_desc& desc = normalized.desc;
   onnx::NodeProto node;
   std::optional<onnx::FunctionProto> function;
   FUSIONOPT_RETURN_IF_ERROR(ParseProtos(desc, node, function));

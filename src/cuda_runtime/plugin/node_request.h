@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fusionopt/plugin.h"
 #include "ir/graph.h"
@@ -28,8 +29,25 @@ struct ParsedNode {
   std::string name;              // the node's name, or its op type: labels kernels and messages
 };
 
-// Validates `desc` and decodes the node with its inputs and outputs typed.
-Result<ParsedNode> ParseNodeDesc(const fo_node_desc& desc);
+// A desc the plugin may rewrite before parsing, with the storage its pointers need.
+// Softmax, LogSoftmax or Hardmax over an axis that only unit dims follow (SqueezeNet's final
+// Softmax on [1,1000,1,1]) touches the same bytes as over the last axis of the shape cut after
+// that axis — before opset 13 too, whose coercion to 2-D at the axis then changes nothing — so
+// it is described that way: the row kernels take the last axis only, and every host gets the
+// kernel without knowing why.
+struct NormalizedDesc {
+  fo_node_desc desc{};
+  std::string node_proto;
+  std::vector<fo_tensor_desc> inputs, outputs;
+  std::vector<int64_t> row_dims;
+};
+// `desc` as it is, or rewritten as above; `desc` must have passed validation (ParseNodeDesc
+// validates first and calls this).
+void NormalizeRowAxis(const fo_node_desc& desc, NormalizedDesc& normalized);
+
+// Validates `desc` and decodes the node with its inputs and outputs typed; `normalized` holds
+// the desc as decoded (see NormalizeRowAxis), which TypedBodyFor checks against.
+Result<ParsedNode> ParseNodeDesc(const fo_node_desc& desc, NormalizedDesc& normalized);
 
 // The node's typed body, checked against the output descs.
 Result<std::unique_ptr<Graph>> TypedBodyFor(const ParsedNode& parsed, const fo_node_desc& desc);
