@@ -404,7 +404,7 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   command.add_option("--fail-if-slower", options.fail_if_slower, "Exit 6 when the speed-up is below this ratio")
       ->check(CLI::PositiveNumber);
   command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
-  auto* backend = command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
+  command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
                       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command.add_flag("--cuda-graph", options.cuda_graph,
                    "CUDA backend: capture one inference of each side as a CUDA Graph and time its replays");
@@ -414,7 +414,6 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
       ->excludes(command.get_option("--trace"))
       ->excludes(command.get_option("--roofline"))
       ->excludes(command.get_option("--fail-if-slower"));
-  (void)backend;
 }
 
 // The summary, the --json and --trace files, and the --fail-if-slower gate.
