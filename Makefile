@@ -1,6 +1,9 @@
 # fusionopt — the two entry points of the README, idempotent on a fresh Debian 12 machine:
 #   make demo   install dependencies, build, optimize the default model at -O3, bench it, print the summary
-#   make test   install dependencies, build, run every test (C++ unit tests, then pytest)
+#   make test   install dependencies, build, run every test (C++ unit tests, then pytest), then
+#               the hardening checks: sanitize-test and fuzz-smoke
+#   make sanitize-test  the unit tests (and fuzz regressions) under ASan + UBSan, in $(BUILD_HARDENING)
+#   make fuzz-smoke     each libFuzzer target for 60 s (scripts/fuzz.sh; docs/robustness.md)
 
 SHELL := /bin/bash
 BUILD ?= build
@@ -12,11 +15,22 @@ DEMO_OUT := $(BUILD)/demo
 
 APT_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
   libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev \
-  libdnnl-dev python3 python3-venv python3-pip
+  libdnnl-dev python3 python3-venv python3-pip clang libclang-rt-14-dev libomp-14-dev
 APT_STAMP := $(BUILD)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+# The hardening build: clang (libFuzzer), ASan + UBSan and the fuzzers in one folder, CUDA off;
+# -O1 with line tables only, the cheapest flags that keep reports readable (2-core CI).
+BUILD_HARDENING ?= build-hardening
+HARDENING_CMAKE_FLAGS := -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
+  -DFUSIONOPT_SANITIZE=ON -DFUSIONOPT_FUZZ=ON -DFUSIONOPT_WITH_CUDA=OFF
+FUZZ_TARGETS := loader_fuzzer shape_inference_fuzzer text_format_fuzzer pipeline_fuzzer
+# Any sanitizer report fails the test that triggered it (the code is built with
+# -fno-sanitize-recover=all; these make the exit code and the report certain).
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 VENV_STAMP := $(VENV)/.installed-$(shell md5sum requirements-dev.txt | cut -c1-8)
 
-.PHONY: all deps build demo test unit-test py-test clean
+.PHONY: all deps build demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean
 
 all: build
 
@@ -59,6 +73,18 @@ py-test: deps build
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
+	$(MAKE) --no-print-directory sanitize-test fuzz-smoke
+
+hardening-build: $(APT_STAMP)
+	cmake -S . -B $(BUILD_HARDENING) $(HARDENING_CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD_HARDENING) -j $(JOBS) --target fusionopt_unit_tests $(FUZZ_TARGETS)
+
+# The unit tests and the fuzz regression corpus; the ONNX conformance driver is not built here.
+sanitize-test: hardening-build
+	cd $(BUILD_HARDENING) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -E '^onnx_node_conformance$$'
+
+fuzz-smoke: deps build hardening-build
+	BUILD_HARDENING=$(BUILD_HARDENING) FUSIONOPT_BIN=$(BUILD)/fusionopt PYTHON=$(PYTHON) scripts/fuzz.sh smoke
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD_HARDENING)

@@ -76,6 +76,8 @@ struct BenchResult {
   int iterations = 0;  // timed inferences per side
   uint64_t seed = 0;
   bool verified = false;
+  // What the fail-safe check (passes/fusion_check.h) undid before timing: "node (function)".
+  std::vector<std::string> undone_fusions;
   SideFigures original;
   SideFigures optimized;
   double speedup = 0;                       // original p50 / optimized p50

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/bench.h"
+#include "cli/fail_safe.h"
 #include "cli/commands.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
@@ -191,7 +192,7 @@ Result<Side> PrepareSide(std::unique_ptr<Model> model, const BenchOptions& optio
     session_options.cuda_graph = options.cuda_graph;
     FUSIONOPT_ASSIGN_OR_RETURN(side.on_cuda, cuda::CudaSession::Create(*side.model, session_options));
   } else {
-    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {options.threads}));
+    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {.threads = options.threads}));
   }
   return side;
 }
@@ -323,6 +324,27 @@ Result<std::unique_ptr<Model>> OptimizeAt(const BenchOptions& options, int level
 Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::map<std::string, std::string>& kinds) {
   if (!options.optimized.empty()) return LoadModel(options.optimized);
   return OptimizeAt(options, options.level, kinds);
+}
+
+// The fail-safe check on the CPU runtime before anything is timed: fusions whose kernels make
+// an output differ are undone (and listed in the result), so the speed-up reported is that of
+// a model that computes what the original does; a difference no undo removes is an error.
+Status CheckAndRepair(const BenchOptions& options, const Model& original, Model& optimized, BenchResult& result) {
+  std::vector<const Value*> inputs;
+  for (const Value* input : original.graph->inputs()) {
+    if (!input->is_initializer()) inputs.push_back(input);
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, MakeFeeds(inputs, options.feeds));
+  cpu::Tolerance tolerance;  // verify's defaults, as CompareOutputs
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport report,
+                             RunFailSafeCheck(original, optimized, {std::move(feeds)}, tolerance, options.threads,
+                                              /*announce_match=*/false));
+  if (!report.matches) {
+    Status differs = StillDiffers(report);
+    return Status(differs.code(), differs.message() + "; no speed-up reported (--no-verify benches anyway)");
+  }
+  for (const auto& undone : report.undone) result.undone_fusions.push_back(undone.node + " (" + undone.function + ")");
+  return Status::Ok();
 }
 
 // --compare-levels: the model at O0..O3, each checked against O0 (unless --no-verify), timed
@@ -467,6 +489,11 @@ int RunBench(const BenchOptions& options) {
   auto optimized_model = OptimizedModel(options, kinds);
   const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
   if (!optimized_model.ok()) return ReportError(optimized_label, optimized_model.status());
+  BenchResult result;
+  if (!options.no_verify) {
+    Status checked = CheckAndRepair(options, **original_model, **optimized_model, result);
+    if (!checked.ok()) return ReportError(optimized_label, checked);
+  }
   auto original = PrepareSide(std::move(*original_model), options, cuda);
   if (!original.ok()) return ReportError(options.model, original.status());
   auto optimized = PrepareSide(std::move(*optimized_model), options, cuda);
@@ -474,7 +501,6 @@ int RunBench(const BenchOptions& options) {
   auto feeds = MakeFeeds(original->inputs(), options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
 
-  BenchResult result;
   result.backend = cuda ? "cuda" : "cpu";
   if (!options.no_verify) {
     Status match = CheckOutputsMatch(*original, *optimized, *feeds);

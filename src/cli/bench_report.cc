@@ -124,6 +124,12 @@ void PrintBenchSummary(const BenchResult& result) {
   std::printf("bench: %s vs %s (%s, %d warm-up + %d timed inferences per side, interleaved)\n",
               OneLine(result.model).c_str(), optimized.c_str(), where.c_str(), result.warmup, result.iterations);
   std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
+  if (!result.undone_fusions.empty()) {
+    std::string undone;
+    for (const auto& fusion : result.undone_fusions) undone += (undone.empty() ? "" : ", ") + fusion;
+    std::printf("undone: %zu fusion(s) whose kernels made outputs differ, timed unfused: %s\n",
+                result.undone_fusions.size(), OneLine(undone).c_str());
+  }
   std::printf("%-10s %8s %8s %10s %11s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB",
               "traffic MB", "min ms", "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
   for (const auto& [label, side] : {std::pair<const char*, const SideFigures*>{"original", &result.original},
@@ -178,6 +184,7 @@ std::string BenchJson(const BenchResult& result) {
       {"iterations", result.iterations},
       {"seed", result.seed},
       {"verified", result.verified},
+      {"undone_fusions", result.undone_fusions},
       {"original", SideJson(result.original)},
       {"optimized", SideJson(result.optimized)},
       {"speedup", result.speedup},

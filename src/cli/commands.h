@@ -44,6 +44,11 @@ struct OptimizeOptions {
   std::string target = "h100";    // the cost model's profile (passes/target_profiles.h)
   std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
   std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
+  // --verify: the fail-safe check (passes/fusion_check.h) before anything is written.
+  bool verify = false;
+  int verify_runs = 2;            // seeded input sets (value-range sets come on top)
+  uint64_t verify_seed = 0;
+  cpu::Tolerance tolerance;       // --rtol / --atol
 };
 
 struct InspectOptions {

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/fail_safe.h"
 #include "cli/optimize_summary.h"
 #include "ir/atomic_file.h"
 #include "ir/text_format.h"
@@ -82,6 +84,29 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& optio
   return pipeline;
 }
 
+// --verify: the optimized model against the input model, re-read (the input file is never
+// modified, and the passes rewrote the first copy in place).
+Result<passes::FusionCheckReport> VerifyOptimized(const OptimizeOptions& options, const passes::SymbolSizes& dims,
+                                                  Model& optimized) {
+  FUSIONOPT_ASSIGN_OR_RETURN(auto original, LoadModel(options.input));
+  std::vector<std::vector<cpu::NamedTensor>> feeds;
+  for (int run = 0; run < options.verify_runs; ++run) {
+    FUSIONOPT_ASSIGN_OR_RETURN(auto set, passes::SeededFeeds(*original, dims, options.verify_seed + run));
+    feeds.push_back(std::move(set));
+  }
+  return RunFailSafeCheck(*original, optimized, std::move(feeds), options.tolerance, /*threads=*/0,
+                          /*announce_match=*/true);
+}
+
+std::string ReportWithVerification(const passes::PipelineReport& report,
+                                   const std::optional<passes::FusionCheckReport>& check) {
+  std::string json = passes::ReportToJson(report);
+  if (!check) return json;
+  nlohmann::json combined = nlohmann::json::parse(json);
+  combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
+  return combined.dump(2);
+}
+
 }  // namespace
 
 void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
@@ -120,6 +145,16 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--emit-cuda", options.emit_cuda,
                      "Also write the generated CUDA C++ of every fused node to this folder: one .cu file per "
                      "kernel (compiles alone with nvcc --ptx) and index.json; symbolic dims take their --dim sizes");
+  command.add_flag("--verify", options.verify,
+                   "Fail-safe: run original and optimized on seeded inputs (plus large values and -1e4/-inf masks); "
+                   "undo each fusion that makes an output differ, and write nothing (exit 5) if it still differs");
+  command.add_option("--verify-runs", options.verify_runs, "Seeded input sets for --verify (default 2)")
+      ->check(CLI::Range(1, 100));
+  command.add_option("--verify-seed", options.verify_seed, "Seed of --verify's inputs (default 0)");
+  command.add_option("--rtol", options.tolerance.rtol, "--verify's relative tolerance (default 1e-4)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--atol", options.tolerance.atol, "--verify's absolute tolerance (default 1e-5)")
+      ->check(CLI::NonNegativeNumber);
   command.add_flag("--write-shapes", options.write_shapes,
                    "Record inferred dtypes/shapes of intermediate values as value_info");
 }
@@ -142,8 +177,18 @@ int RunOptimize(const OptimizeOptions& options) {
   OptimizeSummary before = SummarizeForOptimize(**model);
   auto report = passes::RunPipeline(**model, *pipeline);
   if (!report.ok()) return ReportError(options.input, report.status());
+  std::optional<passes::FusionCheckReport> check;
+  if (options.verify) {
+    auto verified = VerifyOptimized(options, pipeline->dims, **model);
+    if (!verified.ok()) return ReportError(options.input, verified.status());
+    if (!verified->matches) {
+      Status differs = StillDiffers(*verified);
+      return ReportError(options.input, Status(differs.code(), differs.message() + "; nothing written"));
+    }
+    check = std::move(*verified);
+  }
   if (!options.report.empty()) {
-    Status written = WriteFileAtomically(options.report, passes::ReportToJson(*report));
+    Status written = WriteFileAtomically(options.report, ReportWithVerification(*report, check));
     if (!written.ok()) return ReportError(options.report, written);
   }
   if (options.dump) std::cout << PrintModel(**model);

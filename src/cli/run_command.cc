@@ -148,7 +148,7 @@ Result<Executed> TimeRuns(const RunOptions& options, RunOnce&& run_once) {
 }
 
 int RunOnCpu(const RunOptions& options, const Model& model) {
-  auto session = cpu::Session::Create(model, {options.threads, /*fused_kernels=*/!options.op_by_op});
+  auto session = cpu::Session::Create(model, {.threads = options.threads, .fused_kernels = !options.op_by_op});
   if (!session.ok()) return ReportError(options.model, session.status());
   auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());

@@ -27,7 +27,7 @@ Result<Prepared> Prepare(const std::string& path, int threads, bool cuda) {
   if (cuda) {
     FUSIONOPT_ASSIGN_OR_RETURN(prepared.on_cuda, cuda::CudaSession::Create(*prepared.model, {}));
   } else {
-    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {threads}));
+    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {.threads = threads}));
   }
   return prepared;
 }

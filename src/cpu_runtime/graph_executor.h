@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -64,6 +65,12 @@ struct PrepareContext {
   // Whether nodes calling fused functions run as fused kernels; false runs every body op by
   // op (function_call.h), which tests use to cross-check the fused kernels.
   bool fused_kernels = true;
+  // When set, only the calls it accepts run as fused kernels; the others run their bodies op
+  // by op — the fail-safe check (passes/fusion_check.h) isolates a suspect fusion this way.
+  const std::function<bool(const Node& call)>* run_fused = nullptr;
+  // Test hook, null in production: sees (and may alter) the outputs of every fused kernel
+  // run, so tests can plant a wrong kernel and watch the fail-safe check catch it.
+  const std::function<void(const Node& call, KernelContext& context)>* fused_output_hook = nullptr;
   // The functions whose bodies are being prepared, outermost first; the last one's opset
   // imports are in force. Empty for the main graph and its subgraphs.
   std::vector<const Function*> calls;

@@ -71,7 +71,8 @@ class FunctionCallKernel final : public SubgraphKernel {
       return executor.status().WithContext(DescribeNode(node_) + ", in function '" + FunctionLabel(function) + "'");
     }
     executor_ = std::move(executor).value();
-    if (outer.fused_kernels) {
+    output_hook_ = outer.fused_output_hook;
+    if (outer.fused_kernels && (outer.run_fused == nullptr || (*outer.run_fused)(node_))) {
       FusedBodyInfo info{node_, *body_, inner, std::move(constants)};
       fused_ = CreateFusedRows(info);
       if (!fused_) fused_ = CreateFusedElementwise(info);
@@ -98,6 +99,7 @@ class FunctionCallKernel final : public SubgraphKernel {
     if (fused_) {
       FUSIONOPT_ASSIGN_OR_RETURN(int launches, fused_->Compute(context));
       if (launches > 0) {
+        if (output_hook_ != nullptr) (*output_hook_)(node_, context);
         stats.kernels_launched += launches;
         return Status::Ok();
       }
@@ -116,6 +118,7 @@ class FunctionCallKernel final : public SubgraphKernel {
   std::vector<size_t> arguments_;   // the call input each body input reads
   std::unique_ptr<GraphExecutor> executor_;
   std::unique_ptr<FusedBodyKernel> fused_;
+  const std::function<void(const Node&, KernelContext&)>* output_hook_ = nullptr;  // tests only
 };
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "cpu_runtime/rt_tensor.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "ir/status.h"
 
 namespace fusionopt::cpu {
@@ -31,10 +35,28 @@ RtTensor RtTensor::Reshaped(std::vector<int64_t> dims) const {
   return view;
 }
 
+namespace {
+
+// A double outside int64's range (Slice's INT64_MAX "to the end" is 2^63 as a double) or NaN
+// has no int64 value: converting it is undefined behaviour, so it saturates (NaN gives 0).
+int64_t SaturatingInt64(double value) {
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (std::isnan(value)) return 0;
+  if (value >= kTwoTo63) return std::numeric_limits<int64_t>::max();
+  if (value < -kTwoTo63) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
 std::vector<int64_t> RtTensor::ToInt64s() const {
   std::vector<int64_t> out(static_cast<size_t>(NumElements()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(ValueAsDouble(static_cast<int64_t>(i)));
-  if (dtype_ == DataType::kInt64) std::memcpy(out.data(), raw(), out.size() * sizeof(int64_t));  // exact
+  if (out.empty()) return out;  // an empty tensor may have no storage to copy from
+  if (dtype_ == DataType::kInt64) {
+    std::memcpy(out.data(), raw(), out.size() * sizeof(int64_t));  // exact
+    return out;
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = SaturatingInt64(ValueAsDouble(static_cast<int64_t>(i)));
   return out;
 }
 

@@ -10,6 +10,9 @@ struct Session::Plan {
   std::vector<size_t> input_positions;  // each one's index among the graph inputs
   std::vector<const Value*> outputs;
   Allocator allocator;
+  // The options' callbacks, owned here: kernels keep pointers to them.
+  std::function<bool(const Node&)> run_fused;
+  std::function<void(const Node&, KernelContext&)> fused_output_hook;
 };
 
 Session::Session(std::unique_ptr<Plan> plan) : plan_(std::move(plan)) {}
@@ -21,9 +24,13 @@ const std::vector<const Value*>& Session::outputs() const { return plan_->output
 Result<std::unique_ptr<Session>> Session::Create(const Model& model, const SessionOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   auto plan = std::make_unique<Plan>();
+  plan->run_fused = options.run_fused;
+  plan->fused_output_hook = options.fused_output_hook;
   const Graph& graph = *model.graph;
   PrepareContext context{model, model.ir_version >= 4};
   context.fused_kernels = options.fused_kernels;
+  if (options.run_fused) context.run_fused = &plan->run_fused;
+  if (options.fused_output_hook) context.fused_output_hook = &plan->fused_output_hook;
   FUSIONOPT_ASSIGN_OR_RETURN(plan->executor, GraphExecutor::Prepare(graph, context));
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value* input = graph.inputs()[i];

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ struct SessionOptions {
   // Nodes calling fused functions run as fused kernels; false runs each body op by op (the
   // reference the fused kernels are checked against; see function_call.h).
   bool fused_kernels = true;
+  // Which fused calls run as fused kernels (null: all); see PrepareContext::run_fused.
+  std::function<bool(const Node& call)> run_fused;
+  // Test hook (null in production): PrepareContext::fused_output_hook.
+  std::function<void(const Node& call, KernelContext& context)> fused_output_hook;
 };
 
 struct NamedTensor {

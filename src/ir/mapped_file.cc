@@ -11,9 +11,13 @@
 namespace fusionopt {
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is rejected just below.
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; Map rejects it.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return IoError("cannot open '" + path + "': " + std::strerror(errno));
+  return Map(fd, path);
+}
+
+Result<std::shared_ptr<MappedFile>> MappedFile::Map(int fd, std::string path) {
   struct stat info {};
   if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
@@ -29,7 +33,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     }
     data = static_cast<const uint8_t*>(mapping);
   }
-  return std::shared_ptr<MappedFile>(new MappedFile(path, fd, data, size));
+  return std::shared_ptr<MappedFile>(new MappedFile(std::move(path), fd, data, size));
 }
 
 MappedFile::~MappedFile() {

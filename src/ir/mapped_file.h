@@ -13,6 +13,9 @@ namespace fusionopt {
 class MappedFile {
  public:
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  // Maps an fd the caller already opened (and vetted); takes ownership of `fd` whatever the
+  // outcome. `path` is only for messages.
+  static Result<std::shared_ptr<MappedFile>> Map(int fd, std::string path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

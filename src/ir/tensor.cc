@@ -1,5 +1,8 @@
 #include "ir/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "ir/float16.h"
 #include "ir/status.h"
 
@@ -29,6 +32,17 @@ Tensor Tensor::Mapped(DataType dtype, std::vector<int64_t> dims,
   Tensor tensor = Borrowed(dtype, std::move(dims), file->data() + offset, nbytes, file);
   tensor.source_ = ExternalSource{std::move(file), offset};
   return tensor;
+}
+
+void Tensor::ReleaseMappedPages() const {
+  if (!source_ || nbytes_ == 0) return;
+  // Whole pages only: a page shared with a neighbouring tensor is dropped too, which is
+  // harmless because a read-only file mapping refills it from the file.
+  static const auto kPageSize = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_) & ~(kPageSize - 1);
+  const auto end = reinterpret_cast<uintptr_t>(data_) + nbytes_;
+  // Advice only: if the kernel refuses, the pages stay resident and nothing else changes.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 Tensor Tensor::Strings(std::vector<int64_t> dims, std::vector<std::string> values) {

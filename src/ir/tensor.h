@@ -65,6 +65,11 @@ class Tensor {
 
   const std::optional<ExternalSource>& external_source() const { return source_; }
   bool IsMapped() const { return source_.has_value(); }
+  // Drops the pages of a mapped tensor from the process's resident set; the next read faults
+  // them back in from the page cache with the same bytes (the mapping is read-only). A pass
+  // that reads a weight once (hashing, folding, concatenating) calls this afterwards so that
+  // a multi-gigabyte model is never resident all at once. No-op for tensors not mapped.
+  void ReleaseMappedPages() const;
 
   // Serialized TensorProto fields the IR does not model (name excluded); restored on save.
   const std::string& residual() const { return residual_; }

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include <google/protobuf/unknown_field_set.h>
 
@@ -140,31 +141,42 @@ Result<std::unique_ptr<Function>> DecodeFunction(onnx::FunctionProto& proto, con
   return function;
 }
 
+using FunctionIndex = std::multimap<std::pair<std::string, std::string>, const Function*>;
+
 // Model-local functions called from `graph` or its subgraphs. All overloads of a name count:
 // which one a call binds to does not change whether the calls can loop.
-void CollectCallees(const Graph& graph, const Model& model, std::set<const Function*>& callees) {
+void CollectCallees(const Graph& graph, const FunctionIndex& index, std::set<const Function*>& callees) {
   for (const auto& node : graph.nodes()) {
-    for (const auto& function : model.functions) {
-      if (function->domain == node->domain() && function->name == node->op_type()) {
-        callees.insert(function.get());
-      }
-    }
-    for (const Graph* subgraph : node->Subgraphs()) CollectCallees(*subgraph, model, callees);
+    auto [first, last] = index.equal_range({node->domain(), node->op_type()});
+    for (auto it = first; it != last; ++it) callees.insert(it->second);
+    for (const Graph* subgraph : node->Subgraphs()) CollectCallees(*subgraph, index, callees);
   }
 }
 
-// Depth-first search of the call graph; `path` holds the functions being visited.
+// Depth-first search of the call graph; `path` holds the functions being visited. Calls
+// nested deeper than kMaxCallDepth are refused: shape inference and the runtime expand calls
+// recursively, and a chain of thousands of functions would exhaust their stack (and this one).
 class RecursionCheck {
  public:
-  explicit RecursionCheck(const Model& model) : model_(model) {}
+  static constexpr size_t kMaxCallDepth = 256;
+
+  explicit RecursionCheck(const Model& model) {
+    for (const auto& function : model.functions) {
+      index_.emplace(std::pair(function->domain, function->name), function.get());
+    }
+  }
 
   Status Visit(const Function* function) {
     if (done_.count(function) > 0) return Status::Ok();
     auto on_path = std::find(path_.begin(), path_.end(), function);
     if (on_path != path_.end()) return CycleError(on_path);
+    if (path_.size() >= kMaxCallDepth) {
+      return Unsupported(DescribeFunction(*path_.front()) + " nests function calls more than " +
+                         std::to_string(kMaxCallDepth) + " deep");
+    }
     path_.push_back(function);
     std::set<const Function*> callees;
-    CollectCallees(*function->body, model_, callees);
+    CollectCallees(*function->body, index_, callees);
     for (const Function* callee : callees) FUSIONOPT_RETURN_IF_ERROR(Visit(callee));
     path_.pop_back();
     done_.insert(function);
@@ -179,7 +191,7 @@ class RecursionCheck {
     return InvalidModel(DescribeFunction(**first) + " calls itself: " + chain);
   }
 
-  const Model& model_;
+  FunctionIndex index_;
   std::vector<const Function*> path_;
   std::set<const Function*> done_;
 };

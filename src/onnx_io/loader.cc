@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +28,18 @@ constexpr int64_t kMaxIrVersion = 11;
 // graph is built (ir/legacy_opsets.h).
 constexpr int64_t kMinOpset = 1;
 constexpr int64_t kMaxOpset = 23;
+// ai.onnx.ml opsets up to ONNX 1.23's. fusionopt runs no ML op, but a version from the
+// future means a toolchain whose model we cannot vouch for, as for the default domain.
+constexpr int64_t kMaxMlOpset = 5;
+// Protobuf's default (100 nested messages) stops If/Loop nesting at about 30 levels, since a
+// level nests three messages (graph, node, attribute). 400 admits about 130 levels; the
+// loader and every pass recurse once per level, and a 1 MiB stack holds that.
+constexpr int kMaxMessageDepth = 400;
+
+Status ParseFailure() {
+  return InvalidModel("not a valid ONNX model (protobuf parsing failed: truncated, not a model, or "
+                      "messages nested more than " + std::to_string(kMaxMessageDepth) + " deep)");
+}
 
 std::string Describe(const onnx::NodeProto& node) {
   std::string label = node.name().empty() ? "node" : "node '" + node.name() + "'";
@@ -401,12 +414,17 @@ Status CheckVersions(const onnx::ModelProto& proto) {
                          " is not supported (supported: " + std::to_string(kMinOpset) + "-" +
                          std::to_string(kMaxOpset) + ")");
     }
+    if (domain == "ai.onnx.ml" && (opset.version() < 1 || opset.version() > kMaxMlOpset)) {
+      return Unsupported("ai.onnx.ml opset " + std::to_string(opset.version()) +
+                         " is not supported (supported: 1-" + std::to_string(kMaxMlOpset) + ")");
+    }
   }
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::string& base_dir,
-                                          const LoadOptions& options) {
+Result<std::unique_ptr<Model>> BuildModel(
+    onnx::ModelProto& proto, const std::string& base_dir, const LoadOptions& options,
+    std::optional<ExternalDataResolver::FileIdentity> model_file = std::nullopt) {
   FUSIONOPT_RETURN_IF_ERROR(CheckVersions(proto));
   auto model = std::make_unique<Model>();
   model->base_dir = base_dir;
@@ -419,7 +437,7 @@ Result<std::unique_ptr<Model>> BuildModel(onnx::ModelProto& proto, const std::st
   for (const auto& entry : proto.metadata_props()) {
     model->metadata.emplace_back(entry.key(), entry.value());
   }
-  ExternalDataResolver resolver(base_dir);
+  ExternalDataResolver resolver(base_dir, model_file);
   auto decode_body = [&resolver](onnx::GraphProto& body, const Function& function) {
     GraphBuilder body_builder([&function](std::string_view domain) { return function.OpsetFor(domain); }, resolver);
     return body_builder.Build(body, nullptr);
@@ -457,19 +475,25 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOpti
     google::protobuf::io::FileInputStream stream(fd);
     google::protobuf::io::CodedInputStream coded(&stream);
     coded.SetTotalBytesLimit(INT32_MAX);
+    coded.SetRecursionLimit(kMaxMessageDepth);
     parsed = proto.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
   }
   ::close(fd);
-  if (!parsed) return InvalidModel("not a valid ONNX model (protobuf parsing failed: truncated or not a model)");
+  if (!parsed) return ParseFailure();
   std::string base_dir = std::filesystem::path(path).parent_path().string();
-  return BuildModel(proto, base_dir.empty() ? "." : base_dir, options);
+  ExternalDataResolver::FileIdentity model_file{static_cast<uint64_t>(info.st_dev),
+                                                static_cast<uint64_t>(info.st_ino)};
+  return BuildModel(proto, base_dir.empty() ? "." : base_dir, options, model_file);
 }
 
 Result<std::unique_ptr<Model>> LoadModelFromBytes(std::string bytes, const std::string& base_dir,
                                                   const LoadOptions& options) {
   onnx::ModelProto proto;
   if (bytes.empty()) return InvalidModel("the model is empty");
-  if (!proto.ParseFromString(bytes)) return InvalidModel("not a valid ONNX model (protobuf parsing failed)");
+  google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                               static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  coded.SetRecursionLimit(kMaxMessageDepth);
+  if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) return ParseFailure();
   bytes.clear();
   return BuildModel(proto, base_dir, options);
 }

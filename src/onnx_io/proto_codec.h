@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <onnx/onnx_pb.h>
@@ -32,16 +33,35 @@ void RestoreResidual(const std::string& residual, Message& message) {
   }
 }
 
-// Resolves and maps external-data files for one model, confining them to its folder.
+// Resolves and maps external-data files for one model, confining them to its folder
+// (external_data.cc): each file is opened beneath an fd of the folder with
+// openat2(RESOLVE_BENEATH), so neither `..`, an absolute path, a symlink leading out nor a
+// rename racing the check can reach a file outside; the opened fd itself is checked (a
+// regular file, one link, not the model file) and mapped.
 class ExternalDataResolver {
  public:
-  explicit ExternalDataResolver(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  // The model file's identity, so a location naming the model itself is refused.
+  struct FileIdentity {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+  };
+  explicit ExternalDataResolver(std::string base_dir, std::optional<FileIdentity> model_file = {})
+      : base_dir_(std::move(base_dir)), model_file_(model_file) {}
+  ~ExternalDataResolver();
+  ExternalDataResolver(const ExternalDataResolver&) = delete;
+  ExternalDataResolver& operator=(const ExternalDataResolver&) = delete;
+
   Result<std::shared_ptr<MappedFile>> Open(const std::string& location);
   std::vector<std::string> OpenedLocations() const;
 
  private:
+  Result<int> OpenBeneathFolder(const std::string& location);
+  Result<int> OpenByCheckedRealPath(const std::string& location);
+  Status CheckOpenedFile(int fd, const std::string& location) const;
+
   std::string base_dir_;
-  std::string real_base_;
+  std::optional<FileIdentity> model_file_;
+  int folder_fd_ = -1;
   std::map<std::string, std::shared_ptr<MappedFile>> files_;
 };
 

@@ -1,31 +1,10 @@
-// TensorProto ⇄ Tensor, TypeProto ⇄ ValueType, and external-data confinement.
-#include <climits>
+// TensorProto ⇄ Tensor and TypeProto ⇄ ValueType (external data is confined by external_data.cc).
 #include <cstdlib>
-#include <filesystem>
 
 #include "onnx_io/proto_codec.h"
 
 namespace fusionopt {
 namespace {
-
-namespace fs = std::filesystem;
-
-bool HasParentReference(const fs::path& path) {
-  for (const auto& part : path) {
-    if (part == "..") return true;
-  }
-  return false;
-}
-
-bool IsWithin(const std::string& inner, const std::string& outer) {
-  return inner == outer || (inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
-                            inner[outer.size()] == '/');
-}
-
-std::string RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  return ::realpath(path.c_str(), buffer) != nullptr ? std::string(buffer) : std::string();
-}
 
 void ClearTensorModelled(onnx::TensorProto& proto) {
   proto.clear_dims();
@@ -86,40 +65,6 @@ std::vector<uint8_t> TypedFieldBytes(const onnx::TensorProto& proto, DataType dt
 
 }  // namespace
 
-// ---------------------------------------------------------------- external data
-
-Result<std::shared_ptr<MappedFile>> ExternalDataResolver::Open(const std::string& location) {
-  if (auto it = files_.find(location); it != files_.end()) return it->second;
-  fs::path relative(location);
-  if (location.empty()) return InvalidModel("external data with an empty location");
-  if (relative.is_absolute()) {
-    return InvalidModel("external data location '" + location + "' is an absolute path");
-  }
-  if (HasParentReference(relative)) {
-    return InvalidModel("external data location '" + location + "' escapes the model folder");
-  }
-  fs::path full = fs::path(base_dir_.empty() ? "." : base_dir_) / relative;
-  std::error_code error;
-  if (!fs::exists(full, error)) {
-    return InvalidModel("external data file '" + location + "' does not exist");
-  }
-  if (real_base_.empty()) real_base_ = RealPath(base_dir_.empty() ? "." : base_dir_);
-  std::string real_target = RealPath(full.string());
-  if (real_target.empty() || !IsWithin(real_target, real_base_)) {
-    return InvalidModel("external data location '" + location +
-                        "' resolves outside the model folder (symlink)");
-  }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto file, MappedFile::Open(real_target));
-  files_.emplace(location, file);
-  return file;
-}
-
-std::vector<std::string> ExternalDataResolver::OpenedLocations() const {
-  std::vector<std::string> out;
-  for (const auto& [location, file] : files_) out.push_back(location);
-  return out;
-}
-
 // ---------------------------------------------------------------- tensors
 
 namespace {
@@ -158,9 +103,10 @@ Result<Tensor> DecodeExternal(const onnx::TensorProto& proto, DataType dtype,
                         std::to_string(expected) + " bytes");
   }
   if (offset > file->size() || expected > file->size() - offset) {
-    return InvalidModel("external data range [" + std::to_string(offset) + ", " +
-                        std::to_string(offset + expected) + ") is past the end of '" + location +
-                        "' (" + std::to_string(file->size()) + " bytes)");
+    // Offset and size, not [begin, end): the end of a hostile offset wraps around.
+    return InvalidModel("external data of " + std::to_string(expected) + " bytes at offset " +
+                        std::to_string(offset) + " is past the end of '" + location + "' (" +
+                        std::to_string(file->size()) + " bytes)");
   }
   return Tensor::Mapped(dtype, std::move(dims), std::move(file), offset, expected);
 }

@@ -46,6 +46,11 @@ Result<std::vector<TensorPtr>> EvaluateNode(const Node& node, const Model& model
   for (const cpu::RtTensor& tensor : wrapped) context.inputs.push_back(tensor.defined() ? &tensor : nullptr);
   context.outputs.assign(node.outputs().size(), cpu::RtTensor());
   Status computed = kernel->Compute(context);
+  // The inputs are read: drop mapped weights' pages, so folding a Transpose of every layer's
+  // weight keeps one input resident at a time rather than the model.
+  for (const TensorPtr& input : inputs) {
+    if (input != nullptr) input->ReleaseMappedPages();
+  }
   if (!computed.ok()) return computed.WithContext(DescribeNode(node));
 
   std::vector<TensorPtr> outputs;

@@ -73,7 +73,9 @@ uint64_t ConstantOperand::NumBytes() const { return ByteSizeOf(dtype, static_cas
 
 std::vector<double> ConstantOperand::Values() const {
   if (splat != nullptr) return std::vector<double>(static_cast<size_t>(NumElements()), splat_value);
-  return *tensor->AsDoubles();
+  std::vector<double> values = *tensor->AsDoubles();
+  tensor->ReleaseMappedPages();  // the caller works on the copy; a mapped weight is read once
+  return values;
 }
 
 std::optional<ConstantOperand> ReadConstantOperand(Value* value, const Model& model) {

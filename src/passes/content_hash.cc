@@ -60,15 +60,22 @@ Value* TensorContentIndex::FindOrAdd(Value* value, TensorPtr tensor) {
     bucket.unhashed = Entry{value, std::move(tensor)};
     return nullptr;
   }
+  // Each mapped weight's pages are dropped once read, so hashing every weight of a model far
+  // larger than memory keeps at most one tensor (or one compared pair) resident.
   if (bucket.unhashed) {
     Entry lone = std::move(*bucket.unhashed);
     bucket.unhashed.reset();
     uint64_t lone_hash = HashTensorContent(*lone.tensor);
+    lone.tensor->ReleaseMappedPages();
     bucket.by_content[lone_hash].push_back(std::move(lone));
   }
   std::vector<Entry>& same_hash = bucket.by_content[HashTensorContent(*tensor)];
+  tensor->ReleaseMappedPages();
   for (const Entry& entry : same_hash) {
-    if (entry.tensor->ContentEquals(*tensor)) return entry.value;
+    bool equal = entry.tensor->ContentEquals(*tensor);
+    entry.tensor->ReleaseMappedPages();
+    tensor->ReleaseMappedPages();
+    if (equal) return entry.value;
   }
   same_hash.push_back(Entry{value, std::move(tensor)});
   return nullptr;

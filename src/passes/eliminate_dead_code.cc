@@ -39,9 +39,9 @@ bool CalledAnywhere(const Graph& graph, const Function& function) {
 
 }  // namespace
 
-Result<bool> EliminateDeadCode::Run(Model& model, PassContext& context) {
-  FUSIONOPT_ASSIGN_OR_RETURN(bool changed, Pass::Run(model, context));
+int RemoveUncalledFusedFunctions(Model& model) {
   auto& functions = model.functions;
+  int removed = 0;
   for (auto it = functions.begin(); it != functions.end();) {
     bool ours = (*it)->domain == kFusionDomain;
     bool called = CalledAnywhere(*model.graph, **it);
@@ -49,12 +49,20 @@ Result<bool> EliminateDeadCode::Run(Model& model, PassContext& context) {
       if (other != *it && CalledAnywhere(*other->body, **it)) called = true;
     }
     if (ours && !called) {
-      context.Count("functions_removed");
+      ++removed;
       it = functions.erase(it);
-      changed = true;
     } else {
       ++it;
     }
+  }
+  return removed;
+}
+
+Result<bool> EliminateDeadCode::Run(Model& model, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(bool changed, Pass::Run(model, context));
+  if (int removed = RemoveUncalledFusedFunctions(model); removed > 0) {
+    context.Count("functions_removed", removed);
+    changed = true;
   }
   return changed;
 }

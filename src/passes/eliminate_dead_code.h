@@ -4,6 +4,11 @@
 
 namespace fusionopt::passes {
 
+// Removes the model-local functions of domain ai.fusionopt that no node calls (in the graph,
+// its subgraphs or another function); returns how many went. Other domains' functions are the
+// model's own and stay.
+int RemoveUncalledFusedFunctions(Model& model);
+
 class EliminateDeadCode : public Pass {
  public:
   std::string_view name() const override { return "eliminate-dead-code"; }

@@ -29,6 +29,7 @@
 #include "passes/fuse_horizontal_contractions.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <unordered_set>
@@ -184,6 +185,38 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
 
 // ---------------------------------------------------------------- the merged kernel
 
+// Every part a stored tensor of `dtype`, so the parts' bytes can be copied as they are.
+bool AllStoredAs(const std::vector<const ConstantOperand*>& parts, DataType dtype) {
+  return std::all_of(parts.begin(), parts.end(), [&](const ConstantOperand* part) {
+    return part != nullptr && part->tensor != nullptr && part->tensor->dtype() == dtype;
+  });
+}
+
+// Concatenation of the stored parts' bytes, row block by row block. Weights are copied once
+// from their (possibly memory-mapped) pages, whose residency is dropped after each part, with
+// no wider intermediate: the merged Q/K/V weights of a multi-gigabyte model cost only their
+// own size.
+TensorPtr ConcatenateBytes(const std::vector<const ConstantOperand*>& parts, const std::vector<int64_t>& widths,
+                           int64_t outer, int64_t inner, int64_t total, DataType dtype,
+                           std::vector<int64_t> dims) {
+  const uint64_t element = ByteSizeOf(dtype, 1);
+  std::vector<uint8_t> bytes(static_cast<size_t>(ByteSizeOf(dtype, static_cast<uint64_t>(outer * total * inner))));
+  int64_t offset = 0;
+  for (size_t part = 0; part < parts.size(); ++part) {
+    const uint64_t block = static_cast<uint64_t>(widths[part] * inner) * element;
+    FUSIONOPT_CHECK(parts[part]->tensor->nbytes() == static_cast<uint64_t>(outer) * block,
+                    "a horizontal member's weight holds outer x width x inner elements");
+    const uint8_t* source = parts[part]->tensor->bytes().data();
+    for (int64_t row = 0; row < outer; ++row) {
+      std::memcpy(bytes.data() + static_cast<uint64_t>(row * total + offset) * inner * element,
+                  source + static_cast<uint64_t>(row) * block, block);
+    }
+    parts[part]->tensor->ReleaseMappedPages();
+    offset += widths[part];
+  }
+  return std::make_shared<Tensor>(Tensor::Owned(dtype, std::move(dims), std::move(bytes)));
+}
+
 // Concatenation of the parts along `axis`; a missing part (nullopt) is zeros of `width` there.
 TensorPtr Concatenate(const std::vector<const ConstantOperand*>& parts, const std::vector<int64_t>& widths,
                       size_t axis, DataType dtype, std::vector<int64_t> like_dims) {
@@ -191,6 +224,10 @@ TensorPtr Concatenate(const std::vector<const ConstantOperand*>& parts, const st
   for (size_t i = 0; i < axis; ++i) outer *= like_dims[i];
   for (size_t i = axis + 1; i < like_dims.size(); ++i) inner *= like_dims[i];
   for (int64_t width : widths) total += width;
+  if (AllStoredAs(parts, dtype)) {
+    like_dims[axis] = total;
+    return ConcatenateBytes(parts, widths, outer, inner, total, dtype, std::move(like_dims));
+  }
   std::vector<double> values(static_cast<size_t>(outer * total * inner), 0.0);
   int64_t offset = 0;
   for (size_t part = 0; part < parts.size(); ++part) {
@@ -289,13 +326,18 @@ Node* Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t 
   for (Node* node : created) graph.MoveBefore(node, anchor);
 
   std::vector<Value*> unread;
+  // Read before the loop: `first` is members[0]'s contraction, removed in its first iteration.
+  const Value* shared_input = first.input(0);
   for (size_t i = 0; i < members.size(); ++i) {
     graph.TransferProducer(members[i].tail, split, static_cast<int>(i));
     std::vector<Node*> chain = {members[i].contraction};
     chain.insert(chain.end(), members[i].epilogue.begin(), members[i].epilogue.end());
     for (Node* node : chain) {
       for (Value* input : node->inputs()) {
-        if (input != nullptr && input != first.input(0)) unread.push_back(input);
+        // A value the chain itself produces is erased with it below.
+        bool produced_in_chain =
+            input != nullptr && std::find(chain.begin(), chain.end(), input->producer()) != chain.end();
+        if (input != nullptr && input != shared_input && !produced_in_chain) unread.push_back(input);
       }
     }
     for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.RemoveNode(*node);

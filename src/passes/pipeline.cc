@@ -101,7 +101,9 @@ Status ValidatePipelineOptions(const PipelineOptions& options) {
     if (size < 1) return UsageError("--dim " + symbol + " needs a size >= 1");
   }
   for (const auto& [key, value] : options.pass_options.all()) {
-    const auto& [pass, option] = key;
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const std::string& pass = key.first;
+    const std::string& option = key.second;
     FUSIONOPT_RETURN_IF_ERROR(known(pass, "--pass-option"));
     const auto& declared = FindPass(pass)->options;
     bool exists = std::any_of(declared.begin(), declared.end(), [&](const auto& info) { return info.name == option; });

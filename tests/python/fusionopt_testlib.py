@@ -465,3 +465,20 @@ def assert_outputs_close(actual, expected, rtol, atol):
         assert got.dtype == want.dtype, f"{name}: dtype {got.dtype}, expected {want.dtype}"
         assert got.shape == want.shape, f"{name}: shape {got.shape}, expected {want.shape}"
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=name)
+
+
+# ---------------------------------------------------------------- protobuf by hand
+# For messages onnx's Python protobuf refuses to build (nesting deeper than its limit).
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def length_delimited(field, payload):
+    """A length-delimited field (wire type 2): its key, its length, the payload."""
+    return varint(field << 3 | 2) + varint(len(payload)) + payload

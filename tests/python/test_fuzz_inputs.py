@@ -565,17 +565,7 @@ def loop_model(body_inputs, carried=1):
                           [lib.float_input(f"o{i}", None) for i in range(carried)])
 
 
-def varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def length_delimited(field, payload):
-    return varint(field << 3 | 2) + varint(len(payload)) + payload
+varint, length_delimited = lib.varint, lib.length_delimited
 
 
 def nested_if_bytes(depth):

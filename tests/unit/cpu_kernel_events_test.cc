@@ -31,7 +31,7 @@ struct Traced {
 
 // Returned through a pointer: the stats point at the events, which must not move.
 std::unique_ptr<Traced> RunTraced(const Model& model, bool fused_kernels) {
-  auto session = Session::Create(model, {1, fused_kernels});
+  auto session = Session::Create(model, {.threads = 1, .fused_kernels = fused_kernels});
   REQUIRE(session.ok());
   auto owned = std::make_unique<Traced>();
   Traced& traced = *owned;
@@ -94,7 +94,7 @@ TEST_CASE("kernel events: a body run op by op lists its body nodes", "[cpu][kern
 
 TEST_CASE("kernel events: nothing recorded without a list", "[cpu][kernel_events]") {
   auto model = Parse(kChain);
-  auto session = Session::Create(*model, {1, true});
+  auto session = Session::Create(*model, {.threads = 1, .fused_kernels = true});
   REQUIRE(session.ok());
   std::vector<KernelEvent> events;
   RunStats traced;

@@ -227,8 +227,8 @@ TEST_CASE("long and wide reductions are exact where they can be and thread-count
   std::string text = ModelText(18, "(float[1,1000003] %x) -> (float %y)", "  %y = ReduceSum(%x)");
   RtTensor x = Floats({1, n}, values);
   const int threads = omp_get_max_threads();
-  float single = Run(text, {{"x", x}}, SessionOptions{1})[0].tensor.data<float>()[0];
-  float several = Run(text, {{"x", x}}, SessionOptions{4})[0].tensor.data<float>()[0];
+  float single = Run(text, {{"x", x}}, SessionOptions{.threads = 1})[0].tensor.data<float>()[0];
+  float several = Run(text, {{"x", x}}, SessionOptions{.threads = 4})[0].tensor.data<float>()[0];
   omp_set_num_threads(threads);
   REQUIRE(single == several);
   REQUIRE(single == Approx(expected).epsilon(1e-5));

@@ -145,3 +145,46 @@ TEST_CASE("Model::OpsetFor treats ai.onnx as the default domain", "[graph]") {
   REQUIRE(model.OpsetFor("com.microsoft") == 1);
   REQUIRE_FALSE(model.OpsetFor("com.other").has_value());
 }
+
+TEST_CASE("UniqueNodeName takes the first free suffix, freed names included", "[graph]") {
+  Chain chain;
+  CHECK(chain.graph.UniqueNodeName("fused") == "fused");
+  Value* c = chain.graph.CreateValue("c");
+  Value* d = chain.graph.CreateValue("d");
+  Value* e = chain.graph.CreateValue("e");
+  Node* first = chain.graph.CreateNode("Relu", "", {chain.b}, {c}, chain.graph.UniqueNodeName("fused"));
+  Node* second = chain.graph.CreateNode("Relu", "", {c}, {d}, chain.graph.UniqueNodeName("fused"));
+  Node* third = chain.graph.CreateNode("Relu", "", {d}, {e}, chain.graph.UniqueNodeName("fused"));
+  CHECK(first->name() == "fused");
+  CHECK(second->name() == "fused_1");
+  CHECK(third->name() == "fused_2");
+  CHECK(chain.graph.UniqueNodeName("fused") == "fused_3");
+  // A name freed below the search's position is found again, by removal or by renaming.
+  chain.graph.RemoveNode(third);
+  second->set_name("other");
+  CHECK(chain.graph.UniqueNodeName("fused") == "fused_1");
+  CHECK(chain.graph.UniqueNodeName("other") == "other_1");
+  first->set_name("fused_01");  // not a suffix UniqueNodeName makes: "fused" is free, "fused_01" taken
+  CHECK(chain.graph.UniqueNodeName("fused") == "fused");
+  CHECK(chain.graph.UniqueNodeName("fused_01") == "fused_01_1");
+  CHECK(chain.graph.UniqueNodeName("relu") == "relu_1");
+}
+
+TEST_CASE("revision changes with the graph's structure, not with reads", "[graph]") {
+  Chain chain;
+  uint64_t start = chain.graph.revision();
+  CHECK(chain.graph.NodeAfter(chain.relu) == chain.neg);
+  CHECK(chain.graph.NodeBefore(chain.neg) == chain.relu);
+  CHECK(chain.graph.NodeBefore(chain.relu) == nullptr);
+  CHECK(chain.graph.UniqueNodeName("neg") == "neg_1");
+  CHECK(chain.graph.revision() == start);
+  chain.neg->ReplaceInput(0, chain.x);
+  uint64_t rewired = chain.graph.revision();
+  CHECK(rewired != start);
+  chain.graph.RemoveNode(chain.relu);
+  CHECK(chain.graph.revision() != rewired);
+  // Revisions are unique across graphs: a new graph never repeats an old one's.
+  Graph other;
+  CHECK(other.revision() != start);
+  CHECK(other.revision() != chain.graph.revision());
+}
