@@ -3,6 +3,7 @@
 #include <utility>
 
 #include <algorithm>
+#include <atomic>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -61,11 +62,21 @@ void Node::ReplaceInput(int index, Value* value) {
   if (inputs_[index] != nullptr) inputs_[index]->EraseUse(this, index);
   inputs_[index] = value;
   if (value != nullptr) value->uses_.push_back(Use{this, index});
+  if (graph_ != nullptr) graph_->Touch();
 }
 
 void Node::AddInput(Value* value) {
   inputs_.push_back(value);
   if (value != nullptr) value->uses_.push_back(Use{this, static_cast<int>(inputs_.size() - 1)});
+  if (graph_ != nullptr) graph_->Touch();
+}
+
+void Node::set_name(std::string name) {
+  if (graph_ != nullptr) {
+    graph_->CountNodeName(name_, -1);
+    graph_->CountNodeName(name, +1);
+  }
+  name_ = std::move(name);
 }
 
 const Attribute* Node::FindAttribute(std::string_view name) const {
@@ -116,6 +127,7 @@ Attribute Attribute::CopyWithoutGraphs() const {
 }
 
 void Node::SetAttribute(Attribute attribute) {
+  if (graph_ != nullptr) graph_->Touch();
   for (auto& existing : attributes_) {
     if (existing.name == attribute.name) {
       existing = std::move(attribute);
@@ -183,6 +195,7 @@ void Graph::AddInput(Value* value) {
   FUSIONOPT_CHECK(value->graph_ == this, "graph input must belong to the graph");
   value->is_graph_input_ = true;
   inputs_.push_back(value);
+  Touch();
 }
 
 void Graph::RemoveInput(Value* value) {
@@ -190,14 +203,19 @@ void Graph::RemoveInput(Value* value) {
   FUSIONOPT_CHECK(it != inputs_.end(), "graph input " + value->name());
   inputs_.erase(it);
   value->is_graph_input_ = false;
+  Touch();
 }
 
-void Graph::AddOutput(Value* value) { outputs_.push_back(value); }
+void Graph::AddOutput(Value* value) {
+  outputs_.push_back(value);
+  Touch();
+}
 
 void Graph::SetInitializer(Value* value, TensorPtr tensor) {
   FUSIONOPT_CHECK(value->graph_ == this, "initializer must belong to the graph");
   if (value->initializer_ == nullptr) initializers_.push_back(value);
   value->initializer_ = std::move(tensor);
+  Touch();
 }
 
 void Graph::RemoveInitializer(Value* value) {
@@ -207,6 +225,7 @@ void Graph::RemoveInitializer(Value* value) {
   initializers_.erase(std::find(initializers_.begin(), initializers_.end(), value));
   by_name_.erase(value->name_);
   values_.erase(value->position_);
+  Touch();
 }
 
 std::vector<Value*> Graph::IntermediateValuesInOrder() const {
@@ -244,6 +263,8 @@ Node* Graph::CreateNode(std::string op_type, std::string domain,
   }
   nodes_.push_back(std::move(node));
   raw->position_ = std::prev(nodes_.end());
+  CountNodeName(raw->name_, +1);
+  Touch();
   return raw;
 }
 
@@ -263,7 +284,9 @@ void Graph::RemoveNode(Node* node) {
     by_name_.erase(value->name_);
     values_.erase(value->position_);
   }
+  CountNodeName(node->name_, -1);
   nodes_.erase(node->position_);
+  Touch();
 }
 
 void Graph::TransferProducer(Value* value, Node* to, int index) {
@@ -275,6 +298,7 @@ void Graph::TransferProducer(Value* value, Node* to, int index) {
   value->producer_ = to;
   value->producer_index_ = index;
   to->outputs_[static_cast<size_t>(index)] = value;
+  Touch();
 }
 
 void Graph::DetachProducer(Value* value) {
@@ -283,6 +307,7 @@ void Graph::DetachProducer(Value* value) {
   value->producer_->outputs_[static_cast<size_t>(value->producer_index_)] = nullptr;
   value->producer_ = nullptr;
   value->producer_index_ = -1;
+  Touch();
 }
 
 void Graph::EraseValue(Value* value) {
@@ -291,11 +316,13 @@ void Graph::EraseValue(Value* value) {
                   "erasing value " + value->name() + " that the graph still lists, produces or reads");
   by_name_.erase(value->name_);
   values_.erase(value->position_);
+  Touch();
 }
 
 void Graph::MoveBefore(Node* node, Node* anchor) {
   FUSIONOPT_CHECK(node->graph_ == this && (anchor == nullptr || anchor->graph_ == this), "nodes of this graph");
   nodes_.splice(anchor == nullptr ? nodes_.end() : anchor->position_, nodes_, node->position_);
+  Touch();
 }
 
 const Node* Graph::EnclosingNode(const Node* node) const {
@@ -307,6 +334,61 @@ Node* Graph::NodeAfter(const Node* node) const {
   FUSIONOPT_CHECK(node->graph_ == this, "node of this graph");
   auto next = std::next(node->position_);
   return next == nodes_.end() ? nullptr : next->get();
+}
+
+Node* Graph::NodeBefore(const Node* node) const {
+  FUSIONOPT_CHECK(node->graph_ == this, "node of this graph");
+  return node->position_ == nodes_.begin() ? nullptr : std::prev(node->position_)->get();
+}
+
+uint64_t Graph::NextRevision() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
+std::string Graph::UniqueNodeName(const std::string& stem) const {
+  if (!node_names_indexed_) {
+    for (const auto& node : nodes_) ++node_name_counts_[node->name_];
+    node_names_indexed_ = true;
+  }
+  int64_t& suffix = first_free_suffix_[stem];
+  for (;; ++suffix) {
+    std::string name = suffix == 0 ? stem : stem + "_" + std::to_string(suffix);
+    if (!node_name_counts_.count(name)) return name;
+  }
+}
+
+namespace {
+
+// The suffix UniqueNodeName would have put on `stem` to make `name` ("stem_12" -> 12), or 0
+// when `name` is no such name (no underscore, no digits, a leading zero).
+std::pair<std::string_view, int64_t> SplitNumberedName(std::string_view name) {
+  size_t underscore = name.rfind('_');
+  if (underscore == std::string_view::npos) return {name, 0};
+  std::string_view digits = name.substr(underscore + 1);
+  if (digits.empty() || digits.size() > 9 || digits.front() == '0') return {name, 0};
+  int64_t suffix = 0;
+  for (char digit : digits) {
+    if (digit < '0' || digit > '9') return {name, 0};
+    suffix = suffix * 10 + (digit - '0');
+  }
+  return {name.substr(0, underscore), suffix};
+}
+
+}  // namespace
+
+void Graph::CountNodeName(const std::string& name, int64_t delta) {
+  if (!node_names_indexed_) return;
+  auto it = node_name_counts_.try_emplace(name, 0).first;
+  it->second += delta;
+  if (it->second > 0) return;
+  node_name_counts_.erase(it);
+  // The name is free again: a stem whose search had moved past it must look from it again.
+  if (auto as_stem = first_free_suffix_.find(name); as_stem != first_free_suffix_.end()) as_stem->second = 0;
+  auto [stem, suffix] = SplitNumberedName(name);
+  if (suffix == 0) return;
+  auto numbered = first_free_suffix_.find(std::string(stem));
+  if (numbered != first_free_suffix_.end() && numbered->second > suffix) numbered->second = suffix;
 }
 
 void Graph::ReplaceAllUses(Value* from, Value* to) {
@@ -390,6 +472,7 @@ Status Graph::SortTopologically() {
     nodes_.push_back(std::move(owned[index]));
     nodes_.back()->position_ = std::prev(nodes_.end());
   }
+  Touch();
   return Status::Ok();
 }
 

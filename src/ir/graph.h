@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -154,7 +155,7 @@ class Node {
   const std::string& op_type() const { return op_type_; }
   const std::string& domain() const { return domain_; }  // "" is the default ONNX domain
   const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
+  void set_name(std::string name);  // keeps the graph's node-name index current
   Graph* graph() const { return graph_; }
 
   // Omitted optional inputs/outputs (empty names in ONNX) are nullptr.
@@ -247,8 +248,19 @@ class Graph {
   // Moves `node` to just before `anchor` in the node order (null anchor: to the end). The
   // caller keeps the order topological (or sorts afterwards).
   void MoveBefore(Node* node, Node* anchor);
-  // The node after `node` in the node order, or null at the end.
+  // The node after (before) `node` in the node order, or null at the end (start).
   Node* NodeAfter(const Node* node) const;
+  Node* NodeBefore(const Node* node) const;
+  // `stem`, or `stem_1`, `stem_2`, ...: the first name no node of this graph has. Amortized
+  // constant time, so passes naming a node per rewrite stay linear: an index of node names is
+  // built on first use and kept current from then on, with the first suffix per stem that
+  // may be free.
+  std::string UniqueNodeName(const std::string& stem) const;
+  // Changes whenever nodes, edges, node order, attributes set through SetAttribute, graph
+  // inputs or initializers do; unique across every graph of the process, so a cache of a
+  // graph-wide analysis can tell it is stale. Types and attributes edited in place (type(),
+  // mutable_attributes()) do not change it.
+  uint64_t revision() const { return revision_; }
   // The node of this graph that is `node` or holds it in a nested subgraph (a reader inside
   // an If branch counts as its If), or null when `node` is outside this graph.
   const Node* EnclosingNode(const Node* node) const;
@@ -282,6 +294,15 @@ class Graph {
   std::vector<Value*> outputs_;
   std::vector<Value*> initializers_;
   std::string residual_;
+  uint64_t revision_ = NextRevision();
+  // UniqueNodeName's index, built on its first call (empty and unused until then).
+  mutable bool node_names_indexed_ = false;
+  mutable std::unordered_map<std::string, int64_t> node_name_counts_;   // name -> nodes so named
+  mutable std::unordered_map<std::string, int64_t> first_free_suffix_;  // stem -> every lower one is taken
+
+  static uint64_t NextRevision();
+  void Touch() { revision_ = NextRevision(); }
+  void CountNodeName(const std::string& name, int64_t delta);
 };
 
 struct OpsetImport {

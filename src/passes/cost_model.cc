@@ -54,11 +54,16 @@ bool IsImmediate(const Value& value) {
   return constant != nullptr && constant->NumElements() <= 1;
 }
 
-std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& members) {
+// Members in graph order, duplicates kept. Outlining's walk (InGraphOrder) covers the usual
+// case in time proportional to the members' span; a list with duplicates or nodes of another
+// graph takes the whole-graph scan.
+std::vector<const Node*> MembersInGraphOrder(const std::vector<const Node*>& members) {
+  std::vector<const Node*> ordered = InGraphOrder(members);
+  if (ordered.size() == members.size()) return ordered;
   std::unordered_map<const Node*, size_t> position;
   size_t index = 0;
   for (const auto& node : members.front()->graph()->nodes()) position[node.get()] = index++;
-  std::vector<const Node*> ordered = members;
+  ordered = members;
   std::sort(ordered.begin(), ordered.end(), [&](const Node* a, const Node* b) { return position[a] < position[b]; });
   return ordered;
 }
@@ -209,7 +214,11 @@ const std::unordered_map<std::string, Shape>& CostModel::ConcreteShapes() const 
   return *concrete_;
 }
 
-void CostModel::ForgetConcreteShapes() { concrete_.reset(); }
+void CostModel::ForgetConcreteShapes() {
+  concrete_.reset();
+  // Shape inference retypes values in place, which graph revisions do not track.
+  launch_free_.clear();
+}
 
 double CostModel::RooflineSeconds(double flops, double bytes) const {
   return std::max(flops / profile_.peak_flops, bytes / profile_.bandwidth);
@@ -225,8 +234,28 @@ void CostModel::FinishKernel(KernelCost& cost) const {
                  static_cast<double>(cost.launches) * profile_.launch_overhead_s;
 }
 
-KernelCost CostModel::NodeCost(const Node& node) const {
-  return CostWithin(node, FindLaunchFreeNodes(*node.graph(), InitializersOverridable(model_)), 0);
+KernelCost CostModel::NodeCost(const Node& node) const { return CostWithin(node, LaunchFreeIn(*node.graph()), 0); }
+
+const LaunchFreeNodes& CostModel::LaunchFreeIn(const Graph& graph) const {
+  bool overridable = InitializersOverridable(model_);
+  LaunchFreeCache& cached = launch_free_[&graph];
+  if (cached.revision != graph.revision() || cached.initializers_overridable != overridable) {
+    cached.nodes = FindLaunchFreeNodes(graph, overridable);
+    cached.revision = graph.revision();
+    cached.initializers_overridable = overridable;
+  }
+  return cached.nodes;
+}
+
+bool CostModel::OutliningKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& members) const {
+  auto it = launch_free_.find(&graph);
+  if (it == launch_free_.end() || it->second.revision != graph.revision()) return false;
+  return std::none_of(members.begin(), members.end(), [&](const Node* member) { return it->second.nodes.contains(member); });
+}
+
+void CostModel::AdoptOutlinedRevision(const Graph& graph, uint64_t revision_before) const {
+  auto it = launch_free_.find(&graph);
+  if (it != launch_free_.end() && it->second.revision == revision_before) it->second.revision = graph.revision();
 }
 
 KernelCost CostModel::CostWithin(const Node& node, const LaunchFreeNodes& free, int depth) const {
@@ -346,7 +375,7 @@ KernelCost CostModel::GroupCostAt(const std::vector<const Node*>& members, int d
 KernelCost CostModel::SeparateCost(const std::vector<const Node*>& members) const {
   KernelCost total = LaunchFree();
   if (members.empty()) return total;
-  LaunchFreeNodes free = FindLaunchFreeNodes(*members.front()->graph(), InitializersOverridable(model_));
+  const LaunchFreeNodes& free = LaunchFreeIn(*members.front()->graph());
   for (const Node* member : members) Accumulate(total, CostWithin(*member, free, 0));
   return total;
 }
@@ -363,7 +392,7 @@ int64_t CostModel::EstimateRegisters(const std::vector<const Node*>& members) co
   };
   std::unordered_map<const Value*, int64_t> live;  // value -> reads left inside the group
   int64_t live_registers = 0, peak = 0;
-  for (const Node* member : InGraphOrder(members)) {
+  for (const Node* member : MembersInGraphOrder(members)) {
     for (const Value* input : member->inputs()) {
       if (input == nullptr || IsImmediate(*input) || live.count(input)) continue;
       if (member_set.count(input->producer())) continue;  // produced inside: live already, or immediate

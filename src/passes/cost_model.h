@@ -154,7 +154,19 @@ class CostModel {
   // size — min(64, sequence) — is no symbol), so where a main-graph value has an unknown dim
   // the model infers a copy of the graph with every symbol at its size and uses the shape
   // found there. That copy is made once; after the model changed, forget it.
+  // (It also forgets the launch-free nodes it keeps per graph.)
   void ForgetConcreteShapes();
+
+  // The launch-free nodes of `graph` (FindLaunchFreeNodes), computed once per graph revision:
+  // a fusion pass judges a candidate per group, and a whole-graph pass per group would make
+  // it quadratic.
+  const LaunchFreeNodes& LaunchFreeIn(const Graph& graph) const;
+  // Outlining replaces members by a fused node, which never runs ahead: when no member was
+  // launch-free, no other node's status changes, and the kept result stays right although the
+  // graph's revision moves. OutlineGroup asks this before changing the graph and, when true,
+  // calls AdoptOutlinedRevision after, with the revision it started from.
+  bool OutliningKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& members) const;
+  void AdoptOutlinedRevision(const Graph& graph, uint64_t revision_before) const;
 
  private:
   cost::ShapeLookup Shapes() const;
@@ -170,6 +182,12 @@ class CostModel {
   TargetProfile profile_;
   SymbolSizes symbols_;
   mutable std::unique_ptr<std::unordered_map<std::string, Shape>> concrete_;  // ConcreteShapes, once made
+  struct LaunchFreeCache {
+    uint64_t revision = 0;  // the graph's when computed (revisions start at 1)
+    bool initializers_overridable = false;
+    LaunchFreeNodes nodes;
+  };
+  mutable std::unordered_map<const Graph*, LaunchFreeCache> launch_free_;
 };
 
 }  // namespace fusionopt::passes

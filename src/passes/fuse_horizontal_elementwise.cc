@@ -56,6 +56,13 @@ const Shape* IterationSpace(const Node& node) {
   return space;
 }
 
+// Whether nothing reads `values` any more, so RemoveIfUnused removes every one.
+bool AllUnused(const std::vector<Value*>& values) {
+  return std::all_of(values.begin(), values.end(), [](const Value* value) {
+    return value->uses().empty() && !value->is_graph_output() && !value->is_graph_input();
+  });
+}
+
 struct Group {
   const Shape* space;
   std::vector<Node*> members;
@@ -75,6 +82,9 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
   const LaunchFreeNodes launch_free = FindLaunchFreeNodes(graph, model.ir_version >= 4);
 
   std::vector<Group> groups;
+  // Indices of the groups with room for another member, in creation order: a node joins the
+  // first that takes it, and skipping full groups one by one would be quadratic.
+  std::vector<size_t> open_groups;
   for (const auto& owned : graph.nodes()) {
     Node* node = owned.get();
     const bool fused = node->domain() == kFusionDomain;
@@ -87,18 +97,19 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     }
     const Shape* space = IterationSpace(*node);
     if (space == nullptr) continue;
-    auto open = std::find_if(groups.begin(), groups.end(), [&](const Group& group) {
-      if (static_cast<int64_t>(group.members.size()) >= max_members || !ProvablySameShape(*group.space, *space)) {
-        return false;
-      }
+    auto open = std::find_if(open_groups.begin(), open_groups.end(), [&](size_t index) {
+      const Group& group = groups[index];
+      if (!ProvablySameShape(*group.space, *space)) return false;
       std::vector<Node*> joined = group.members;
       joined.push_back(node);
       return !LeavesAndReenters(joined);
     });
-    if (open != groups.end()) {
-      open->members.push_back(node);
+    if (open != open_groups.end()) {
+      groups[*open].members.push_back(node);
+      if (static_cast<int64_t>(groups[*open].members.size()) >= max_members) open_groups.erase(open);
     } else {
       groups.push_back({space, {node}});
+      open_groups.push_back(groups.size() - 1);
     }
   }
 
@@ -107,6 +118,12 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     // The members as they are (fused calls cost as their bodies, reading and writing only the
     // calls' values) against the merged kernel.
     if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply) continue;
+    // Inlining and outlining again replace calls and ops that are not launch-free by one fused
+    // call, so the cost model's launch-free nodes stay right across the whole rewrite (the
+    // outliner alone sees the inlined state and cannot tell).
+    const CostModel& costs = context.cost_model();
+    const bool keeps_launch_free = costs.OutliningKeepsLaunchFree(graph, group.members);
+    const uint64_t revision_before = graph.revision();
     std::vector<Node*> nodes;
     std::vector<std::pair<std::string, std::vector<Node*>>> inlined_calls;  // function name, body ops
     std::vector<Value*> copied_constants;
@@ -132,7 +149,9 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
       for (const auto& [function_name, body] : inlined_calls) {
         OutlineGroup(graph, FusionGroup{body, "elementwise", function_name}, context);
       }
+      bool constants_go = AllUnused(copied_constants);
       RemoveIfUnused(copied_constants);
+      if (keeps_launch_free && constants_go) costs.AdoptOutlinedRevision(graph, revision_before);
       changed = changed || !inlined_calls.empty();
       continue;
     }
@@ -140,7 +159,9 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     context.Count("kernels_merged", static_cast<int64_t>(group.members.size()));
     OutlineGroup(graph, FusionGroup{nodes, "horizontal_elementwise", "FusedHorizontal"}, context);
     // The outliner copied the scalar constants into the new body; the inlined ones go.
+    bool constants_go = AllUnused(copied_constants);
     RemoveIfUnused(copied_constants);
+    if (keeps_launch_free && constants_go) costs.AdoptOutlinedRevision(graph, revision_before);
     changed = true;
   }
   return changed;

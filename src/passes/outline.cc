@@ -11,19 +11,38 @@
 #include "ir/text_format.h"
 
 namespace fusionopt::passes {
-namespace {
-
-std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
-  const Graph* graph = nodes.front()->graph();
-  std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
-  std::vector<Node*> ordered;
-  for (const auto& node : graph->nodes()) {
-    if (members.count(node.get())) ordered.push_back(node.get());
+std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& nodes) {
+  if (nodes.empty()) return {};
+  const Node* start = nodes.front();
+  const Graph& graph = *start->graph();
+  std::unordered_set<const Node*> wanted(nodes.begin(), nodes.end());
+  std::vector<std::pair<int64_t, const Node*>> found = {{0, start}};  // offset from `start`
+  const Node* ahead = graph.NodeAfter(start);
+  const Node* behind = graph.NodeBefore(start);
+  for (int64_t step = 1; found.size() < wanted.size() && (ahead != nullptr || behind != nullptr); ++step) {
+    if (ahead != nullptr) {
+      if (wanted.count(ahead)) found.emplace_back(step, ahead);
+      ahead = graph.NodeAfter(ahead);
+    }
+    if (behind != nullptr) {
+      if (wanted.count(behind)) found.emplace_back(-step, behind);
+      behind = graph.NodeBefore(behind);
+    }
   }
+  std::sort(found.begin(), found.end());
+  std::vector<const Node*> ordered;
+  ordered.reserve(found.size());
+  for (const auto& [offset, node] : found) ordered.push_back(node);
   return ordered;
 }
 
-}  // namespace
+std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
+  std::vector<Node*> ordered;
+  for (const Node* node : InGraphOrder(std::vector<const Node*>(nodes.begin(), nodes.end()))) {
+    ordered.push_back(const_cast<Node*>(node));  // one of `nodes`, which are mutable
+  }
+  return ordered;
+}
 
 TensorPtr InlinableConstant(const Value& value) {
   TensorPtr tensor = ConstantValueOf(value, /*initializers_overridable=*/true);
@@ -121,13 +140,8 @@ void EnsureFusionDomain(Model& model) {
 std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const std::vector<Node*>& nodes) {
   std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
   std::unordered_map<const Node*, size_t> span;
-  const Node* first = nullptr;
-  for (const auto& node : graph.nodes()) {
-    if (members.count(node.get())) {
-      first = node.get();
-      break;
-    }
-  }
+  std::vector<Node*> ordered = InGraphOrder(nodes);
+  const Node* first = ordered.empty() || ordered.front()->graph() != &graph ? nullptr : ordered.front();
   size_t seen_members = 0, index = 0;
   for (const Node* node = first; node != nullptr && seen_members < members.size(); node = graph.NodeAfter(node)) {
     span[node] = index++;
@@ -138,13 +152,7 @@ std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const 
 
 }  // namespace
 
-std::string UniqueNodeName(const Graph& graph, const std::string& stem) {
-  std::set<std::string> taken;
-  for (const auto& node : graph.nodes()) taken.insert(node->name());
-  std::string name = stem;
-  for (int suffix = 1; taken.count(name); ++suffix) name = stem + "_" + std::to_string(suffix);
-  return name;
-}
+std::string UniqueNodeName(const Graph& graph, const std::string& stem) { return graph.UniqueNodeName(stem); }
 
 bool LeavesAndReenters(const std::vector<Node*>& nodes) {
   const Graph* graph = nodes.front()->graph();
@@ -206,6 +214,9 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   FUSIONOPT_CHECK(group.nodes.front()->graph() == &graph, "members belong to the graph");
   Model& model = context.model();
   std::vector<Node*> members = InGraphOrder(group.nodes);
+  const CostModel& costs = context.cost_model();
+  const bool keeps_launch_free = costs.OutliningKeepsLaunchFree(graph, members);
+  const uint64_t revision_before = graph.revision();
   Outlined outlined = BuildBody(members);
   std::string text = PrintGraph(*outlined.body);
   auto [function, function_name] = FindOrNameFunction(model, group.name, text);
@@ -255,6 +266,7 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
     Status sorted = graph.SortTopologically();
     FUSIONOPT_CHECK(sorted.ok(), "a convex group keeps the graph acyclic: " + sorted.message());
   }
+  if (keeps_launch_free) costs.AdoptOutlinedRevision(graph, revision_before);
 
   context.Matched();
   context.RecordFusion(FusionRecord{"", fused->name(), function_name, group.kind, std::move(replaced)});

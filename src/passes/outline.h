@@ -56,8 +56,15 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes);
 // must be outlinable (checked: a pass asks WhyNotOutlinable first and reports the reason).
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context);
 
-// `stem`, or `stem_1`, `stem_2`, ... : the first name no node of `graph` has.
+// `stem`, or `stem_1`, `stem_2`, ... : the first name no node of `graph` has
+// (Graph::UniqueNodeName: amortized constant time).
 std::string UniqueNodeName(const Graph& graph, const std::string& stem);
+
+// Those of `nodes` that belong to the first one's graph, each once, in graph order. Found by
+// walking outward from the first node, so the time is proportional to the stretch of the graph
+// they span rather than to the graph (a member outside the graph makes it a whole-graph walk).
+std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& nodes);
+std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes);
 
 // Whether `body_node`, a node of a body OutlineGroup built, is a scalar Constant the outliner
 // copied in (named "c0", "c1", ... by BuildBody) rather than one of the group's members. The
