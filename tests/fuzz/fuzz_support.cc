@@ -1,6 +1,8 @@
 // Shared pieces of the libFuzzer targets (fuzz_support.h).
 #include "fuzz_support.h"
 
+#include "onnx_io/model_io.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -63,6 +65,12 @@ bool GraphWithinBudget(const Graph& graph, const Budget& budget, int64_t& nodes)
 const std::string& EmptyModelDir() {
   static const TempDir dir;
   return dir.path;
+}
+
+Result<std::unique_ptr<Model>> LoadFuzzInput(const uint8_t* data, size_t size, bool infer_shapes) {
+  LoadOptions options;
+  options.infer_shapes = infer_shapes;
+  return LoadModelFromBytes(std::string(reinterpret_cast<const char*>(data), size), EmptyModelDir(), options);
 }
 
 bool WithinBudget(const Model& model, const Budget& budget) {

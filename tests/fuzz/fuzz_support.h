@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,10 @@ namespace fusionopt::fuzz {
 // external_data location can only resolve against nothing, so a fuzzer never reads the
 // machine's files and any read outside it is the loader's bug.
 const std::string& EmptyModelDir();
+
+// The fuzz input parsed as a ModelProto and built into the IR, external data resolving
+// against EmptyModelDir(); shape inference as `infer_shapes` says.
+Result<std::unique_ptr<Model>> LoadFuzzInput(const uint8_t* data, size_t size, bool infer_shapes);
 
 // Whether every tensor the model declares, holds or may compute stays small enough for the
 // passes and constant folding to run in milliseconds: no known shape over

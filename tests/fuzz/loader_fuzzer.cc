@@ -8,14 +8,10 @@
 
 #include "fuzz_support.h"
 #include "ir/verifier.h"
-#include "onnx_io/model_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fusionopt;
-  LoadOptions options;
-  options.infer_shapes = false;
-  auto model = LoadModelFromBytes(std::string(reinterpret_cast<const char*>(data), size),
-                                  fuzz::EmptyModelDir(), options);
+  auto model = fuzz::LoadFuzzInput(data, size, /*infer_shapes=*/false);
   if (!model.ok()) {
     if (fuzz::IsInternal(model.status())) fuzz::Finding("loader internal error", model.status());
     return 0;

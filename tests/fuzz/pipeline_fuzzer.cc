@@ -15,8 +15,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fusionopt;
-  auto model = LoadModelFromBytes(std::string(reinterpret_cast<const char*>(data), size),
-                                  fuzz::EmptyModelDir());
+  auto model = fuzz::LoadFuzzInput(data, size, /*infer_shapes=*/true);
   if (!model.ok() || !fuzz::WithinBudget(**model)) return 0;
   passes::PipelineOptions options;
   options.level = 3;
