@@ -1,7 +1,8 @@
 # fusionopt — the two entry points of the README, idempotent on a fresh Debian 12 machine:
 #   make demo   install dependencies, build, optimize the default model at -O3, bench it, print the summary
 #   make test   install dependencies, build, run every test (C++ unit tests, then pytest), then
-#               the hardening checks: sanitize-test and fuzz-smoke
+#               the hardening checks: sanitize-test and fuzz-smoke; closes with a summary line per
+#               stage and the totals
 #   make sanitize-test  the unit tests (and fuzz regressions) under ASan + UBSan, in $(BUILD_HARDENING)
 #   make fuzz-smoke     each libFuzzer target for 60 s (scripts/fuzz.sh; docs/robustness.md)
 
@@ -15,7 +16,7 @@ DEMO_OUT := $(BUILD)/demo
 
 APT_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
   libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev \
-  libdnnl-dev python3 python3-venv python3-pip clang libclang-rt-14-dev libomp-14-dev
+  libdnnl-dev libonnx-testdata python3 python3-venv python3-pip clang libclang-rt-14-dev libomp-14-dev
 APT_STAMP := $(BUILD)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
 # The hardening build: clang (libFuzzer), ASan + UBSan and the fuzzers in one folder, CUDA off;
 # -O1 with line tables only, the cheapest flags that keep reports readable (2-core CI).
@@ -29,6 +30,10 @@ FUZZ_TARGETS := loader_fuzzer shape_inference_fuzzer text_format_fuzzer pipeline
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 VENV_STAMP := $(VENV)/.installed-$(shell md5sum requirements-dev.txt | cut -c1-8)
+# pytest: unbuffered, so a CI log shows how far it got; a test that runs past 15 minutes fails
+# with its stack instead of stalling the whole run; the slowest tests are listed at the end.
+PYTEST := PYTHONUNBUFFERED=1 FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python \
+  -q -p no:cacheprovider --timeout=900 --durations=10
 
 .PHONY: all deps build demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean
 
@@ -68,12 +73,18 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 py-test: deps build
-	FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
+	$(PYTEST)
 
+# Each stage's output is also kept in $(TEST_LOGS); the run closes with one line per stage and
+# the totals (scripts/test_summary.sh).
+TEST_LOGS := $(BUILD)/test-logs
 test: deps build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-	FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python -q -p no:cacheprovider
-	$(MAKE) --no-print-directory sanitize-test fuzz-smoke
+	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
+	set -o pipefail; cd $(BUILD) && ctest --output-on-failure -j $(JOBS) 2>&1 | tee $(abspath $(TEST_LOGS))/ctest.txt
+	set -o pipefail; $(PYTEST) 2>&1 | tee $(TEST_LOGS)/pytest.txt
+	set -o pipefail; $(MAKE) --no-print-directory sanitize-test 2>&1 | tee $(TEST_LOGS)/sanitize.txt
+	set -o pipefail; $(MAKE) --no-print-directory fuzz-smoke 2>&1 | tee $(TEST_LOGS)/fuzz.txt
+	@scripts/test_summary.sh $(TEST_LOGS)
 
 hardening-build: $(APT_STAMP)
 	cmake -S . -B $(BUILD_HARDENING) $(HARDENING_CMAKE_FLAGS) >/dev/null

@@ -42,6 +42,22 @@ def all_model_params():
     return params
 
 
+# ---------------------------------------------------------------- byte comparisons
+
+def assert_same_bytes(actual, expected, what):
+    """Fails naming `what`, the lengths and the first differing offset when the bytes differ.
+
+    A plain `assert a == b` on two written models is no good: pytest explains a failed
+    comparison of bytes with difflib, which takes hours on a few hundred kilobytes."""
+    if actual == expected:
+        return
+    offset = next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b),
+                  min(len(actual), len(expected)))
+    pytest.fail(f"{what}: {len(actual)} bytes vs {len(expected)} expected, first differing at "
+                f"offset {offset} ({actual[offset:offset + 8]!r} vs {expected[offset:offset + 8]!r})",
+                pytrace=False)
+
+
 # ---------------------------------------------------------------- snapshots
 
 class FileSnapshot:

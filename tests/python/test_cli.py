@@ -59,10 +59,10 @@ def test_optimize_subcommand_equals_the_default_form(fusionopt, tmp_path, model)
     default_out, explicit_out = tmp_path / "default.onnx", tmp_path / "explicit.onnx"
     assert fusionopt(model, "-o", default_out, "-O0")[0] == lib.EXIT_OK
     assert fusionopt("optimize", model, "-o", explicit_out, "-O0")[0] == lib.EXIT_OK
-    assert default_out.read_bytes() == explicit_out.read_bytes()
+    lib.assert_same_bytes(explicit_out.read_bytes(), default_out.read_bytes(), "optimize MODEL")
     options_first = tmp_path / "options_first.onnx"
     assert fusionopt("optimize", "-O0", "-o", options_first, model)[0] == lib.EXIT_OK
-    assert options_first.read_bytes() == default_out.read_bytes()
+    lib.assert_same_bytes(options_first.read_bytes(), default_out.read_bytes(), "options before MODEL")
 
 
 def test_default_form_accepts_options_before_the_model(fusionopt, tmp_path, model):
@@ -98,4 +98,4 @@ def test_verbosity_does_not_change_the_output(fusionopt, tmp_path, model):
     assert fusionopt(model, "-o", tmp_path / "a.onnx", "-O0")[0] == lib.EXIT_OK
     rc, _, verbose = fusionopt("-vv", model, "-o", tmp_path / "b.onnx", "-O0")
     assert rc == lib.EXIT_OK, verbose
-    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    lib.assert_same_bytes((tmp_path / "b.onnx").read_bytes(), (tmp_path / "a.onnx").read_bytes(), "-vv")

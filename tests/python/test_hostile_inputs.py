@@ -652,10 +652,12 @@ def timed_optimize(binary, folder, length, level):
 
 def test_a_million_node_chain_loads_optimizes_and_saves_in_linear_time(fusionopt_bin, tmp_path):
     """-O1: load (with shape inference), the cleanup and folding passes, save."""
-    small_s, _ = timed_optimize(fusionopt_bin, tmp_path, 100_000, "-O1")
+    small_s = min(timed_optimize(fusionopt_bin, tmp_path, 100_000, "-O1")[0] for _ in range(2))
     large_s, out = timed_optimize(fusionopt_bin, tmp_path, 1_000_000, "-O1")
-    # 10x the nodes: linear is about 10x; quadratic would be 100x.
-    assert large_s / small_s < 20, f"100k nodes {small_s:.2f} s, 1M nodes {large_s:.2f} s"
+    # 10x the nodes: quadratic would be 100x. Linear code measures 16-21x here, not 10x: at 1M
+    # nodes the IR no longer fits in cache and a fifth of the time is the kernel zeroing fresh
+    # pages (perf: clear_page_erms), so the gate sits between that and quadratic.
+    assert large_s / small_s < 40, f"100k nodes {small_s:.2f} s, 1M nodes {large_s:.2f} s"
     assert large_s < 90, f"1M nodes took {large_s:.1f} s"
     rc, stdout, stderr = run(fusionopt_bin, "inspect", out, "--json", stack_kib=SMALL_STACK_KIB)
     assert rc == lib.EXIT_OK, stderr

@@ -71,7 +71,7 @@ def test_legacy_model_round_trips_unchanged(fusionopt, tmp_path):
     rc, stdout, stderr = fusionopt(model_path, "-o", out, "-O0")
 
     assert rc == lib.EXIT_OK, stderr
-    assert out.read_bytes() == model_path.read_bytes()
+    lib.assert_same_bytes(out.read_bytes(), model_path.read_bytes(), f"{model_path.name} at -O0")
 
 
 @pytest.mark.parametrize("case", refused_models().keys())

@@ -33,13 +33,14 @@ struct Runs {
   int64_t saved_launches() const { return op_by_op.stats.kernels_launched - fused.stats.kernels_launched; }
 };
 
-// The outlined model run with the fused kernel and op by op: within 1e-5 relative (and 1e-6
-// absolute, for values near 0).
-Runs Compare(const Model& model, const std::vector<NamedTensor>& feeds) {
+// The outlined model run with the fused kernel and op by op: within 1e-5 relative, and `atol`
+// absolute for values near 0 — a context element is a weighted sum of value rows, so its
+// rounding error follows the size of those rows, not its own.
+Runs Compare(const Model& model, const std::vector<NamedTensor>& feeds, double atol = 1e-6) {
   Runs runs;
   runs.fused = fused_test::Run(model, feeds, true);
   runs.op_by_op = fused_test::Run(model, feeds, false);
-  pass_test::RequireClose(runs.fused.outputs, runs.op_by_op.outputs, 1e-5, 1e-6);
+  pass_test::RequireClose(runs.fused.outputs, runs.op_by_op.outputs, 1e-5, atol);
   return runs;
 }
 
@@ -76,7 +77,9 @@ TEST_CASE("fused attention: a long BERT sequence, 12 heads of 64, and a fully pa
                                           {"k", Random(DataType::kFloat, {2, sequence, 768}, 5)},
                                           {"v", Random(DataType::kFloat, {2, sequence, 768}, 6)},
                                           {"mask", PaddingMask(sequence, {937, 0})}};
-  Runs runs = Compare(*model, feeds);
+  // Sums over 937 keys in float32, in the tiles' order against oneDNN's: on AVX-512 machines the
+  // two differ by up to 2.7e-6 on outputs of up to 2 (a wrong mask or scale moves them by 1e-2).
+  Runs runs = Compare(*model, feeds, 1e-5);
   CHECK(runs.fused.stats.kernels_launched == 1);
   // A row with every key masked by a finite fill is uniform, as op by op.
   const RtTensor& context = runs.fused.outputs[0].tensor;
