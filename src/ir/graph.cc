@@ -184,11 +184,17 @@ Value* Graph::LookupValue(std::string_view name) const {
 }
 
 std::string Graph::UniqueName(std::string_view base) const {
-  std::string candidate(base);
-  for (int suffix = 1; LookupValue(candidate) != nullptr; ++suffix) {
-    candidate = std::string(base) + "_" + std::to_string(suffix);
+  auto numbered = [&](int64_t suffix) {
+    return suffix == 0 ? std::string(base) : std::string(base) + "_" + std::to_string(suffix);
+  };
+  if (parent_ != nullptr) {  // enclosing scopes' names count, and their changes are not seen here
+    int64_t suffix = 0;
+    while (LookupValue(numbered(suffix)) != nullptr) ++suffix;
+    return numbered(suffix);
   }
-  return candidate;
+  int64_t& suffix = first_free_value_suffix_[std::string(base)];
+  while (FindValue(numbered(suffix)) != nullptr) ++suffix;
+  return numbered(suffix);
 }
 
 void Graph::AddInput(Value* value) {
@@ -223,6 +229,7 @@ void Graph::RemoveInitializer(Value* value) {
   FUSIONOPT_CHECK(value->uses_.empty() && !value->is_graph_input_ && !value->is_graph_output(),
                   "removing initializer " + value->name() + " that is still used");
   initializers_.erase(std::find(initializers_.begin(), initializers_.end(), value));
+  ForgetValueName(value->name_);
   by_name_.erase(value->name_);
   values_.erase(value->position_);
   Touch();
@@ -263,6 +270,7 @@ Node* Graph::CreateNode(std::string op_type, std::string domain,
   }
   nodes_.push_back(std::move(node));
   raw->position_ = std::prev(nodes_.end());
+  AssignOrderKey(raw);
   CountNodeName(raw->name_, +1);
   Touch();
   return raw;
@@ -281,7 +289,8 @@ void Graph::RemoveNode(Node* node) {
     dropped.insert(output);
   }
   for (Value* value : dropped) {
-    by_name_.erase(value->name_);
+    ForgetValueName(value->name_);
+  by_name_.erase(value->name_);
     values_.erase(value->position_);
   }
   CountNodeName(node->name_, -1);
@@ -314,6 +323,7 @@ void Graph::EraseValue(Value* value) {
   FUSIONOPT_CHECK(value->graph_ == this && value->producer_ == nullptr && value->uses_.empty() &&
                       !value->is_graph_input_ && !value->is_graph_output() && !value->is_initializer(),
                   "erasing value " + value->name() + " that the graph still lists, produces or reads");
+  ForgetValueName(value->name_);
   by_name_.erase(value->name_);
   values_.erase(value->position_);
   Touch();
@@ -322,7 +332,39 @@ void Graph::EraseValue(Value* value) {
 void Graph::MoveBefore(Node* node, Node* anchor) {
   FUSIONOPT_CHECK(node->graph_ == this && (anchor == nullptr || anchor->graph_ == this), "nodes of this graph");
   nodes_.splice(anchor == nullptr ? nodes_.end() : anchor->position_, nodes_, node->position_);
+  AssignOrderKey(node);
   Touch();
+}
+
+namespace {
+// Room for 2^32 nodes after a renumbering, and 32 halvings of a gap before the next one.
+constexpr uint64_t kOrderKeyGap = uint64_t{1} << 32;
+}  // namespace
+
+void Graph::AssignOrderKey(Node* node) {
+  const Node* before = NodeBefore(node);
+  const Node* after = NodeAfter(node);
+  const uint64_t low = before == nullptr ? 0 : before->order_key_;
+  if (after == nullptr) {
+    if (low <= UINT64_MAX - kOrderKeyGap) {
+      node->order_key_ = low + kOrderKeyGap;
+      return;
+    }
+  } else if (after->order_key_ - low >= 2) {
+    node->order_key_ = low + (after->order_key_ - low) / 2;
+    return;
+  }
+  RenumberOrderKeys();
+}
+
+void Graph::RenumberOrderKeys() {
+  uint64_t key = 0;
+  for (auto& node : nodes_) node->order_key_ = key += kOrderKeyGap;
+}
+
+uint64_t Graph::OrderKey(const Node* node) const {
+  FUSIONOPT_CHECK(node->graph_ == this, "node of this graph");
+  return node->order_key_;
 }
 
 const Node* Graph::EnclosingNode(const Node* node) const {
@@ -376,6 +418,18 @@ std::pair<std::string_view, int64_t> SplitNumberedName(std::string_view name) {
 }
 
 }  // namespace
+
+void Graph::ForgetValueName(const std::string& name) {
+  if (first_free_value_suffix_.empty()) return;
+  // As for node names: a base whose search had moved past the freed name looks from it again.
+  if (auto as_base = first_free_value_suffix_.find(name); as_base != first_free_value_suffix_.end()) {
+    as_base->second = 0;
+  }
+  auto [base, suffix] = SplitNumberedName(name);
+  if (suffix == 0) return;
+  auto numbered = first_free_value_suffix_.find(std::string(base));
+  if (numbered != first_free_value_suffix_.end() && numbered->second > suffix) numbered->second = suffix;
+}
 
 void Graph::CountNodeName(const std::string& name, int64_t delta) {
   if (!node_names_indexed_) return;
@@ -472,6 +526,7 @@ Status Graph::SortTopologically() {
     nodes_.push_back(std::move(owned[index]));
     nodes_.back()->position_ = std::prev(nodes_.end());
   }
+  RenumberOrderKeys();
   Touch();
   return Status::Ok();
 }

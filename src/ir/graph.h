@@ -194,6 +194,7 @@ class Node {
   std::vector<Attribute> attributes_;
   std::string residual_;
   std::list<std::unique_ptr<Node>>::iterator position_;  // in graph_->nodes_: O(1) removal
+  uint64_t order_key_ = 0;                                // Graph::OrderKey
 };
 
 // "node 'name' (domain::Op)": how errors and logs name a node.
@@ -216,7 +217,10 @@ class Graph {
   Value* CreateValue(const std::string& name);
   Value* FindValue(std::string_view name) const;         // this graph only
   Value* LookupValue(std::string_view name) const;       // this graph, then enclosing ones
-  std::string UniqueName(std::string_view base) const;   // base, base_1, base_2 ... unused
+  // base, base_1, base_2 ... the first unused here and in enclosing scopes. Amortized constant
+  // time in the main graph (the first suffix per base that may be free is kept, and lowered
+  // when a name is freed); a subgraph looks from base each time.
+  std::string UniqueName(std::string_view base) const;
 
   void AddInput(Value* value);
   void RemoveInput(Value* value);  // the value stays (an initializer, or read by nothing)
@@ -251,6 +255,11 @@ class Graph {
   // The node after (before) `node` in the node order, or null at the end (start).
   Node* NodeAfter(const Node* node) const;
   Node* NodeBefore(const Node* node) const;
+  // A number that grows along the node order: OrderKey(a) < OrderKey(b) exactly when `a`
+  // comes before `b`. Kept current by every change of the order (a node moved between two
+  // others takes a key between theirs; when none is left the graph is renumbered), so passes
+  // can sort or compare nodes by position without walking the list.
+  uint64_t OrderKey(const Node* node) const;
   // `stem`, or `stem_1`, `stem_2`, ...: the first name no node of this graph has. Amortized
   // constant time, so passes naming a node per rewrite stay linear: an index of node names is
   // built on first use and kept current from then on, with the first suffix per stem that
@@ -299,10 +308,14 @@ class Graph {
   mutable bool node_names_indexed_ = false;
   mutable std::unordered_map<std::string, int64_t> node_name_counts_;   // name -> nodes so named
   mutable std::unordered_map<std::string, int64_t> first_free_suffix_;  // stem -> every lower one is taken
+  mutable std::unordered_map<std::string, int64_t> first_free_value_suffix_;  // UniqueName's, alike
 
   static uint64_t NextRevision();
   void Touch() { revision_ = NextRevision(); }
+  void RenumberOrderKeys();
+  void AssignOrderKey(Node* node);  // `node` has just been placed: a key between its neighbours
   void CountNodeName(const std::string& name, int64_t delta);
+  void ForgetValueName(const std::string& name);  // `name` is about to be free
 };
 
 struct OpsetImport {

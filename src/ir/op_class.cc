@@ -147,41 +147,45 @@ bool MayRunAhead(const Node& node) {
 
 }  // namespace
 
-LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable) {
-  LaunchFreeNodes free;
-  std::unordered_set<const Value*> constant, host;
+bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_overridable,
+                        LaunchFreeNodes& free) {
+  if (!MayRunAhead(node)) return false;
+  // A value is constant (host) when a load-time (host) node of this graph produced it.
+  auto produced_by = [&](const Value* value, const std::unordered_set<const Node*>& nodes) {
+    return value->producer() != nullptr && value->producer()->graph() == &graph && nodes.count(value->producer()) > 0;
+  };
   auto is_constant = [&](const Value* value) {
-    return constant.count(value) || (value->graph() == &graph && ConstantValueOf(*value, initializers_overridable));
+    return produced_by(value, free.load_time) ||
+           (value->graph() == &graph && ConstantValueOf(*value, initializers_overridable) != nullptr);
   };
   auto is_host = [&](const Value* value) {
-    return host.count(value) || (is_constant(value) && IsIntegerOrBool(value->dtype()));
+    return produced_by(value, free.host) || (is_constant(value) && IsIntegerOrBool(value->dtype()));
   };
-  for (const auto& owned : graph.nodes()) {
-    const Node* node = owned.get();
-    if (!MayRunAhead(*node)) continue;
-    bool all_constant = true, all_host = true;
-    for (const Value* input : node->inputs()) {
-      if (input == nullptr) continue;
-      all_constant = all_constant && is_constant(input);
-      all_host = all_host && is_host(input);
-    }
-    bool shape_op = node->op_type() == "Shape" || node->op_type() == "Size";
-    bool integer_outputs = true;
-    for (const Value* output : node->outputs()) {
-      if (output != nullptr && !IsIntegerOrBool(output->dtype())) integer_outputs = false;
-    }
-    if (all_constant) {
-      free.load_time.insert(node);
-      for (const Value* output : node->outputs()) {
-        if (output != nullptr) constant.insert(output);
-      }
-    } else if (shape_op || (all_host && integer_outputs && ClassifyOp(*node) != OpClass::kContraction)) {
-      free.host.insert(node);
-      for (const Value* output : node->outputs()) {
-        if (output != nullptr) host.insert(output);
-      }
-    }
+  bool all_constant = true, all_host = true;
+  for (const Value* input : node.inputs()) {
+    if (input == nullptr) continue;
+    all_constant = all_constant && is_constant(input);
+    all_host = all_host && is_host(input);
   }
+  if (all_constant) {
+    free.load_time.insert(&node);
+    return true;
+  }
+  const bool shape_op = node.op_type() == "Shape" || node.op_type() == "Size";
+  bool integer_outputs = true;
+  for (const Value* output : node.outputs()) {
+    if (output != nullptr && !IsIntegerOrBool(output->dtype())) integer_outputs = false;
+  }
+  if (shape_op || (all_host && integer_outputs && ClassifyOp(node) != OpClass::kContraction)) {
+    free.host.insert(&node);
+    return true;
+  }
+  return false;
+}
+
+LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable) {
+  LaunchFreeNodes free;
+  for (const auto& node : graph.nodes()) ClassifyLaunchFree(graph, *node, initializers_overridable, free);
   return free;
 }
 

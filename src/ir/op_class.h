@@ -55,6 +55,9 @@ struct LaunchFreeNodes {
   bool contains(const Node* node) const { return load_time.count(node) || host.count(node); }
 };
 LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable);
+// The rule FindLaunchFreeNodes applies to each node of `graph` in order: adds `node` to `free`
+// when it is launch-free given the nodes before it already in `free`; returns whether it did.
+bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_overridable, LaunchFreeNodes& free);
 
 // Kernels one inference is expected to launch: every node that launches a kernel and is not
 // launch-free, plus the nodes of every subgraph counted once (a branch or loop body's real

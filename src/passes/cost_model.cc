@@ -54,17 +54,14 @@ bool IsImmediate(const Value& value) {
   return constant != nullptr && constant->NumElements() <= 1;
 }
 
-// Members in graph order, duplicates kept. Outlining's walk (InGraphOrder) covers the usual
-// case in time proportional to the members' span; a list with duplicates or nodes of another
-// graph takes the whole-graph scan.
+// Members in graph order, duplicates kept; a node of another graph than the first member's
+// sorts first.
 std::vector<const Node*> MembersInGraphOrder(const std::vector<const Node*>& members) {
-  std::vector<const Node*> ordered = InGraphOrder(members);
-  if (ordered.size() == members.size()) return ordered;
-  std::unordered_map<const Node*, size_t> position;
-  size_t index = 0;
-  for (const auto& node : members.front()->graph()->nodes()) position[node.get()] = index++;
-  ordered = members;
-  std::sort(ordered.begin(), ordered.end(), [&](const Node* a, const Node* b) { return position[a] < position[b]; });
+  std::vector<const Node*> ordered = members;
+  if (ordered.empty()) return ordered;
+  const Graph& graph = *ordered.front()->graph();
+  auto key = [&](const Node* node) { return node->graph() == &graph ? graph.OrderKey(node) : 0; };
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const Node* a, const Node* b) { return key(a) < key(b); });
   return ordered;
 }
 
@@ -241,21 +238,47 @@ const LaunchFreeNodes& CostModel::LaunchFreeIn(const Graph& graph) const {
   LaunchFreeCache& cached = launch_free_[&graph];
   if (cached.revision != graph.revision() || cached.initializers_overridable != overridable) {
     cached.nodes = FindLaunchFreeNodes(graph, overridable);
+    ++launch_free_scans_;
     cached.revision = graph.revision();
     cached.initializers_overridable = overridable;
   }
   return cached.nodes;
 }
 
-bool CostModel::OutliningKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& members) const {
+bool CostModel::ReplacingKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& members) const {
   auto it = launch_free_.find(&graph);
   if (it == launch_free_.end() || it->second.revision != graph.revision()) return false;
   return std::none_of(members.begin(), members.end(), [&](const Node* member) { return it->second.nodes.contains(member); });
 }
 
-void CostModel::AdoptOutlinedRevision(const Graph& graph, uint64_t revision_before) const {
+void CostModel::AdoptRevision(const Graph& graph, uint64_t revision_before) const {
   auto it = launch_free_.find(&graph);
   if (it != launch_free_.end() && it->second.revision == revision_before) it->second.revision = graph.revision();
+}
+
+void CostModel::AdoptRewrite(const Graph& graph, uint64_t revision_before, const std::vector<Node*>& added,
+                             const std::vector<const Node*>& removed) const {
+  auto it = launch_free_.find(&graph);
+  if (it == launch_free_.end() || it->second.revision != revision_before) return;
+  LaunchFreeCache& cached = it->second;
+  for (const Node* node : removed) {
+    cached.nodes.load_time.erase(node);
+    cached.nodes.host.erase(node);
+  }
+  const std::unordered_set<const Node*> added_set(added.begin(), added.end());
+  for (const Node* node : MembersInGraphOrder(AsConst(added))) {
+    if (!ClassifyLaunchFree(graph, *node, cached.initializers_overridable, cached.nodes)) continue;
+    for (const Value* output : node->outputs()) {
+      if (output == nullptr) continue;
+      const bool read_outside = output->is_graph_output() || std::any_of(output->uses().begin(), output->uses().end(),
+                                                                          [&](const Use& use) { return !added_set.count(use.node); });
+      if (read_outside) {
+        launch_free_.erase(it);
+        return;
+      }
+    }
+  }
+  cached.revision = graph.revision();
 }
 
 KernelCost CostModel::CostWithin(const Node& node, const LaunchFreeNodes& free, int depth) const {
@@ -385,10 +408,18 @@ KernelCost CostModel::SeparateCost(const std::vector<Node*>& members) const { re
 int64_t CostModel::EstimateRegisters(const std::vector<const Node*>& members) const {
   if (members.empty()) return 0;
   std::unordered_set<const Node*> member_set(members.begin(), members.end());
+  // Counted from the members' operands, not from each value's uses: a shared input (x of k
+  // projections in a wide graph) has a use per reader, and scanning them per group would make
+  // judging every group quadratic.
+  std::unordered_map<const Value*, int64_t> reads_by_members;
+  for (const Node* member : member_set) {
+    for (const Value* input : member->inputs()) {
+      if (input != nullptr) ++reads_by_members[input];
+    }
+  }
   auto reads_inside = [&](const Value& value) {
-    int64_t reads = 0;
-    for (const Use& use : value.uses()) reads += member_set.count(use.node) ? 1 : 0;
-    return reads;
+    auto it = reads_by_members.find(&value);
+    return it == reads_by_members.end() ? int64_t{0} : it->second;
   };
   std::unordered_map<const Value*, int64_t> live;  // value -> reads left inside the group
   int64_t live_registers = 0, peak = 0;

@@ -161,12 +161,22 @@ class CostModel {
   // a fusion pass judges a candidate per group, and a whole-graph pass per group would make
   // it quadratic.
   const LaunchFreeNodes& LaunchFreeIn(const Graph& graph) const;
-  // Outlining replaces members by a fused node, which never runs ahead: when no member was
-  // launch-free, no other node's status changes, and the kept result stays right although the
-  // graph's revision moves. OutlineGroup asks this before changing the graph and, when true,
-  // calls AdoptOutlinedRevision after, with the revision it started from.
-  bool OutliningKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& members) const;
-  void AdoptOutlinedRevision(const Graph& graph, uint64_t revision_before) const;
+  // Whether the kept result is current and none of `replaced` is launch-free: asked before a
+  // rewrite that replaces those nodes while the rest of the graph reads the same values.
+  // - Outlining replaces members by a fused node, which never runs ahead, so no other node's
+  //   status changes: when true, OutlineGroup calls AdoptRevision after, with the revision it
+  //   started from. (So does any change that leaves every status as it was, like a sort.)
+  // - Other rewrites (merged contractions) call AdoptRewrite with the nodes they added, which
+  //   classifies them and drops the `removed` ones (operands' producers nothing reads any
+  //   more, which may have been launch-free); it forgets the graph's result instead when an
+  //   added node is launch-free and a node outside `added` reads it (that node's status may
+  //   have changed).
+  bool ReplacingKeepsLaunchFree(const Graph& graph, const std::vector<Node*>& replaced) const;
+  void AdoptRevision(const Graph& graph, uint64_t revision_before) const;
+  // How many times LaunchFreeIn has scanned a whole graph (what the adoptions above save).
+  int64_t launch_free_scans() const { return launch_free_scans_; }
+  void AdoptRewrite(const Graph& graph, uint64_t revision_before, const std::vector<Node*>& added,
+                    const std::vector<const Node*>& removed) const;
 
  private:
   cost::ShapeLookup Shapes() const;
@@ -188,6 +198,7 @@ class CostModel {
     LaunchFreeNodes nodes;
   };
   mutable std::unordered_map<const Graph*, LaunchFreeCache> launch_free_;
+  mutable int64_t launch_free_scans_ = 0;
 };
 
 }  // namespace fusionopt::passes

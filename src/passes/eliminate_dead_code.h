@@ -4,9 +4,9 @@
 
 namespace fusionopt::passes {
 
-// Removes the model-local functions of domain ai.fusionopt that no node calls (in the graph,
-// its subgraphs or another function); returns how many went. Other domains' functions are the
-// model's own and stay.
+// Removes the model-local functions of domain ai.fusionopt that no call reaches (from the
+// graph, its subgraphs, or the bodies of the functions those reach); returns how many went.
+// Other domains' functions are the model's own and stay, with what they call.
 int RemoveUncalledFusedFunctions(Model& model);
 
 class EliminateDeadCode : public Pass {

@@ -42,10 +42,11 @@ Value* ReplaceByInitializer(Graph& graph, Value& value, TensorPtr tensor) {
   return &value;
 }
 
-void RemoveIfUnused(std::vector<Value*> candidates) {
+std::vector<const Node*> RemoveIfUnused(std::vector<Value*> candidates) {
   // Removing one value can free another candidate (an operand read twice, or read again by
   // the producer just removed): freed pointers are remembered and skipped.
   std::set<const Value*> removed;
+  std::vector<const Node*> removed_nodes;
   while (!candidates.empty()) {
     Value* value = candidates.back();
     candidates.pop_back();
@@ -66,8 +67,10 @@ void RemoveIfUnused(std::vector<Value*> candidates) {
     if (read) continue;
     for (const Value* output : producer->outputs()) removed.insert(output);
     candidates.insert(candidates.end(), producer->inputs().begin(), producer->inputs().end());
+    removed_nodes.push_back(producer);
     graph.RemoveNode(producer);
   }
+  return removed_nodes;
 }
 
 namespace {

@@ -31,8 +31,9 @@ Value* ReplaceByInitializer(Graph& graph, Value& value, TensorPtr tensor);
 // Removes each of `values` that nothing reads any more: an initializer (not a graph input or
 // output), or the output of a pure standard node none of whose outputs is read — then that
 // node goes too, and its own operands are looked at the same way. The clean-up a rewrite owes
-// the graph for the operands it stopped reading.
-void RemoveIfUnused(std::vector<Value*> values);
+// the graph for the operands it stopped reading. Returns the nodes it removed (gone: for
+// their identity only).
+std::vector<const Node*> RemoveIfUnused(std::vector<Value*> values);
 
 // A matched chain `head → absorbed[0] → ... → absorbed.back()` now computes, in `head` alone,
 // what the chain computed: `head` becomes the producer of `result` (the chain's last output,

@@ -253,9 +253,13 @@ Node* AddNodeLike(Graph& graph, const Node& like, std::vector<Value*> inputs, Va
   return node;
 }
 
+struct Rewritten {
+  std::vector<Node*> created;        // the merged contraction first
+  std::vector<const Node*> removed;  // the members' operands' producers nothing reads any more
+};
+
 // The merged contraction, the merged epilogue and the Split, placed before the first member.
-// Returns the merged contraction.
-Node* Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t output_rank) {
+Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t output_rank) {
   const Node& first = *members[0].contraction;
   std::vector<int64_t> widths;
   for (const Member& member : members) widths.push_back(member.width);
@@ -317,11 +321,8 @@ Node* Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t 
   created.push_back(split);
 
   Node* anchor = members[0].contraction;
-  for (const auto& node : graph.nodes()) {
-    if (std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.contraction == node.get(); })) {
-      anchor = node.get();
-      break;
-    }
+  for (const Member& member : members) {
+    if (graph.OrderKey(member.contraction) < graph.OrderKey(anchor)) anchor = member.contraction;
   }
   for (Node* node : created) graph.MoveBefore(node, anchor);
 
@@ -342,8 +343,7 @@ Node* Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t 
     }
     for (auto node = chain.rbegin(); node != chain.rend(); ++node) graph.RemoveNode(*node);
   }
-  RemoveIfUnused(unread);
-  return created.front();
+  return {created, RemoveIfUnused(unread)};
 }
 
 // Readers of `x` that are contractions, in graph order.
@@ -420,13 +420,24 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         context.Matched();
         context.Count("contractions_merged", static_cast<int64_t>(group.size()));
         context.Count("epilogue_nodes_moved", static_cast<int64_t>(group.size() * group[0].epilogue.size()));
-        record.node = Rewrite(graph, group, opset, output_rank)->name();
+        // The merged nodes run per inference like the members, so the cost model's launch-free
+        // nodes stay right and the next group is judged without a whole-graph pass.
+        const CostModel& costs = context.cost_model();
+        const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, merged);
+        const uint64_t revision_before = graph.revision();
+        Rewritten rewritten = Rewrite(graph, group, opset, output_rank);
+        if (keeps_launch_free) costs.AdoptRewrite(graph, revision_before, rewritten.created, rewritten.removed);
+        record.node = rewritten.created.front()->name();
         context.RecordFusion(std::move(record));
         changed = true;
       }
     }
   }
-  if (changed) FUSIONOPT_RETURN_IF_ERROR(graph.SortTopologically());
+  if (changed) {
+    const uint64_t revision_before = graph.revision();
+    FUSIONOPT_RETURN_IF_ERROR(graph.SortTopologically());
+    context.cost_model().AdoptRevision(graph, revision_before);  // the same nodes and edges
+  }
   return changed;
 }
 

@@ -122,7 +122,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     // call, so the cost model's launch-free nodes stay right across the whole rewrite (the
     // outliner alone sees the inlined state and cannot tell).
     const CostModel& costs = context.cost_model();
-    const bool keeps_launch_free = costs.OutliningKeepsLaunchFree(graph, group.members);
+    const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, group.members);
     const uint64_t revision_before = graph.revision();
     std::vector<Node*> nodes;
     std::vector<std::pair<std::string, std::vector<Node*>>> inlined_calls;  // function name, body ops
@@ -151,7 +151,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
       }
       bool constants_go = AllUnused(copied_constants);
       RemoveIfUnused(copied_constants);
-      if (keeps_launch_free && constants_go) costs.AdoptOutlinedRevision(graph, revision_before);
+      if (keeps_launch_free && constants_go) costs.AdoptRevision(graph, revision_before);
       changed = changed || !inlined_calls.empty();
       continue;
     }
@@ -161,7 +161,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
     // The outliner copied the scalar constants into the new body; the inlined ones go.
     bool constants_go = AllUnused(copied_constants);
     RemoveIfUnused(copied_constants);
-    if (keeps_launch_free && constants_go) costs.AdoptOutlinedRevision(graph, revision_before);
+    if (keeps_launch_free && constants_go) costs.AdoptRevision(graph, revision_before);
     changed = true;
   }
   return changed;

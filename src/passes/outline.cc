@@ -13,26 +13,15 @@
 namespace fusionopt::passes {
 std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& nodes) {
   if (nodes.empty()) return {};
-  const Node* start = nodes.front();
-  const Graph& graph = *start->graph();
-  std::unordered_set<const Node*> wanted(nodes.begin(), nodes.end());
-  std::vector<std::pair<int64_t, const Node*>> found = {{0, start}};  // offset from `start`
-  const Node* ahead = graph.NodeAfter(start);
-  const Node* behind = graph.NodeBefore(start);
-  for (int64_t step = 1; found.size() < wanted.size() && (ahead != nullptr || behind != nullptr); ++step) {
-    if (ahead != nullptr) {
-      if (wanted.count(ahead)) found.emplace_back(step, ahead);
-      ahead = graph.NodeAfter(ahead);
-    }
-    if (behind != nullptr) {
-      if (wanted.count(behind)) found.emplace_back(-step, behind);
-      behind = graph.NodeBefore(behind);
-    }
-  }
-  std::sort(found.begin(), found.end());
+  const Graph& graph = *nodes.front()->graph();
   std::vector<const Node*> ordered;
-  ordered.reserve(found.size());
-  for (const auto& [offset, node] : found) ordered.push_back(node);
+  ordered.reserve(nodes.size());
+  for (const Node* node : nodes) {
+    if (node->graph() == &graph) ordered.push_back(node);
+  }
+  auto by_position = [&](const Node* a, const Node* b) { return graph.OrderKey(a) < graph.OrderKey(b); };
+  std::sort(ordered.begin(), ordered.end(), by_position);
+  ordered.erase(std::unique(ordered.begin(), ordered.end()), ordered.end());
   return ordered;
 }
 
@@ -119,36 +108,33 @@ Outlined BuildBody(const std::vector<Node*>& members) {
   return outlined;
 }
 
-// An existing fused function with this body, or a free name for a new one.
-std::pair<Function*, std::string> FindOrNameFunction(Model& model, const std::string& stem, const std::string& text) {
-  for (int suffix = 0;; ++suffix) {
-    std::string name = suffix == 0 ? stem : stem + "_" + std::to_string(suffix);
-    Function* existing = model.FindFunction(kFusionDomain, name);
-    if (existing == nullptr) return {nullptr, name};
-    if (PrintGraph(*existing->body) == text) return {existing, name};
-  }
-}
-
 void EnsureFusionDomain(Model& model) {
   if (!model.OpsetFor(kFusionDomain)) model.opsets.push_back(OpsetImport{std::string(kFusionDomain), 1, {}});
   // Model-local functions arrived with IR version 8.
   RaiseIrVersion(model, 8);
 }
 
-// The nodes from the group's first member to its last, in graph order, with their positions:
-// in a topologically ordered graph only they can lie on a path from one member to another.
-std::unordered_map<const Node*, size_t> SpanPositions(const Graph& graph, const std::vector<Node*>& nodes) {
-  std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
-  std::unordered_map<const Node*, size_t> span;
-  std::vector<Node*> ordered = InGraphOrder(nodes);
-  const Node* first = ordered.empty() || ordered.front()->graph() != &graph ? nullptr : ordered.front();
-  size_t seen_members = 0, index = 0;
-  for (const Node* node = first; node != nullptr && seen_members < members.size(); node = graph.NodeAfter(node)) {
-    span[node] = index++;
-    if (members.count(node)) ++seen_members;
+// The stretch of the node order from a group's first member to its last: in a topologically
+// ordered graph only the nodes in it can lie on a path from one member to another.
+class Span {
+ public:
+  Span(const Graph& graph, const std::vector<Node*>& members) : graph_(graph) {
+    for (const Node* member : members) {
+      if (member->graph() != &graph) continue;
+      first_ = std::min(first_, graph.OrderKey(member));
+      last_ = std::max(last_, graph.OrderKey(member));
+    }
   }
-  return span;
-}
+  // `node`: a node of the graph.
+  bool Contains(const Node* node) const {
+    const uint64_t key = graph_.OrderKey(node);
+    return first_ <= key && key <= last_;
+  }
+
+ private:
+  const Graph& graph_;
+  uint64_t first_ = UINT64_MAX, last_ = 0;
+};
 
 }  // namespace
 
@@ -157,7 +143,7 @@ std::string UniqueNodeName(const Graph& graph, const std::string& stem) { return
 bool LeavesAndReenters(const std::vector<Node*>& nodes) {
   const Graph* graph = nodes.front()->graph();
   std::unordered_set<const Node*> members(nodes.begin(), nodes.end());
-  std::unordered_map<const Node*, size_t> span = SpanPositions(*graph, nodes);
+  const Span span(*graph, nodes);
 
   std::vector<const Node*> frontier;
   std::unordered_set<const Node*> seen;
@@ -175,7 +161,7 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes) {
     const Node* node = frontier.back();
     frontier.pop_back();
     if (members.count(node)) continue;  // a direct edge inside the group
-    if (!span.count(node)) continue;    // after the last member: cannot reach one
+    if (!span.Contains(node)) continue;  // after the last member: cannot reach one
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       for (const Use& use : output->uses()) {
@@ -215,11 +201,11 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   Model& model = context.model();
   std::vector<Node*> members = InGraphOrder(group.nodes);
   const CostModel& costs = context.cost_model();
-  const bool keeps_launch_free = costs.OutliningKeepsLaunchFree(graph, members);
+  const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, members);
   const uint64_t revision_before = graph.revision();
   Outlined outlined = BuildBody(members);
   std::string text = PrintGraph(*outlined.body);
-  auto [function, function_name] = FindOrNameFunction(model, group.name, text);
+  auto [function, function_name] = context.fused_functions().FindOrName(model, group.name, text);
   if (function == nullptr) {
     auto created = std::make_unique<Function>();
     created->domain = std::string(kFusionDomain);
@@ -232,6 +218,7 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
     }
     created->body = std::move(outlined.body);
     model.functions.push_back(std::move(created));
+    context.fused_functions().Add(model, model.functions.back().get(), std::move(text));
   }
   EnsureFusionDomain(model);
 
@@ -253,12 +240,13 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   // A reader of a member's result that stood between the members now precedes the fused
   // node; only then is a sort needed (sorting after every fusion would make outlining
   // quadratic on large graphs).
-  std::unordered_map<const Node*, size_t> span = SpanPositions(graph, members);
+  const Span span(graph, members);
+  const std::unordered_set<const Node*> member_set(members.begin(), members.end());
   bool reader_precedes = false;
   for (const Value* output : outlined.outputs) {
     for (const Use& use : output->uses()) {
       const Node* reader = graph.EnclosingNode(use.node);
-      reader_precedes = reader_precedes || (span.count(reader) && !std::count(members.begin(), members.end(), reader));
+      reader_precedes = reader_precedes || (reader != fused && span.Contains(reader) && !member_set.count(reader));
     }
   }
   for (auto it = members.rbegin(); it != members.rend(); ++it) graph.RemoveNode(*it);
@@ -266,7 +254,7 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
     Status sorted = graph.SortTopologically();
     FUSIONOPT_CHECK(sorted.ok(), "a convex group keeps the graph acyclic: " + sorted.message());
   }
-  if (keeps_launch_free) costs.AdoptOutlinedRevision(graph, revision_before);
+  if (keeps_launch_free) costs.AdoptRevision(graph, revision_before);
 
   context.Matched();
   context.RecordFusion(FusionRecord{"", fused->name(), function_name, group.kind, std::move(replaced)});

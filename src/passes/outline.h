@@ -60,9 +60,8 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
 // (Graph::UniqueNodeName: amortized constant time).
 std::string UniqueNodeName(const Graph& graph, const std::string& stem);
 
-// Those of `nodes` that belong to the first one's graph, each once, in graph order. Found by
-// walking outward from the first node, so the time is proportional to the stretch of the graph
-// they span rather than to the graph (a member outside the graph makes it a whole-graph walk).
+// Those of `nodes` that belong to the first one's graph, each once, in graph order (sorted
+// by Graph::OrderKey: the time depends on the number of nodes, not on the graph).
 std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& nodes);
 std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes);
 

@@ -66,6 +66,11 @@ void PassContext::RecordFusion(FusionRecord record) {
 
 PassContext::~PassContext() = default;
 
+FusedFunctionIndex& PassContext::fused_functions() {
+  if (fused_functions_ == nullptr) fused_functions_ = std::make_unique<FusedFunctionIndex>();
+  return *fused_functions_;
+}
+
 const CostModel& PassContext::cost_model() {
   if (cost_model_ == nullptr) {
     auto profile = FindTargetProfile(kDefaultTarget);

@@ -20,6 +20,7 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "passes/cost_model.h"
+#include "passes/fused_function_index.h"
 
 namespace fusionopt::passes {
 
@@ -136,6 +137,9 @@ class PassContext {
   // calls) whose `replaced` names the same nodes.
   FusionVerdict JudgeFusion(const std::vector<Node*>& members);
 
+  // OutlineGroup's index of the model's fused functions by body, built on first use.
+  FusedFunctionIndex& fused_functions();
+
  private:
   std::string OptionText(std::string_view name) const;
 
@@ -150,6 +154,7 @@ class PassContext {
   // The last applied verdict and its members' names (sorted), for the next RecordFusion.
   std::vector<std::string> judged_members_;
   FusionVerdict judged_;
+  std::unique_ptr<FusedFunctionIndex> fused_functions_;
 };
 
 class Pass {
