@@ -188,3 +188,57 @@ TEST_CASE("revision changes with the graph's structure, not with reads", "[graph
   CHECK(other.revision() != start);
   CHECK(other.revision() != chain.graph.revision());
 }
+
+TEST_CASE("UniqueName finds names freed below its search again", "[graph]") {
+  Chain chain;
+  Graph& graph = chain.graph;
+  std::vector<Value*> made;
+  for (int i = 0; i < 4; ++i) made.push_back(graph.CreateValue(graph.UniqueName("w")));
+  CHECK(made[3]->name() == "w_3");
+  CHECK(graph.UniqueName("w") == "w_4");
+  graph.EraseValue(made[1]);  // "w_1" is free again: the first free suffix
+  CHECK(graph.UniqueName("w") == "w_1");
+  graph.CreateValue("w_1");
+  graph.EraseValue(made[0]);  // the base itself
+  CHECK(graph.UniqueName("w") == "w");
+  // A node's outputs free their names with it.
+  Value* out = graph.CreateValue(graph.UniqueName("a"));
+  CHECK(out->name() == "a_1");
+  Node* node = graph.CreateNode("Neg", "", {chain.b}, {out}, "n");
+  graph.RemoveNode(node);
+  CHECK(graph.UniqueName("a") == "a_1");
+}
+
+TEST_CASE("order keys follow every change of the node order", "[graph]") {
+  Chain chain;
+  Graph& graph = chain.graph;
+  auto keys_increase = [&] {
+    const Node* previous = nullptr;
+    for (const auto& node : graph.nodes()) {
+      if (previous != nullptr && !(graph.OrderKey(previous) < graph.OrderKey(node.get()))) return false;
+      previous = node.get();
+    }
+    return true;
+  };
+  REQUIRE(graph.OrderKey(chain.relu) < graph.OrderKey(chain.neg));
+  // 200 nodes moved one after another between relu and neg: the gap there halves each time
+  // and runs out after 32, so the graph is renumbered along the way.
+  Value* input = chain.x;
+  for (int i = 0; i < 200; ++i) {
+    Value* output = graph.CreateValue("m" + std::to_string(i));
+    Node* node = graph.CreateNode("Relu", "", {input}, {output}, "m" + std::to_string(i));
+    graph.MoveBefore(node, chain.neg);
+    REQUIRE(keys_increase());
+    input = output;
+  }
+  CHECK(graph.NodeBefore(chain.neg)->name() == "m199");
+  // Moved to the front, to the end, and sorted back.
+  graph.MoveBefore(chain.neg, graph.nodes().front().get());
+  CHECK(keys_increase());
+  graph.MoveBefore(chain.relu, nullptr);
+  CHECK(keys_increase());
+  REQUIRE(graph.SortTopologically().ok());
+  CHECK(keys_increase());
+  CHECK(graph.OrderKey(chain.relu) < graph.OrderKey(chain.neg));  // neg reads relu's result
+  CHECK(graph.NodeAfter(chain.relu) == chain.neg);
+}
