@@ -1,4 +1,5 @@
 #include "ir/graph.h"
+#include "ir/numbered_name.h"
 
 #include <utility>
 
@@ -184,9 +185,7 @@ Value* Graph::LookupValue(std::string_view name) const {
 }
 
 std::string Graph::UniqueName(std::string_view base) const {
-  auto numbered = [&](int64_t suffix) {
-    return suffix == 0 ? std::string(base) : std::string(base) + "_" + std::to_string(suffix);
-  };
+  auto numbered = [&](int64_t suffix) { return NumberedName(base, suffix); };
   if (parent_ != nullptr) {  // enclosing scopes' names count, and their changes are not seen here
     int64_t suffix = 0;
     while (LookupValue(numbered(suffix)) != nullptr) ++suffix;
@@ -395,29 +394,11 @@ std::string Graph::UniqueNodeName(const std::string& stem) const {
   }
   int64_t& suffix = first_free_suffix_[stem];
   for (;; ++suffix) {
-    std::string name = suffix == 0 ? stem : stem + "_" + std::to_string(suffix);
+    std::string name = NumberedName(stem, suffix);
     if (!node_name_counts_.count(name)) return name;
   }
 }
 
-namespace {
-
-// The suffix UniqueNodeName would have put on `stem` to make `name` ("stem_12" -> 12), or 0
-// when `name` is no such name (no underscore, no digits, a leading zero).
-std::pair<std::string_view, int64_t> SplitNumberedName(std::string_view name) {
-  size_t underscore = name.rfind('_');
-  if (underscore == std::string_view::npos) return {name, 0};
-  std::string_view digits = name.substr(underscore + 1);
-  if (digits.empty() || digits.size() > 9 || digits.front() == '0') return {name, 0};
-  int64_t suffix = 0;
-  for (char digit : digits) {
-    if (digit < '0' || digit > '9') return {name, 0};
-    suffix = suffix * 10 + (digit - '0');
-  }
-  return {name.substr(0, underscore), suffix};
-}
-
-}  // namespace
 
 void Graph::ForgetValueName(const std::string& name) {
   if (first_free_value_suffix_.empty()) return;

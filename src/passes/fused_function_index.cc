@@ -1,27 +1,17 @@
 #include "passes/fused_function_index.h"
 
-#include <charconv>
-
+#include "ir/numbered_name.h"
 #include "ir/op_class.h"
 #include "ir/text_format.h"
 
 namespace fusionopt::passes {
 namespace {
 
-std::string NameWithSuffix(const std::string& stem, size_t suffix) {
-  return suffix == 0 ? stem : stem + "_" + std::to_string(suffix);
-}
-
-// k when `name` is `stem` (0) or `stem_<k>` as NameWithSuffix writes it; else -1.
+// k when `name` is `stem` (0) or NumberedName(stem, k); else -1.
 int64_t SuffixOf(const std::string& name, const std::string& stem) {
   if (name == stem) return 0;
-  if (name.size() <= stem.size() + 1 || name.compare(0, stem.size(), stem) != 0 || name[stem.size()] != '_') return -1;
-  const char* begin = name.data() + stem.size() + 1;
-  const char* end = name.data() + name.size();
-  if (*begin == '0') return -1;  // NameWithSuffix writes no leading zeros
-  int64_t suffix = -1;
-  auto [stop, error] = std::from_chars(begin, end, suffix);
-  return error == std::errc() && stop == end ? suffix : -1;
+  auto [split_stem, suffix] = SplitNumberedName(name);
+  return suffix > 0 && split_stem == stem ? suffix : -1;
 }
 
 }  // namespace
@@ -42,7 +32,7 @@ void FusedFunctionIndex::Synchronize(const Model& model) {
 
 size_t FusedFunctionIndex::FirstFreeSuffix(const std::string& stem) {
   size_t& suffix = first_free_suffix_[stem];
-  while (names_.count(NameWithSuffix(stem, suffix))) ++suffix;
+  while (names_.count(NumberedName(stem, suffix))) ++suffix;
   return suffix;
 }
 
@@ -62,7 +52,7 @@ std::pair<Function*, std::string> FusedFunctionIndex::FindOrName(Model& model, c
     }
   }
   if (found != nullptr) return {found, found->name};
-  return {nullptr, NameWithSuffix(stem, free_suffix)};
+  return {nullptr, NumberedName(stem, free_suffix)};
 }
 
 void FusedFunctionIndex::Add(const Model& model, Function* function, std::string body_text) {

@@ -22,23 +22,13 @@ namespace {
 
 constexpr double kPeak = 67e12, kBandwidth = 3350e9, kLaunch = 5e-6;
 
-TargetProfile H100() {
-  auto profile = FindTargetProfile("h100");
-  REQUIRE(profile.ok());
-  return *profile;
-}
+using pass_test::FindNode;
+using pass_test::H100;
 
-const Node* Named(const Graph& graph, const std::string& name) {
-  for (const auto& node : graph.nodes()) {
-    if (node->name() == name) return node.get();
-  }
-  FAIL("no node " << name);
-  return nullptr;
-}
 
 std::vector<const Node*> NamedAll(const Graph& graph, const std::vector<std::string>& names) {
   std::vector<const Node*> nodes;
-  for (const std::string& name : names) nodes.push_back(Named(graph, name));
+  for (const std::string& name : names) nodes.push_back(FindNode(graph, name));
   return nodes;
 }
 
@@ -107,18 +97,18 @@ graph main (float[B,3] %a, float[3,4] %b, float[1,4,8,8] %x, float[6,2,3,3] %w, 
   CostModel costs(*model, H100(), {{"B", 5}});
   const Graph& graph = *model->graph;
   // [5,3]·[3,4]: 2·5·4·3 FLOPs; reads 15 + 12 floats, writes 20.
-  CheckCost(costs.NodeCost(*Named(graph, "matmul")), 120, 27 * 4, 20 * 4);
+  CheckCost(costs.NodeCost(*FindNode(graph, "matmul")), 120, 27 * 4, 20 * 4);
   // Gemm adds the bias per output element and reads it.
-  CheckCost(costs.NodeCost(*Named(graph, "gemm")), 120 + 20, 31 * 4, 20 * 4);
+  CheckCost(costs.NodeCost(*FindNode(graph, "gemm")), 120 + 20, 31 * 4, 20 * 4);
   // 384 outputs, each over Cin/group · 3·3 = 18 products: 2·384·18 + 384 for the bias.
-  CheckCost(costs.NodeCost(*Named(graph, "conv")), 2 * 384 * 18 + 384, (256 + 108 + 6) * 4, 384 * 4);
+  CheckCost(costs.NodeCost(*FindNode(graph, "conv")), 2 * 384 * 18 + 384, (256 + 108 + 6) * 4, 384 * 4);
   // Tanh weighs 8 per element, Add 1; a value read twice by one node is read once.
-  CheckCost(costs.NodeCost(*Named(graph, "tanh")), 800, 400, 400);
-  CheckCost(costs.NodeCost(*Named(graph, "add")), 100, 800, 400);
+  CheckCost(costs.NodeCost(*FindNode(graph, "tanh")), 800, 400, 400);
+  CheckCost(costs.NodeCost(*FindNode(graph, "add")), 100, 800, 400);
 
   // The symbol's size comes from the map, 1 when unlisted.
   CostModel unit(*model, H100());
-  CheckCost(unit.NodeCost(*Named(graph, "matmul")), 24, 15 * 4, 4 * 4);
+  CheckCost(unit.NodeCost(*FindNode(graph, "matmul")), 24, 15 * 4, 4 * 4);
 }
 
 TEST_CASE("cost model: views and host shape arithmetic launch nothing and cost nothing", "[cost]") {
@@ -139,7 +129,7 @@ graph main (float[N,4] %x) -> (float[N,2,2] %y)
 )");
   CostModel costs(*model, H100());
   for (const char* name : {"shape", "gather", "unsqueeze", "concat", "reshape"}) {
-    KernelCost cost = costs.NodeCost(*Named(*model->graph, name));
+    KernelCost cost = costs.NodeCost(*FindNode(*model->graph, name));
     INFO(name);
     CHECK(cost.known);
     CHECK(cost.launches == 0);
@@ -162,7 +152,7 @@ graph main (float[?,4] %x, float[N,4] %z) -> (float[?,4] %y, float[N,4] %w)
 }
 )");
   CostModel costs(*model, H100());
-  KernelCost cost = costs.NodeCost(*Named(*model->graph, "relu"));
+  KernelCost cost = costs.NodeCost(*FindNode(*model->graph, "relu"));
   CHECK_FALSE(cost.known);
   CHECK(cost.unknown_reason == "value 'y' has an unknown dim");
   ModelCost whole = costs.CostOfModel();
@@ -183,8 +173,8 @@ graph main (float[1024,1024] %a, float[1024,1024] %b) -> (float[1024,1024] %m, f
 }
 )");
   CostModel costs(*model, H100());
-  KernelCost matmul = costs.NodeCost(*Named(*model->graph, "matmul"));
-  KernelCost add = costs.NodeCost(*Named(*model->graph, "add"));
+  KernelCost matmul = costs.NodeCost(*FindNode(*model->graph, "matmul"));
+  KernelCost add = costs.NodeCost(*FindNode(*model->graph, "add"));
   // 2·2^30 FLOPs over 12 MiB: about 171 FLOP/B, past the ridge at 20.
   CHECK(matmul.intensity() == Approx(2.0 * 1024 * 1024 * 1024 / (3.0 * 4 * 1024 * 1024)));
   CHECK(costs.BoundOf(matmul) == Bound::kCompute);
@@ -292,7 +282,7 @@ function ai.fusionopt::FusedElementwise_Mul_Add_Tanh (%x0, %x1) -> (%y0) attribu
 }
 )");
   CostModel costs(*model, H100(), {{"N", 10}});
-  const Node& call = *Named(*model->graph, "fused");
+  const Node& call = *FindNode(*model->graph, "fused");
   constexpr double kTensor = 80 * 4;
   // (1 + 1 + 8) FLOPs per element; x and s in, y out; t0 and t1 stay on chip.
   CheckCost(costs.NodeCost(call), 10 * 80, 2 * kTensor, kTensor);
@@ -339,7 +329,7 @@ graph main (float[N,256] %x, float[256] %scale) -> (float[N,256] %y)
     CHECK(fusion.predicted_fused_s < fusion.predicted_separate_s);
     // The fused node, costed through its body, is what the pass predicted.
     CostModel after(*model, H100(), {{"N", 32}});
-    CHECK(after.NodeCost(*Named(*model->graph, fusion.node)).seconds == Approx(fusion.predicted_fused_s));
+    CHECK(after.NodeCost(*FindNode(*model->graph, fusion.node)).seconds == Approx(fusion.predicted_fused_s));
     CHECK(report->passes[0].cost_rejections.empty());
   }
 }

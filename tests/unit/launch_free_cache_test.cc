@@ -12,27 +12,13 @@
 #include "pass_test_support.h"
 #include "passes/cost_model.h"
 #include "passes/fuse_horizontal_contractions.h"
-#include "passes/target_profiles.h"
 
 using namespace fusionopt;
 using namespace fusionopt::passes;
+using pass_test::FindNode;
 using pass_test::ParseInferred;
 
 namespace {
-
-TargetProfile H100Profile() {
-  auto profile = FindTargetProfile("h100");
-  REQUIRE(profile.ok());
-  return *profile;
-}
-
-const Node* FindNode(const Graph& graph, const std::string& name) {
-  for (const auto& node : graph.nodes()) {
-    if (node->name() == name) return node.get();
-  }
-  FAIL("no node " << name);
-  return nullptr;
-}
 
 // Node names, sorted, so a check prints readably.
 std::set<std::string> Names(const std::unordered_set<const Node*>& nodes) {
@@ -100,7 +86,7 @@ graph main (float[2,4] %x) -> (float %a, float %b, float %c, float %d, int64 %sh
 
 TEST_CASE("launch-free nodes: merged contractions keep them current without a rescan", "[cost]") {
   auto model = ParseInferred(kProjections);
-  CostModel costs(*model, H100Profile());
+  CostModel costs(*model, pass_test::H100());
   costs.LaunchFreeIn(*model->graph);
   REQUIRE(costs.launch_free_scans() == 1);
 
@@ -134,7 +120,7 @@ graph main () -> (float %a, float %b, int64 %shape)
   %shape = Shape(%a) @shape
 }
 )");
-  CostModel costs(*model, H100Profile());
+  CostModel costs(*model, pass_test::H100());
   REQUIRE(costs.LaunchFreeIn(*model->graph).load_time.count(FindNode(*model->graph, "ma")));
 
   RunHorizontalContractions(*model, costs);

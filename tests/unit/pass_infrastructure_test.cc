@@ -20,13 +20,7 @@ using pass_test::Parse;
 
 namespace {
 
-Node* FindNode(const Graph& graph, const std::string& name) {
-  for (const auto& node : graph.nodes()) {
-    if (node->name() == name) return node.get();
-  }
-  FAIL("no node " << name);
-  return nullptr;
-}
+using pass_test::FindNode;
 
 Node* FindNodeByOp(const Graph& graph, const std::string& op_type) {
   for (const auto& node : graph.nodes()) {

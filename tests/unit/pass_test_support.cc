@@ -132,6 +132,20 @@ std::unique_ptr<Model> ParseInferred(const std::string& text) {
   return model;
 }
 
+Node* FindNode(const Graph& graph, const std::string& name) {
+  for (const auto& node : graph.nodes()) {
+    if (node->name() == name) return node.get();
+  }
+  FAIL("no node " << name);
+  return nullptr;
+}
+
+passes::TargetProfile H100() {
+  auto profile = passes::FindTargetProfile("h100");
+  REQUIRE(profile.ok());
+  return *profile;
+}
+
 std::string Print(const Model& model) {
   PrintOptions options;
   options.max_literal_elements = -1;

@@ -16,6 +16,7 @@
 #include "cpu_test_support.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "passes/target_profiles.h"
 
 // Not included here: cpu_runtime/compare.h's Comparison would clash with the fused-kernel
 // tests' own; callers that pass tolerances include it.
@@ -33,6 +34,10 @@ using Options = std::vector<std::pair<std::string, std::string>>;
 using cpu_test::Parse;  // the model exactly as written
 // Parsed and shape-inferred, as the loader leaves a model.
 std::unique_ptr<Model> ParseInferred(const std::string& text);
+// The node of `graph` named `name`; fails the test when there is none.
+Node* FindNode(const Graph& graph, const std::string& name);
+// The published h100 cost-model profile (the pipeline's default target).
+passes::TargetProfile H100();
 
 // Every tensor written out, so a comparison of printed models also compares the weights.
 std::string Print(const Model& model);
