@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "cpu_runtime/elementwise_expr.h"
 #include "cpu_runtime/kernels.h"
@@ -200,8 +201,59 @@ ExprBuilder CastExpr(DataType to) {
   };
 }
 
+namespace {
+
+// How many inputs an op takes and which of them may be omitted ("" in the model). The
+// expressions index their operands without looking, so every caller (kernels, fused
+// programs, the fusion passes' checks) relies on this gate: a Mul with one input is refused
+// here instead of reading a register that does not exist.
+struct OperandCount {
+  size_t min = 1;
+  size_t max = 1;
+  size_t required = 1;  // the first `required` inputs must be present
+};
+
+OperandCount OperandCountOf(const std::string& op, int64_t opset) {
+  static const std::set<std::string> kTwo = {
+      "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Less", "LessOrEqual", "Greater",
+      "GreaterOrEqual", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Mod",
+      "BitShift", "CastLike"};
+  static const std::set<std::string> kVariadic = {"Sum", "Mean", "Max", "Min"};
+  constexpr size_t kUnbounded = std::numeric_limits<size_t>::max();
+  if (kTwo.count(op)) return {2, 2, 2};
+  if (op == "Where") return {3, 3, 3};
+  if (kVariadic.count(op)) return {1, kUnbounded, kUnbounded};
+  if (op == "Clip" && opset >= 11) return {1, 3, 1};  // min and max became optional inputs
+  return {};
+}
+
+Status CheckOperandCount(const KernelInfo& info) {
+  const Node& node = info.node;
+  OperandCount count = OperandCountOf(node.op_type(), info.opset);
+  const size_t inputs = node.inputs().size();
+  auto expected = [&] {
+    if (count.min == count.max) return std::to_string(count.min);
+    if (count.max == std::numeric_limits<size_t>::max()) return "at least " + std::to_string(count.min);
+    return std::to_string(count.min) + " to " + std::to_string(count.max);
+  };
+  if (inputs < count.min || inputs > count.max) {
+    return info.Error("has " + std::to_string(inputs) + " input" + (inputs == 1 ? "" : "s") + "; " +
+                      node.op_type() + " takes " + expected());
+  }
+  for (size_t i = 0; i < inputs && i < count.required; ++i) {
+    if (node.input(i) == nullptr) return info.Error("input " + std::to_string(i) + " is required but omitted");
+  }
+  if (node.outputs().size() != 1) {
+    return info.Error("has " + std::to_string(node.outputs().size()) + " outputs; " + node.op_type() + " has 1");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<ExprBuilder> ElementwiseExpr(const KernelInfo& info) {
   FUSIONOPT_RETURN_IF_ERROR(CheckLegacyNode(info.node, info.opset));
+  FUSIONOPT_RETURN_IF_ERROR(CheckOperandCount(info));
   return ExprFor(info);
 }
 

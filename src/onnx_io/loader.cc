@@ -17,6 +17,7 @@
 #include "ir/shape_inference.h"
 #include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
+#include "onnx_io/node_signature.h"
 #include "onnx_io/proto_codec.h"
 
 namespace fusionopt {
@@ -272,6 +273,8 @@ class GraphBuilder {
       return InvalidModel(Describe(proto) + " uses domain '" + proto.domain() +
                           "' that has no opset_import");
     }
+    Status signature = CheckNodeSignature(proto, *opset_for_(proto.domain()));
+    if (!signature.ok()) return InvalidModel(Describe(proto) + " " + signature.message());
     std::vector<Value*> inputs;
     for (const auto& name : proto.input()) {
       if (name.empty()) {
