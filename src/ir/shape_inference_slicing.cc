@@ -99,9 +99,11 @@ void SplitRule(InferenceContext& context) {
   }
   std::optional<std::vector<int64_t>> sizes;
   if (split.values) {
-    int64_t sum = std::accumulate(split.values->begin(), split.values->end(), int64_t{0});
-    if (static_cast<int64_t>(split.values->size()) != parts ||
-        (dim.is_known() && sum != dim.value)) {
+    // Hostile sizes may be negative or overflow the sum; either is a mismatch.
+    int64_t sum = 0;
+    bool valid = static_cast<int64_t>(split.values->size()) == parts;
+    for (int64_t size : *split.values) valid = valid && size >= 0 && !__builtin_add_overflow(sum, size, &sum);
+    if (!valid || (dim.is_known() && sum != dim.value)) {
       context.Warn("split sizes do not match " + std::to_string(parts) + " outputs of dim " +
                    ShapeToString({dim}));
     } else {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "ir/text_format.h"
 #include "shape_inference_test_helpers.h"
@@ -312,6 +313,32 @@ TEST_CASE("Split by sizes (input at 13), equal parts, and num_outputs at 18", "[
     CHECK(TypeOf(split->output(0)) == "float[2,B]");
     CHECK(TypeOf(split->output(1)) == "float[4,B]");
   }
+}
+
+// The pipeline fuzzer's finding: the sizes' sum overflowed int64 (undefined) before it was
+// compared with the dim.
+TEST_CASE("Split sizes that are negative or overflow their sum are a mismatch, not a shape", "[shape]") {
+  const int64_t huge = int64_t{1} << 62;
+  for (const std::vector<int64_t>& sizes :
+       {std::vector<int64_t>{huge, huge, huge}, std::vector<int64_t>{std::numeric_limits<int64_t>::max(), 1}, std::vector<int64_t>{-2, 8}}) {
+    for (const char* dims : {"[B,6]", "[B,N]"}) {
+      TestGraph g(13);
+      Value* x = g.Input("x", DataType::kFloat, dims);
+      std::vector<std::string> outputs;
+      for (size_t i = 0; i < sizes.size(); ++i) outputs.push_back("part" + std::to_string(i));
+      Node* split = g.Op("Split", {x, g.Ints("sizes", sizes)}, outputs, {IntAttr("axis", 1)});
+      ShapeInferenceReport report = g.Infer();
+      CHECK(TypeOf(split->output(0)) == "float[B,?]");
+      CHECK(HasWarningContaining(report, "split sizes do not match"));
+    }
+  }
+  TestGraph g(13);  // the same check passes sizes that fit
+  Value* x = g.Input("x", DataType::kFloat, "[B,N]");
+  Node* split = g.Op("Split", {x, g.Ints("sizes", {0, 5})}, {"a", "b"}, {IntAttr("axis", 1)});
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(split->output(0)) == "float[B,0]");
+  CHECK(TypeOf(split->output(1)) == "float[B,5]");
+  CHECK(report.warnings.empty());
 }
 
 // x: [batch, sequence, 64] -> [batch, sequence, 4, 16] through the shape arithmetic that
