@@ -76,6 +76,10 @@ summarize() {
   fi
   printf '%-24s %10s execs %7s exec/s  corpus %6s  features %7s  %s\n' "$target" "${execs:-?}" \
     "${rate:-?}" "${corpus:-?}" "${features:-?}" "$result"
+  # A CI log may keep only its tail: the report's first line and top frames go there too.
+  if [[ $result != ok ]]; then
+    grep -m1 -A6 -E 'ERROR: |runtime error:|fuzz finding:' "$log" | cut -c1-240 | sed 's/^/    /' || true
+  fi
   [[ $result == ok ]]
 }
 

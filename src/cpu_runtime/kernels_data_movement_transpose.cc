@@ -12,6 +12,7 @@
 
 #include "cpu_runtime/data_movement_common.h"
 #include "cpu_runtime/data_movement_kernels.h"
+#include "ir/permutation.h"
 
 namespace fusionopt::cpu::data_movement {
 namespace {
@@ -128,15 +129,7 @@ class TransposeKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info) {
     perm_ = info.node.GetInts("perm");
-    if (perm_) {
-      std::vector<int64_t> sorted = *perm_;
-      std::sort(sorted.begin(), sorted.end());
-      for (size_t k = 0; k < sorted.size(); ++k) {
-        if (sorted[k] != static_cast<int64_t>(k)) {
-          return info.Error("perm " + DimsToString(*perm_) + " is not a permutation");
-        }
-      }
-    }
+    if (perm_ && !IsPermutation(*perm_)) return info.Error("perm " + DimsToString(*perm_) + " is not a permutation");
     return Status::Ok();
   }
   Status Compute(KernelContext& context) override {

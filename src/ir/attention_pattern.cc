@@ -7,6 +7,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/fused_pattern_internal.h"
+#include "ir/permutation.h"
 
 namespace fusionopt {
 namespace {
@@ -150,6 +151,7 @@ HeadReshapeMatch ReadReshape(Node& reshape, int64_t opset) {
   return match;
 }
 
+// Both are permutations of the same size (WalkOperand checks every step).
 Perm Compose(const Perm& first, const Perm& then) {
   Perm out(then.size());
   for (size_t i = 0; i < then.size(); ++i) out[i] = first[static_cast<size_t>(then[i])];
@@ -184,7 +186,7 @@ OperandSearch WalkOperand(Value* operand, Node& reader, Role role, int64_t opset
   Perm perm = kIdentity;
   for (auto it = transposes.rbegin(); it != transposes.rend(); ++it) {
     std::optional<std::vector<int64_t>> step = (*it)->GetInts("perm");
-    if (!step || step->size() != 4) return search;  // not a 4-D head layout: read as it is
+    if (!step || step->size() != 4 || !IsPermutation(*step)) return search;  // not a 4-D head layout: read as it is
     perm = Compose(perm, *step);
   }
   const Perm& split_perm = role == Role::kKey ? kKeySplitPerm : kSplitPerm;

@@ -3,6 +3,7 @@
 // fed by Shape → Gather → Concat keeps symbolic dims.
 #include <algorithm>
 
+#include "ir/permutation.h"
 #include "ir/shape_inference_context.h"
 
 namespace fusionopt::shape_inference {
@@ -178,14 +179,9 @@ void TransposeRule(InferenceContext& context) {
     perm[axis] = static_cast<int64_t>(perm.size() - 1 - axis);  // default: reverse
   }
   if (auto given = context.node().GetInts("perm")) perm = *given;
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t axis = 0; axis < sorted.size(); ++axis) {
-    if (sorted.size() != data->size() || sorted[axis] != static_cast<int64_t>(axis)) {
-      context.Warn("perm is not a permutation of the " + std::to_string(data->size()) +
-                   " input axes");
-      return;
-    }
+  if (perm.size() != data->size() || !IsPermutation(perm)) {
+    context.Warn("perm is not a permutation of the " + std::to_string(data->size()) + " input axes");
+    return;
   }
   Shape out;
   for (int64_t axis : perm) out.push_back((*data)[static_cast<size_t>(axis)]);

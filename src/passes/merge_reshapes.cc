@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/permutation.h"
 #include "passes/bypass.h"
 #include "passes/shape_facts.h"
 #include "passes/fold_rewrites.h"
@@ -65,14 +66,6 @@ std::optional<std::vector<int64_t>> PermOf(const Node& transpose) {
   std::vector<int64_t> reversed(input->shape()->size());
   for (size_t i = 0; i < reversed.size(); ++i) reversed[i] = static_cast<int64_t>(reversed.size() - 1 - i);
   return reversed;
-}
-
-bool IsPermutation(std::vector<int64_t> perm) {
-  std::sort(perm.begin(), perm.end());
-  for (size_t i = 0; i < perm.size(); ++i) {
-    if (perm[i] != static_cast<int64_t>(i)) return false;
-  }
-  return true;
 }
 
 // Transpose(Transpose(x, first), second) = Transpose(x, composed).

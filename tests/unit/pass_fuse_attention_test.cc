@@ -411,6 +411,24 @@ TEST_CASE("fuse-attention: a head split with another perm is left alone", "[atte
   ExpectLeftAlone(text, "query: transpose perm [0, 2, 3, 1] is not the head split's [0, 2, 1, 3]");
 }
 
+// The pipeline fuzzer's finding: a perm naming an axis past 3 was composed by indexing with it.
+// Such a Transpose is no head split: the attention reads its output as it is, and the
+// Transpose (which fails when run) stays outside the fused node.
+TEST_CASE("fuse-attention: a Transpose whose perm is no permutation is not taken for a head split", "[attention]") {
+  for (const std::string perm : {"[0, 2, 1, 9]", "[0, 2, 2, 3]", "[0, -2, 1, 3]"}) {
+    auto model = pass_test::ParseInferred(
+        Replaced(Bert(), "%qh = Transpose(%q_r) {perm: [0, 2, 1, 3]}", "%qh = Transpose(%q_r) {perm: " + perm + "}"));
+    pass_test::PassRun run = pass_test::RunPass(*model, kPass);
+    CHECK(run.Counter("attention") == 1);
+    const Node* transpose = pass_test::FindNode(*model->graph, "q_transpose");
+    REQUIRE(transpose != nullptr);
+    REQUIRE(transpose->output(0)->uses().size() == 1);
+    const Node* reader = transpose->output(0)->uses()[0].node;
+    CHECK(reader->domain() == "ai.fusionopt");
+    CHECK(transpose->GetInts("perm") != std::optional<std::vector<int64_t>>(std::vector<int64_t>{0, 2, 1, 3}));
+  }
+}
+
 TEST_CASE("fuse-attention: a Shape read of the Split's own axis is left alone", "[attention]") {
   // q's width is Split's dim 2: no value outside the pattern provably has it.
   ExpectLeftAlone(Combined(true, "float[B,S,8] %context, int64[1] %q_width",
