@@ -203,9 +203,11 @@ OperandSearch WalkOperand(Value* operand, Node& reader, Role role, int64_t opset
       if (entries && entries->size() != 4) {
         search.near_miss = std::string(RoleName(role)) + ": the head split's Reshape target is not 4-D";
       } else if (entries && (*entries)[2].value_or(0) > 0 && (*entries)[3].value_or(0) > 0 && out.source->shape() &&
-                 !out.source->shape()->empty() && out.source->shape()->back().is_known() &&
-                 out.source->shape()->back().value != *(*entries)[2] * *(*entries)[3]) {
-        search.near_miss = std::string(RoleName(role)) + ": the head split's [H, D] do not make the width";
+                 !out.source->shape()->empty() && out.source->shape()->back().is_known()) {
+        int64_t width = 0;  // hostile targets may overflow H * D
+        if (__builtin_mul_overflow(*(*entries)[2], *(*entries)[3], &width) || out.source->shape()->back().value != width) {
+          search.near_miss = std::string(RoleName(role)) + ": the head split's [H, D] do not make the width";
+        }
       }
     }
     return search;
@@ -245,7 +247,8 @@ bool SlicedFromLowerTriangle(const Value* condition) {
   if (buffer == nullptr || buffer->dtype() != DataType::kBool || buffer->dims().size() < 2) return false;
   const auto& dims = buffer->dims();
   const int64_t rows = dims[dims.size() - 2], columns = dims.back();
-  if (rows * columns != buffer->NumElements()) return false;  // leading dims are all 1
+  int64_t area = 0;  // an empty tensor's other dims may be anything
+  if (__builtin_mul_overflow(rows, columns, &area) || area != buffer->NumElements()) return false;  // leading dims are all 1
   std::span<const uint8_t> bits = buffer->values<uint8_t>();
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < columns; ++j) {

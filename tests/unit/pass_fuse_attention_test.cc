@@ -429,6 +429,12 @@ TEST_CASE("fuse-attention: a Transpose whose perm is no permutation is not taken
   }
 }
 
+// The pipeline fuzzer's finding: H * D of a hostile head-split target overflowed int64.
+TEST_CASE("fuse-attention: a head split whose H * D overflows is left alone", "[attention]") {
+  std::string text = Replaced(Bert(), "init int64[1] %heads = [2]", "init int64[1] %heads = [3399705346246180896]");
+  ExpectLeftAlone(text, "query: the head split's [H, D] do not make the width");
+}
+
 TEST_CASE("fuse-attention: a Shape read of the Split's own axis is left alone", "[attention]") {
   // q's width is Split's dim 2: no value outside the pattern provably has it.
   ExpectLeftAlone(Combined(true, "float[B,S,8] %context, int64[1] %q_width",
