@@ -75,16 +75,19 @@ unit-test: build
 py-test: deps build
 	$(PYTEST)
 
-# Each stage's output is also kept in $(TEST_LOGS); the run closes with one line per stage and
-# the totals (scripts/test_summary.sh).
+# Each stage's output is also kept in $(TEST_LOGS). Every stage runs even when one before it
+# failed, and the run closes with one line per stage and the totals (scripts/test_summary.sh),
+# so a failing CI log still ends with the counts; the exit status is non-zero if any failed.
 TEST_LOGS := $(BUILD)/test-logs
 test: deps build
 	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
-	set -o pipefail; cd $(BUILD) && ctest --output-on-failure -j $(JOBS) 2>&1 | tee $(abspath $(TEST_LOGS))/ctest.txt
-	set -o pipefail; $(PYTEST) 2>&1 | tee $(TEST_LOGS)/pytest.txt
-	set -o pipefail; $(MAKE) --no-print-directory sanitize-test 2>&1 | tee $(TEST_LOGS)/sanitize.txt
-	set -o pipefail; $(MAKE) --no-print-directory fuzz-smoke 2>&1 | tee $(TEST_LOGS)/fuzz.txt
-	@scripts/test_summary.sh $(TEST_LOGS)
+	@set -o pipefail; status=0; \
+	(cd $(BUILD) && ctest --output-on-failure -j $(JOBS)) 2>&1 | tee $(TEST_LOGS)/ctest.txt || status=1; \
+	$(PYTEST) 2>&1 | tee $(TEST_LOGS)/pytest.txt || status=1; \
+	$(MAKE) --no-print-directory sanitize-test 2>&1 | tee $(TEST_LOGS)/sanitize.txt || status=1; \
+	$(MAKE) --no-print-directory fuzz-smoke 2>&1 | tee $(TEST_LOGS)/fuzz.txt || status=1; \
+	scripts/test_summary.sh $(TEST_LOGS) || status=1; \
+	exit $$status
 
 hardening-build: $(APT_STAMP)
 	cmake -S . -B $(BUILD_HARDENING) $(HARDENING_CMAKE_FLAGS) >/dev/null
