@@ -11,9 +11,6 @@ namespace {
 
 bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
 
-// Clip's bounds are its only optional operands among the elementwise ops.
-bool MayOmit(const Node& node, size_t input) { return node.op_type() == "Clip" && input > 0; }
-
 }  // namespace
 
 std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>& nodes,
@@ -47,10 +44,9 @@ std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>&
     if (KernelRegistry::BuiltIn().Find(node->domain(), node->op_type(), opset) == nullptr) return nullptr;
     auto expr = ElementwiseExpr(KernelInfo{*node, opset, {}});
     if (!expr.ok() || !*expr) return nullptr;  // not elementwise, bad attributes, or CastLike
-    if (node->inputs().empty()) return nullptr;
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      const Value* input = node->input(i);
-      if (input == nullptr ? !MayOmit(*node, i) : !read(input)) return nullptr;
+    // ElementwiseExpr has refused omitted required inputs and wrong operand counts.
+    for (const Value* input : node->inputs()) {
+      if (input != nullptr && !read(input)) return nullptr;
     }
     plan->steps_.push_back(Step{node, std::move(expr).value()});
     computed.insert(node->output(0));
