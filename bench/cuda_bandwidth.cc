@@ -11,7 +11,7 @@
 
 #include "cpu_runtime/inputs.h"
 #include "cuda_runtime/backend/cuda_session.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 #include "passes/pipeline.h"
 
 using namespace fusionopt;

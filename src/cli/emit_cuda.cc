@@ -21,7 +21,7 @@
 #include "cuda_runtime/codegen/typed_body.h"
 #include "ir/atomic_file.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::cli {
 namespace {

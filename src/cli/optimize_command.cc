@@ -11,7 +11,7 @@
 #include "cli/fail_safe.h"
 #include "cli/optimize_summary.h"
 #include "ir/atomic_file.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 #include "onnx_io/model_io.h"
 #include "passes/pipeline.h"
 

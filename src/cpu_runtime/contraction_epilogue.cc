@@ -8,7 +8,7 @@
 #include "cpu_runtime/kernels_contraction_common.h"
 #include "cpu_runtime/onednn_common.h"
 #include "ir/constant_value.h"
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

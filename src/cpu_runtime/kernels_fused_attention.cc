@@ -1,4 +1,4 @@
-// The fused attention kernel (ir/attention_pattern.h): Softmax(Q·Kᵀ·scale + mask)·V, heads
+// The fused attention kernel (patterns/attention.h): Softmax(Q·Kᵀ·scale + mask)·V, heads
 // split and merged, as one kernel that never holds the Sq×Sk score matrix.
 //
 // Tiled with an online softmax (flash attention): each task owns one block of queries of one
@@ -31,8 +31,8 @@
 #include "cpu_runtime/fused_body.h"
 #include "cpu_runtime/reduction_engine.h"
 #include "cpu_runtime/reduction_math.h"
-#include "ir/attention_pattern.h"
-#include "ir/fused_pattern.h"
+#include "patterns/attention.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// Row kernels for recognised composites (ir/fused_pattern.h) over the last axis: LayerNorm
+// Row kernels for recognised composites (patterns/composite.h) over the last axis: LayerNorm
 // and RMSNorm with an optional residual-add prologue (whose sum may be a second output), and
 // Softmax of a scaled input with an additive or Where mask.
 //
@@ -19,7 +19,7 @@
 #include "cpu_runtime/reduction_common.h"
 #include "cpu_runtime/reduction_engine.h"
 #include "cpu_runtime/reduction_math.h"
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

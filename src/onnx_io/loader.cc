@@ -14,7 +14,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include "ir/legacy_opsets.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/node_signature.h"

@@ -8,7 +8,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/function_body.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "passes/op_flops.h"
 #include "passes/outline.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::passes {
 namespace {

@@ -37,7 +37,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "passes/constant_evaluation.h"
 #include "passes/fold_rewrites.h"
 

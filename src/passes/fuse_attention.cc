@@ -1,6 +1,6 @@
 // fuse-attention (O3): scaled dot-product attention, with the head split and merge around it
 // where the graph has them, outlined into one ai.fusionopt node whose body is the original ops
-// (outline.h) and which a runtime recognises as one kernel (ir/attention_pattern.h):
+// (outline.h) and which a runtime recognises as one kernel (patterns/attention.h):
 //
 //   %q, %k, %v = Split(%qkv, [W, W, W]) {axis: 2}           %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, %mask)
 //   %qh = Transpose(Reshape(%q, [B,S,H,D]), [0,2,1,3])
@@ -40,7 +40,7 @@
 #include <unordered_set>
 #include <variant>
 
-#include "ir/attention_pattern.h"
+#include "patterns/attention.h"
 #include "ir/constant_value.h"
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"

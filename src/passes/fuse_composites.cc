@@ -1,6 +1,6 @@
 // fuse-composites (O2): the row and activation composites exporters decompose, each outlined
 // into one ai.fusionopt node whose body is the original ops (outline.h) and which a runtime
-// recognises as one kernel (ir/fused_pattern.h lists the forms):
+// recognises as one kernel (patterns/composite.h lists the forms):
 //
 //   %s = Add(%a, %b)                                   %s, %y = ai.fusionopt::FusedAddLayerNorm(%a, %b, %g, %be)
 //   %m = ReduceMean(%s) {axes: [-1]}
@@ -37,7 +37,7 @@
 #include <unordered_set>
 
 #include "ir/constant_value.h"
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 #include "passes/composite_legality.h"
 #include "passes/outline.h"
 

@@ -2,7 +2,7 @@
 
 #include "ir/numbered_name.h"
 #include "ir/op_class.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::passes {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::passes {
 std::vector<const Node*> InGraphOrder(const std::vector<const Node*>& nodes) {

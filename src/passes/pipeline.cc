@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 #include "ir/verifier.h"
 #include "passes/registry.h"
 

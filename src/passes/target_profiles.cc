@@ -14,7 +14,7 @@
 
 #include "cpu_runtime/session.h"
 #include "ir/atomic_file.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::passes {
 namespace {

@@ -15,7 +15,7 @@
 #include "cuda_runtime/compile/nvrtc_compiler.h"
 #include "fusionopt/plugin.h"
 #include "ir/float16.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 #include "cuda_runtime/plugin/contraction_plan.h"
 #include "onnx_io/model_io.h"
 

@@ -21,8 +21,8 @@
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/compile/nvrtc_compiler.h"
 #include "ir/float16.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 #include "host_kernel.h"
 #include "scratch_dir.h"
 

@@ -13,8 +13,8 @@
 #include "cuda_runtime/codegen/generated_kernel.h"
 #include "cuda_runtime/codegen/typed_body.h"
 #include "cuda_runtime/compile/nvrtc_compiler.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::cuda::family_test {
 

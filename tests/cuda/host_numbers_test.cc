@@ -13,7 +13,7 @@
 #include "cuda_runtime/codegen/lower_batchnorm.h"
 #include "cuda_runtime/codegen/typed_body.h"
 #include "host_kernel.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::cuda {
 namespace {

@@ -10,7 +10,7 @@
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"
 #include "cuda_runtime/codegen/typed_body.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 

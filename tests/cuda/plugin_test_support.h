@@ -19,7 +19,7 @@
 #include "fusionopt/plugin.h"
 #include "ir/constant_value.h"
 #include "ir/graph.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
 #include "passes/pipeline.h"
 #include "scratch_dir.h"

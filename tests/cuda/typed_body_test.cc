@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cuda_runtime/codegen/typed_body.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 

@@ -4,8 +4,8 @@
 #include "cpu_runtime/session.h"
 #include "cpu_test_support.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;

@@ -10,7 +10,7 @@
 #include "cpu_runtime/session.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;

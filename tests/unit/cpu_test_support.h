@@ -12,7 +12,7 @@
 
 #include "cpu_runtime/session.h"
 #include "ir/float16.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::cpu_test {
 

@@ -9,7 +9,7 @@
 #include <google/protobuf/unknown_field_set.h>
 #include <onnx/onnx_pb.h>
 
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 #include "onnx_io/model_io.h"
 #include "scratch_dir.h"
 

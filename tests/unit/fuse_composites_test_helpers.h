@@ -1,5 +1,5 @@
 // Shared by the fuse-composites tests: run the pass on IR text, compare with the expected text
-// (main graph and function bodies), check every body is recognised by ir/fused_pattern.h, and
+// (main graph and function bodies), check every body is recognised by patterns/composite.h, and
 // compare numbers with the original — inlined (the bodies are faithful copies) and run as is
 // (the runtime's fused kernels).
 #pragma once
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "fusion_test_util.h"
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 #include "ir/op_class.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 namespace fusionopt::fuse_composites_test {
 

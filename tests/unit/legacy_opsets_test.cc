@@ -8,8 +8,8 @@
 #include "cpu_runtime/session.h"
 #include "cpu_test_support.h"
 #include "ir/legacy_opsets.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 #include "onnx_io/model_io.h"
 #include "scratch_dir.h"
 

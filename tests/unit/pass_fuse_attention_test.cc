@@ -12,8 +12,8 @@
 #include "attention_test_models.h"
 #include "cpu_runtime/compare.h"
 #include "fusion_test_util.h"
-#include "ir/attention_pattern.h"
-#include "ir/text_format.h"
+#include "patterns/attention.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 using namespace fusionopt::fusion_test;

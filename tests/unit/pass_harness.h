@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "ir/verifier.h"
 #include "pass_test_support.h"
 

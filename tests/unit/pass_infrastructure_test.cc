@@ -6,8 +6,8 @@
 
 #include "ir/graph.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 #include "ir/verifier.h"
 #include "pass_test_support.h"
 #include "passes/outline.h"

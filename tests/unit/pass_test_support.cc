@@ -10,8 +10,8 @@
 #include "cpu_runtime/inputs.h"
 #include "ir/function_body.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
-#include "ir/text_format.h"
+#include "shape_inference/shape_inference.h"
+#include "text_format/text_format.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 

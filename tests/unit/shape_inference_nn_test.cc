@@ -2,7 +2,7 @@
 // sizes were checked against onnxruntime's actual output shapes.
 #include <catch2/catch.hpp>
 
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "shape_inference_test_helpers.h"
 
 using namespace fusionopt;

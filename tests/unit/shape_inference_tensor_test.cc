@@ -1,7 +1,7 @@
 // Shape inference for layout, slicing, indexing, generator and resize ops.
 #include <catch2/catch.hpp>
 
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "shape_inference_test_helpers.h"
 
 using namespace fusionopt;

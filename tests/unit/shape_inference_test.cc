@@ -1,13 +1,13 @@
 // Shape inference: broadcasting, the merge contract, the report, elementwise ops, opset
 // differences and symbolic data propagation through PyTorch-style shape computations.
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 #include "shape_inference_test_helpers.h"
 
 using namespace fusionopt;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::testing {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 using namespace fusionopt;
 

@@ -7,7 +7,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
 #include "passes/pipeline.h"
 

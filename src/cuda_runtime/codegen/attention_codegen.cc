@@ -5,7 +5,7 @@
 
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
-#include "ir/attention_pattern.h"
+#include "patterns/attention.h"
 
 namespace fusionopt::cuda {
 namespace {
@@ -310,7 +310,7 @@ Status PlanOutput(const FusedAttention& attention, const Value& output, KernelPl
 Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name) {
   UnfoldedBody unfolded = Unfold(typed_body);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<FusedAttention> attention, Recognize(*unfolded.graph));
-  if (!attention) return Unsupported("the body is not a fused attention (ir/attention_pattern.h)");
+  if (!attention) return Unsupported("the body is not a fused attention (patterns/attention.h)");
   const Node* softmax = FindOp(*unfolded.graph, "Softmax");
   const std::vector<int64_t> scores = StaticDims(*softmax->input(0));
   if (scores.size() != 4 || NormalizedAxis(attention->softmax_axis, 4) != 3) {

@@ -1,5 +1,5 @@
 // The attention family of CUDA code generation: the fused attention body of
-// ir/attention_pattern.h — Softmax(Q·Kᵀ·scale + mask)·V with the optional head split and merge
+// patterns/attention.h — Softmax(Q·Kᵀ·scale + mask)·V with the optional head split and merge
 // and combined-projection Split — as one tiled online-softmax (FlashAttention-style) kernel.
 //
 // Kernel: one CTA of 4 warps per (batch·head, block of 16 queries). Q's block is staged in

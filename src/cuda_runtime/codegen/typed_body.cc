@@ -3,7 +3,7 @@
 #include "ir/constant_value.h"
 #include "ir/function_body.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::cuda {
 namespace {

@@ -11,7 +11,7 @@
 #include <numeric>
 
 #include "cuda_runtime/plugin/contraction_plan.h"
-#include "ir/fused_pattern.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::cuda::contraction_internal {
 namespace {

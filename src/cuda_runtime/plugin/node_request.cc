@@ -14,7 +14,7 @@
 #include "cuda_runtime/codegen/typed_body.h"
 #include "ir/function_body.h"
 #include "ir/op_class.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
 
 namespace fusionopt::cuda {

@@ -1,0 +1,192 @@
+// Attention: Softmax(Q·Kᵀ·scale + mask)·V with the head split and merge around it, as exporters
+// write it, recognised in two places from one matcher (like patterns/composite.h) —
+//
+//   * the fuse-attention pass matches it in a model's graph (MatchAttentionAt, anchored at the
+//     Softmax) and outlines the match into one ai.fusionopt node;
+//   * a runtime recognises the body of such a function (RecognizeAttention) and runs it as one
+//     kernel, reading Q, K and V where they lie.
+//
+// The form, B batch, S sequence (Sq queries, Sk keys), H heads, D head size:
+//
+//   [q, k, v = Split(qkv) {axis: last}]                          combined projection (optional)
+//   qh = Transpose(Reshape(q, [B,Sq,H,D]), [0,2,1,3])            head split (optional: else q is [B,H,Sq,D])
+//   kt = Transpose(Reshape(k, [B,Sk,H,D]), [0,2,3,1])            (or [0,2,1,3] then [0,1,3,2];
+//   vh = Transpose(Reshape(v, [B,Sk,H,D]), [0,2,1,3])             else k is [B,H,D,Sk] or [B,H,Sk,D] transposed)
+//   s  = MatMul(qh, kt)  [· c | / c]                             c a constant scalar
+//   z  = s | Add(s, mask) | Where(cond, s, fill) | Where(cond, fill, s)    fill a constant scalar
+//   p  = Softmax(z) {last axis}
+//   o  = MatMul(p, vh)
+//   [y = Reshape(Transpose(o, [0,2,1,3]), [B,Sq,H·D])]           head merge (optional)
+//
+// A Reshape's target is whatever the graph computes it with: a constant, a value computed
+// elsewhere (read at run time), or — absorbed into the pattern — the exporters' chain
+// Concat(Unsqueeze(Gather(Shape(x), i)), ..., [H], [D]) when nothing else reads its nodes.
+//
+// Checked here: ops of the default domain; perms; a constant scale and fill; the softmax axis
+// the last one (where the rank is known); the head split's target ending in [H, D] constants
+// (where it is a known constant or chain); a Split along the last axis; a mask that may
+// broadcast to the scores (only a provable widening refuses — a runtime checks each run's
+// shapes); every intermediate of the core read only inside and no graph output. Around the
+// core the match shrinks instead of failing: a head split or merge whose intermediates are read
+// elsewhere stays outside, and so does a Split with an output read elsewhere. Shape nodes
+// outside that read an intermediate are listed for the caller (the pass proves their values
+// from the inputs and rewires them, or gives up).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusionopt {
+
+// How the pattern reads Q, K or V.
+enum class HeadLayout {
+  kSplitHeads,            // [B,S,H·D] reshaped to [B,S,H,D] (or [B,S,H,D] itself), transposed inside
+  kHeadsFirst,            // [B,H,S,D] as it is (K: transposed inside by [0,1,3,2])
+  kHeadsFirstTransposed,  // K only: [B,H,D,Sk] as it is
+};
+
+enum class AttentionMaskKind { kNone, kAdditive, kBoolean };
+
+// One part of a Reshape target the pattern computes: constant values, one dim of a value
+// (Gather(Shape(value), axis)), or the values of a tensor read at run time.
+struct ShapePartMatch {
+  enum class Kind { kConstant, kDimOf, kValues };
+  Kind kind = Kind::kConstant;
+  std::vector<int64_t> constant;
+  Value* value = nullptr;  // kDimOf, kValues
+  int64_t axis = 0;        // kDimOf, as written (may be negative)
+};
+
+// A Reshape of the head split or merge and how its target is known.
+struct HeadReshapeMatch {
+  Node* reshape = nullptr;
+  bool allow_zero = false;
+  std::vector<ShapePartMatch> parts;  // the target, in order
+  std::vector<Node*> chain;           // nodes computing the target absorbed into the pattern
+};
+
+struct AttentionOperandMatch {
+  HeadLayout layout = HeadLayout::kHeadsFirst;
+  Value* source = nullptr;  // what the pattern reads ([B,S,W], [B,S,H,D] or the 4-D operand)
+  std::optional<HeadReshapeMatch> split;  // kSplitHeads from [B,S,W]
+  std::vector<Node*> transposes;          // source side first
+  int split_output = -1;                  // source is this output of the combined Split
+};
+
+struct AttentionMatch {
+  std::vector<Node*> nodes;  // every member, without the Constant nodes they read
+  Node* softmax = nullptr;
+  Node* score_matmul = nullptr;
+  Node* context_matmul = nullptr;
+  AttentionOperandMatch q, k, v;
+
+  Node* split = nullptr;  // the combined projection's Split, when inside
+  Value* combined = nullptr;
+  int64_t split_axis = -1;  // as written
+
+  std::optional<double> scale;
+  bool scale_divides = false;
+  Node* scale_node = nullptr;
+
+  AttentionMaskKind mask_kind = AttentionMaskKind::kNone;
+  Node* mask_node = nullptr;
+  Value* mask = nullptr;       // additive mask, or the Where condition
+  double fill = 0;             // Where: the value where the condition selects it
+  bool fill_when_true = false;
+  bool causal = false;  // the condition is sliced from a constant lower-triangular buffer
+
+  int64_t softmax_axis = -1;  // as written, the opset's default resolved
+
+  Node* merge_transpose = nullptr;  // the head merge, when inside
+  std::optional<HeadReshapeMatch> merge;
+
+  Value* output = nullptr;
+  int64_t heads = 0;      // 0: not known before run time
+  int64_t head_size = 0;  // 0: not known before run time
+
+  // Shape nodes outside the pattern that read one of its intermediates.
+  std::vector<Node*> outside_shape_reads;
+};
+
+struct AttentionSearch {
+  std::optional<AttentionMatch> match;
+  std::string near_miss;  // "attention: <reason>" when the skeleton is there but a check failed
+};
+
+// Looks for attention whose Softmax is `softmax`. `opset` is the default domain's version.
+AttentionSearch MatchAttentionAt(Node& softmax, int64_t opset);
+
+// The parts of a Reshape target held in `shape`: a constant, or the exporters' Concat chain
+// (then `chain` receives its nodes); nullopt for anything else.
+std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<Node*>* chain);
+
+// ---------------------------------------------------------------- a recognised body
+
+// A value whose dims a kernel knows at run time: a body input, an output of the combined
+// Split, or the head merge's transposed context [B,Sq,H,D].
+struct AttentionDimSource {
+  enum class Kind { kInput, kSplitOutput, kMergedContext };
+  Kind kind = Kind::kInput;
+  int index = 0;  // input or Split output
+};
+
+struct AttentionShapePart {
+  ShapePartMatch::Kind kind = ShapePartMatch::Kind::kConstant;
+  std::vector<int64_t> constant;
+  AttentionDimSource of;  // kDimOf
+  int64_t axis = 0;       // kDimOf
+  int input = -1;         // kValues: the body input holding the values
+};
+
+struct AttentionReshape {
+  bool allow_zero = false;
+  std::vector<AttentionShapePart> parts;
+};
+
+struct AttentionOperand {
+  HeadLayout layout = HeadLayout::kHeadsFirst;
+  int input = -1;         // body input read, unless split_output >= 0
+  int split_output = -1;  // the combined Split's output read
+  std::optional<AttentionReshape> split;
+};
+
+// A body input or a constant the body holds.
+struct AttentionInput {
+  int input = -1;
+  TensorPtr constant;
+  bool present() const { return input >= 0 || constant != nullptr; }
+};
+
+struct FusedAttention {
+  AttentionOperand q, k, v;
+
+  bool combined = false;      // Q, K and V are outputs of one Split of body input `combined_input`
+  int combined_input = -1;
+  int64_t split_axis = -1;    // as written; a kernel checks it is the last
+  int split_outputs = 0;      // the Split's output count
+  AttentionInput split_sizes;               // opset >= 13: the sizes input, when given
+  std::vector<int64_t> split_attribute;     // opset < 13: the `split` attribute
+
+  std::optional<double> scale;
+  bool scale_divides = false;
+
+  AttentionMaskKind mask_kind = AttentionMaskKind::kNone;
+  AttentionInput mask;  // additive mask or Where condition
+  double fill = 0;
+  bool fill_when_true = false;
+
+  int64_t softmax_axis = -1;  // as written; a kernel checks it is the last
+  std::optional<AttentionReshape> merge;  // the output is [B,Sq,H·D] when set, else [B,H,Sq,D]
+  int result_output = 0;
+};
+
+// The attention `body` computes, when its nodes are exactly one match (plus Constant nodes it
+// reads) and its only output is the match's result; nullopt otherwise.
+std::optional<FusedAttention> RecognizeAttention(const Graph& body, int64_t opset);
+std::optional<FusedAttention> RecognizeAttention(const Function& function);
+
+}  // namespace fusionopt

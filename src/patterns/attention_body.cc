@@ -1,0 +1,147 @@
+// Recognising an outlined attention body (attention.h): the match, found in the body,
+// described by the body's inputs and the constants it holds, for a kernel.
+#include "patterns/attention.h"
+#include "patterns/matcher_support.h"
+
+namespace fusionopt {
+namespace {
+
+using composite::BodyInputIndex;
+using composite::IsOp;
+
+// A body input, or a constant the body holds; nullopt for anything computed.
+std::optional<AttentionInput> InputOf(const Graph& body, const Value* value) {
+  std::optional<CompositeOperand> operand = composite::BodyOperandOf(body, value);
+  if (!operand) return std::nullopt;
+  AttentionInput input;
+  input.input = operand->input;
+  input.constant = std::move(operand->constant);
+  return input;
+}
+
+std::optional<AttentionDimSource> DimSourceOf(const Graph& body, const AttentionMatch& match, const Value* value) {
+  AttentionDimSource source;
+  if ((source.index = BodyInputIndex(body, value)) >= 0) return source;
+  if (match.split != nullptr && value->producer() == match.split) {
+    source.kind = AttentionDimSource::Kind::kSplitOutput;
+    source.index = value->producer_output_index();
+    return source;
+  }
+  if (match.merge_transpose != nullptr && value == match.merge_transpose->output(0)) {
+    source.kind = AttentionDimSource::Kind::kMergedContext;
+    source.index = 0;
+    return source;
+  }
+  return std::nullopt;
+}
+
+std::optional<AttentionReshape> DescribeReshape(const Graph& body, const AttentionMatch& match,
+                                                const HeadReshapeMatch& reshape) {
+  AttentionReshape described;
+  described.allow_zero = reshape.allow_zero;
+  for (const ShapePartMatch& part : reshape.parts) {
+    AttentionShapePart out;
+    out.kind = part.kind;
+    switch (part.kind) {
+      case ShapePartMatch::Kind::kConstant: out.constant = part.constant; break;
+      case ShapePartMatch::Kind::kDimOf: {
+        std::optional<AttentionDimSource> source = DimSourceOf(body, match, part.value);
+        if (!source) return std::nullopt;
+        out.of = *source;
+        out.axis = part.axis;
+        break;
+      }
+      case ShapePartMatch::Kind::kValues: {
+        std::optional<AttentionInput> input = InputOf(body, part.value);
+        if (!input || !input->present()) return std::nullopt;
+        if (input->constant != nullptr) {
+          std::optional<std::vector<int64_t>> values = input->constant->AsInt64s();
+          if (!values || input->constant->dims().size() > 1) return std::nullopt;
+          out.kind = ShapePartMatch::Kind::kConstant;
+          out.constant = *values;
+        } else {
+          out.input = input->input;
+        }
+        break;
+      }
+    }
+    described.parts.push_back(std::move(out));
+  }
+  return described;
+}
+
+std::optional<AttentionOperand> DescribeOperand(const Graph& body, const AttentionMatch& match,
+                                                const AttentionOperandMatch& operand) {
+  AttentionOperand described;
+  described.layout = operand.layout;
+  described.split_output = operand.split_output;
+  if (operand.split_output < 0 && (described.input = BodyInputIndex(body, operand.source)) < 0) return std::nullopt;
+  if (operand.split) {
+    described.split = DescribeReshape(body, match, *operand.split);
+    if (!described.split) return std::nullopt;
+  }
+  return described;
+}
+
+std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& match, int64_t opset) {
+  if (!match.outside_shape_reads.empty() || !composite::BodyIsExactly(body, match.nodes)) return std::nullopt;
+  if (body.outputs().size() != 1 || body.outputs()[0] != match.output) return std::nullopt;
+  FusedAttention described;
+  described.result_output = 0;
+  for (auto [operand, out] : {std::pair{&match.q, &described.q}, std::pair{&match.k, &described.k},
+                              std::pair{&match.v, &described.v}}) {
+    std::optional<AttentionOperand> operand_described = DescribeOperand(body, match, *operand);
+    if (!operand_described) return std::nullopt;
+    *out = std::move(*operand_described);
+  }
+  if (match.split != nullptr) {
+    described.combined = true;
+    described.combined_input = BodyInputIndex(body, match.combined);
+    if (described.combined_input < 0) return std::nullopt;
+    described.split_axis = match.split_axis;
+    described.split_outputs = static_cast<int>(match.split->outputs().size());
+    if (opset >= 13) {
+      std::optional<AttentionInput> sizes = InputOf(body, match.split->input(1));
+      if (!sizes) return std::nullopt;
+      described.split_sizes = *sizes;
+    } else if (std::optional<std::vector<int64_t>> sizes = match.split->GetInts("split")) {
+      described.split_attribute = *sizes;
+    }
+  }
+  described.scale = match.scale;
+  described.scale_divides = match.scale_divides;
+  described.mask_kind = match.mask_kind;
+  if (match.mask != nullptr) {
+    std::optional<AttentionInput> mask = InputOf(body, match.mask);
+    if (!mask) return std::nullopt;
+    described.mask = *mask;
+  }
+  described.fill = match.fill;
+  described.fill_when_true = match.fill_when_true;
+  described.softmax_axis = match.softmax_axis;
+  if (match.merge) {
+    described.merge = DescribeReshape(body, match, *match.merge);
+    if (!described.merge) return std::nullopt;
+  }
+  return described;
+}
+
+}  // namespace
+
+std::optional<FusedAttention> RecognizeAttention(const Graph& body, int64_t opset) {
+  for (const auto& node : body.nodes()) {
+    if (!IsOp(node.get(), "Softmax")) continue;
+    AttentionSearch search = MatchAttentionAt(*node, opset);
+    if (!search.match) continue;
+    if (auto described = Describe(body, *search.match, opset)) return described;
+  }
+  return std::nullopt;
+}
+
+std::optional<FusedAttention> RecognizeAttention(const Function& function) {
+  std::optional<int64_t> opset = function.OpsetFor("");
+  if (!opset || function.body == nullptr) return std::nullopt;
+  return RecognizeAttention(*function.body, *opset);
+}
+
+}  // namespace fusionopt

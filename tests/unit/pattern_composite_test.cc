@@ -1,0 +1,342 @@
+// Recognising composite bodies (patterns/composite.h): what a runtime reads from an ai.fusionopt
+// function body — kind, the role of each formal input, the constants — and the bodies it must
+// refuse. Bodies are written as untyped graphs, the way outlined function bodies print.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "patterns/composite.h"
+#include "text_format/text_format.h"
+
+using namespace fusionopt;
+
+namespace {
+
+std::unique_ptr<Model> ParseBody(const std::string& body, int64_t opset = 17) {
+  auto model = ParseModel("ir_version 8\nopset \"\" " + std::to_string(opset) + "\n" + body);
+  INFO(model.status().message());
+  REQUIRE(model.ok());
+  return std::move(model).value();
+}
+
+std::optional<FusedComposite> Recognize(const std::string& body, int64_t opset = 17) {
+  auto model = ParseBody(body, opset);
+  return RecognizeComposite(*model->graph, opset);
+}
+
+using Role = CompositeRole;
+
+// The exporter form of BERT's LayerNorm, with the residual add whose sum is a second result.
+constexpr const char* kAddLayerNormBody = R"(graph (%x0, %x1, %x2, %x3) -> (%y0, %y1) {
+  %y0 = Add(%x0, %x1)
+  %t0 = ReduceMean(%y0) {axes: [-1], keepdims: 1}
+  %t1 = Sub(%y0, %t0)
+  %c0 = Constant() {value: tensor float[] [2.0]}
+  %t2 = Pow(%t1, %c0)
+  %t3 = ReduceMean(%t2) {axes: [-1], keepdims: 1}
+  %c1 = Constant() {value: tensor float[] [1e-12]}
+  %t4 = Add(%t3, %c1)
+  %t5 = Sqrt(%t4)
+  %t6 = Div(%t1, %t5)
+  %t7 = Mul(%t6, %x2)
+  %y1 = Add(%t7, %x3)
+})";
+
+}  // namespace
+
+TEST_CASE("a decomposed residual LayerNorm body is recognised with its roles and constants", "[fused_pattern]") {
+  auto composite = Recognize(kAddLayerNormBody);
+  REQUIRE(composite.has_value());
+  CHECK(composite->kind == CompositeKind::kLayerNorm);
+  CHECK_FALSE(composite->standard_op);
+  CHECK(composite->input_roles == std::vector<Role>{Role::kX, Role::kResidual, Role::kGamma, Role::kBeta});
+  CHECK(composite->x.input == 0);
+  CHECK(composite->residual.input == 1);
+  CHECK(composite->gamma.input == 2);
+  CHECK(composite->beta.input == 3);
+  CHECK_FALSE(composite->mask.present());
+  CHECK(composite->result_output == 1);
+  CHECK(composite->residual_sum_output == 0);
+  CHECK(composite->epsilon == Approx(1e-12).epsilon(1e-6));
+  CHECK(composite->axis == -1);
+}
+
+TEST_CASE("norm bodies: Mul(d, d), reciprocal forms, scalar gamma, opset-18 axes, standard ops", "[fused_pattern]") {
+  SECTION("LayerNorm with Mul(d, d), Reciprocal and no beta; a scalar gamma held as a Constant") {
+    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
+      %t0 = ReduceMean(%x0) {axes: [2]}
+      %t1 = Sub(%x0, %t0)
+      %t2 = Mul(%t1, %t1)
+      %t3 = ReduceMean(%t2) {axes: [2]}
+      %c0 = Constant() {value: tensor float[] [1e-05]}
+      %t4 = Add(%c0, %t3)
+      %t5 = Sqrt(%t4)
+      %t6 = Reciprocal(%t5)
+      %t7 = Mul(%t6, %t1)
+      %c1 = Constant() {value: tensor float[] [3.0]}
+      %y0 = Mul(%c1, %t7)
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kLayerNorm);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX});
+    REQUIRE(composite->gamma.constant != nullptr);
+    CHECK(composite->gamma.constant->AsDoubles()->front() == 3.0);
+    CHECK_FALSE(composite->beta.present());
+    CHECK(composite->axis == 2);  // as written: the kernel checks it against the input's rank
+    CHECK(composite->epsilon == Approx(1e-5).epsilon(1e-6));
+  }
+  SECTION("RMSNorm with Div(1, Sqrt) and an opset-18 axes input") {
+    auto composite = Recognize(R"(graph (%x0, %x1) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [2.0]}
+      %t0 = Pow(%x0, %c0)
+      %c1 = Constant() {value: tensor int64[1] [-1]}
+      %t1 = ReduceMean(%t0, %c1)
+      %c2 = Constant() {value: tensor float[] [1e-06]}
+      %t2 = Add(%t1, %c2)
+      %t3 = Sqrt(%t2)
+      %c3 = Constant() {value: tensor float[] [1.0]}
+      %t4 = Div(%c3, %t3)
+      %t5 = Mul(%x0, %t4)
+      %y0 = Mul(%x1, %t5)
+    })", 18);
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kRmsNorm);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX, Role::kGamma});
+    CHECK(composite->axis == -1);
+    CHECK(composite->epsilon == Approx(1e-6).epsilon(1e-6));
+  }
+  SECTION("Add + LayerNormalization, the sum only read inside") {
+    auto composite = Recognize(R"(graph (%x0, %x1, %x2, %x3) -> (%y0) {
+      %t0 = Add(%x0, %x1)
+      %y0 = LayerNormalization(%t0, %x2, %x3) {axis: -1, epsilon: 1e-05}
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kLayerNorm);
+    CHECK(composite->standard_op);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX, Role::kResidual, Role::kGamma, Role::kBeta});
+    CHECK(composite->residual_sum_output == -1);
+    CHECK(composite->epsilon == Approx(1e-5).epsilon(1e-6));
+  }
+  SECTION("Add + RMSNormalization") {
+    auto composite = Recognize(R"(graph (%x0, %x1, %x2) -> (%y0, %y1) {
+      %y0 = Add(%x1, %x0)
+      %y1 = RMSNormalization(%y0, %x2) {epsilon: 1e-06}
+    })", 23);
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kRmsNorm);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kResidual, Role::kX, Role::kGamma});
+    CHECK(composite->result_output == 1);
+    CHECK(composite->residual_sum_output == 0);
+  }
+}
+
+TEST_CASE("softmax bodies: scale and additive mask, Where mask, the opset's default axis", "[fused_pattern]") {
+  SECTION("Softmax(x / 4 + mask)") {
+    auto composite = Recognize(R"(graph (%x0, %x1) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [4.0]}
+      %t0 = Div(%x0, %c0)
+      %t1 = Add(%x1, %t0)
+      %y0 = Softmax(%t1) {axis: -1}
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kSoftmax);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX, Role::kMask});
+    REQUIRE(composite->scale.has_value());
+    CHECK(*composite->scale == 4.0);
+    CHECK(composite->scale_divides);
+    CHECK(composite->axis == -1);
+  }
+  SECTION("Softmax(Where(cond, x · 0.125, -inf)) with the opset-11 default axis") {
+    auto composite = Recognize(R"(graph (%x0, %x1) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [0.125]}
+      %t0 = Mul(%c0, %x0)
+      %c1 = Constant() {value: tensor float[] [-inf]}
+      %t1 = Where(%x1, %t0, %c1)
+      %y0 = Softmax(%t1)
+    })", 11);
+    REQUIRE(composite.has_value());
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX, Role::kCondition});
+    CHECK(*composite->scale == 0.125);
+    CHECK_FALSE(composite->scale_divides);
+    REQUIRE(composite->fill.has_value());
+    CHECK(std::isinf(*composite->fill));
+    CHECK_FALSE(composite->fill_when_true);
+    CHECK(composite->axis == 1);  // Softmax-11's default
+  }
+}
+
+TEST_CASE("activation bodies: GELU in its exporter orders and forms, SiLU", "[fused_pattern]") {
+  SECTION("erf form, (x · bracket) · 0.5 with x / sqrt(2)") {
+    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [1.4142135]}
+      %t0 = Div(%x0, %c0)
+      %t1 = Erf(%t0)
+      %c1 = Constant() {value: tensor float[] [1.0]}
+      %t2 = Add(%t1, %c1)
+      %t3 = Mul(%x0, %t2)
+      %c2 = Constant() {value: tensor float[] [0.5]}
+      %y0 = Mul(%t3, %c2)
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->kind == CompositeKind::kGelu);
+    CHECK(composite->gelu_form == GeluForm::kErf);
+    CHECK(composite->input_roles == std::vector<Role>{Role::kX});
+  }
+  SECTION("erf form, (x · 0.5) · bracket with x · 0.70710677") {
+    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [0.5]}
+      %t0 = Mul(%c0, %x0)
+      %c1 = Constant() {value: tensor float[] [0.70710677]}
+      %t1 = Mul(%x0, %c1)
+      %t2 = Erf(%t1)
+      %c2 = Constant() {value: tensor float[] [1.0]}
+      %t3 = Add(%c2, %t2)
+      %y0 = Mul(%t3, %t0)
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->gelu_form == GeluForm::kErf);
+  }
+  SECTION("tanh form as GPT-2 exports it") {
+    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [0.5]}
+      %t0 = Mul(%x0, %c0)
+      %c1 = Constant() {value: tensor float[] [3.0]}
+      %t1 = Pow(%x0, %c1)
+      %c2 = Constant() {value: tensor float[] [0.044715]}
+      %t2 = Mul(%t1, %c2)
+      %t3 = Add(%x0, %t2)
+      %c3 = Constant() {value: tensor float[] [0.7978846]}
+      %t4 = Mul(%t3, %c3)
+      %t5 = Tanh(%t4)
+      %c4 = Constant() {value: tensor float[] [1.0]}
+      %t6 = Add(%t5, %c4)
+      %y0 = Mul(%t0, %t6)
+    })");
+    REQUIRE(composite.has_value());
+    CHECK(composite->gelu_form == GeluForm::kTanh);
+  }
+  SECTION("the Gelu op and SiLU") {
+    auto gelu = Recognize("graph (%x0) -> (%y0) {\n %y0 = Gelu(%x0) {approximate: \"tanh\"}\n}", 20);
+    REQUIRE(gelu.has_value());
+    CHECK(gelu->standard_op);
+    CHECK(gelu->gelu_form == GeluForm::kTanh);
+    auto silu = Recognize("graph (%x0) -> (%y0) {\n %t0 = Sigmoid(%x0)\n %y0 = Mul(%t0, %x0)\n}");
+    REQUIRE(silu.has_value());
+    CHECK(silu->kind == CompositeKind::kSilu);
+    CHECK(silu->input_roles == std::vector<Role>{Role::kX});
+  }
+}
+
+TEST_CASE("bodies that are not exactly one composite are refused", "[fused_pattern]") {
+  SECTION("an extra op after the composite") {
+    CHECK_FALSE(Recognize(R"(graph (%x0) -> (%y0) {
+      %t0 = Sigmoid(%x0)
+      %t1 = Mul(%x0, %t0)
+      %y0 = Relu(%t1)
+    })").has_value());
+  }
+  SECTION("an intermediate returned as a result") {
+    CHECK_FALSE(Recognize(R"(graph (%x0) -> (%y0, %y1) {
+      %y0 = Sigmoid(%x0)
+      %y1 = Mul(%x0, %y0)
+    })").has_value());
+  }
+  SECTION("a formal input the composite does not read") {
+    CHECK_FALSE(Recognize(R"(graph (%x0, %x1) -> (%y0) {
+      %t0 = Sigmoid(%x0)
+      %y0 = Mul(%x0, %t0)
+    })").has_value());
+  }
+  SECTION("a GELU constant 1% off, and x·sigmoid(y)") {
+    CHECK_FALSE(Recognize(R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [1.4283557]}
+      %t0 = Div(%x0, %c0)
+      %t1 = Erf(%t0)
+      %c1 = Constant() {value: tensor float[] [1.0]}
+      %t2 = Add(%t1, %c1)
+      %t3 = Mul(%x0, %t2)
+      %c2 = Constant() {value: tensor float[] [0.5]}
+      %y0 = Mul(%t3, %c2)
+    })").has_value());
+    CHECK_FALSE(Recognize("graph (%x0, %x1) -> (%y0) {\n %t0 = Sigmoid(%x1)\n %y0 = Mul(%t0, %x0)\n}").has_value());
+  }
+  SECTION("a LayerNorm whose epsilon is an input, not a constant") {
+    CHECK_FALSE(Recognize(R"(graph (%x0, %x1) -> (%y0) {
+      %t0 = ReduceMean(%x0) {axes: [-1]}
+      %t1 = Sub(%x0, %t0)
+      %t2 = Mul(%t1, %t1)
+      %t3 = ReduceMean(%t2) {axes: [-1]}
+      %t4 = Add(%t3, %x1)
+      %t5 = Sqrt(%t4)
+      %y0 = Div(%t1, %t5)
+    })").has_value());
+  }
+}
+
+TEST_CASE("near misses name the failed check", "[fused_pattern]") {
+  auto near_miss_at = [](const std::string& body, const std::string& anchor_op, int64_t opset = 17) {
+    auto model = ParseBody(body, opset);
+    for (const auto& node : model->graph->nodes()) {
+      if (node->op_type() == anchor_op) return MatchCompositeAt(*node, opset).near_miss;
+    }
+    FAIL("no " << anchor_op);
+    return std::string();
+  };
+  CHECK(near_miss_at(R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor float[] [0.7]}
+      %t0 = Mul(%x0, %c0)
+      %t1 = Erf(%t0)
+      %c1 = Constant() {value: tensor float[] [1.0]}
+      %t2 = Add(%t1, %c1)
+      %t3 = Mul(%x0, %t2)
+      %c2 = Constant() {value: tensor float[] [0.5]}
+      %y0 = Mul(%t3, %c2)
+    })", "Erf") == "gelu: the erf argument is not x/sqrt(2)");
+  CHECK(near_miss_at(R"(graph (%x0) -> (%y0) {
+      %t0 = ReduceMean(%x0) {axes: [-1]}
+      %t1 = Sub(%x0, %t0)
+      %t2 = Mul(%t1, %t1)
+      %t3 = ReduceMean(%t2) {axes: [-2]}
+      %c0 = Constant() {value: tensor float[] [1e-05]}
+      %t4 = Add(%t3, %c0)
+      %t5 = Sqrt(%t4)
+      %y0 = Div(%t1, %t5)
+    })", "Sqrt") == "layernorm: the two ReduceMeans reduce different axes");
+  CHECK(near_miss_at(R"(graph (%x0) -> (%y0) {
+      %t0 = ReduceMean(%x0) {axes: [-1]}
+      %t1 = Sub(%x0, %t0)
+      %t2 = Mul(%t1, %t1)
+      %t3 = ReduceMean(%t2) {axes: [-1]}
+      %c0 = Constant() {value: tensor float[] [1e-05]}
+      %t4 = Add(%t3, %c0)
+      %t5 = Sqrt(%t4)
+      %y0 = Div(%t1, %t5)
+    })", "Sqrt", 18) == "layernorm: ReduceMean axes attribute from opset 18");
+  CHECK(near_miss_at(R"(graph (%x0) -> (%y0, %y1) {
+      %y1 = Sigmoid(%x0)
+      %y0 = Mul(%x0, %y1)
+    })", "Sigmoid") == "silu: a graph output is inside the pattern");
+}
+
+TEST_CASE("a mean of another tensor does not make a LayerNorm: the centered value is RMS-normalized",
+          "[fused_pattern]") {
+  // d = x - mean(z): mean(d²) and d / sqrt(..) are RMSNorm of d, whatever d is.
+  auto model = ParseBody(R"(graph (%x, %z) -> (%y) {
+    %m = ReduceMean(%z) {axes: [-1]}
+    %d = Sub(%x, %m)
+    %q = Mul(%d, %d)
+    %v = ReduceMean(%q) {axes: [-1]}
+    %eps = Constant() {value: tensor float[] [1e-05]}
+    %e = Add(%v, %eps)
+    %r = Sqrt(%e)
+    %y = Div(%d, %r)
+  })");
+  for (const auto& node : model->graph->nodes()) {
+    if (node->op_type() != "Sqrt") continue;
+    CompositeSearch search = MatchCompositeAt(*node, 17);
+    REQUIRE(search.match.has_value());
+    CHECK(search.match->kind == CompositeKind::kRmsNorm);
+    CHECK(search.match->x->name() == "d");
+    CHECK(search.match->nodes.size() == 5);  // Mul, ReduceMean, Add, Sqrt, Div
+  }
+}
