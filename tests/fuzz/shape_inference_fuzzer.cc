@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "ir/shape_inference.h"
+#include "shape_inference/shape_inference.h"
 #include "ir/verifier.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

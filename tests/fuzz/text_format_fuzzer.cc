@@ -1,4 +1,4 @@
-// Fuzz target: the IR text parser (src/ir/text_format.h) and printer. Bytes are parsed as
+// Fuzz target: the IR text parser (src/text_format/text_format.h) and printer. Bytes are parsed as
 // IR text; a text that parses is printed in full (no elided tensors), parsed again and
 // printed again. The printer is canonical, so the second parse must succeed and both prints
 // must be identical; a difference, a crash or a sanitizer report is a finding.
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz_support.h"
-#include "ir/text_format.h"
+#include "text_format/text_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fusionopt;
