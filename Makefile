@@ -5,6 +5,8 @@
 #               stage and the totals
 #   make sanitize-test  the unit tests (and fuzz regressions) under ASan + UBSan, in $(BUILD_HARDENING)
 #   make fuzz-smoke     each libFuzzer target for 60 s (scripts/fuzz.sh; docs/robustness.md)
+#   make real-models    the real-export corpus (models/real/README.md): torch, transformers,
+#                       torchvision, timm, ultralytics in .venv-export; fixtures, then full size
 
 SHELL := /bin/bash
 BUILD ?= build
@@ -30,12 +32,14 @@ FUZZ_TARGETS := loader_fuzzer shape_inference_fuzzer text_format_fuzzer pipeline
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 VENV_STAMP := $(VENV)/.installed-$(shell md5sum requirements-dev.txt | cut -c1-8)
+EXPORT_VENV := .venv-export
+EXPORT_STAMP := $(EXPORT_VENV)/.installed-$(shell md5sum models/real/requirements.txt | cut -c1-8)
 # pytest: unbuffered, so a CI log shows how far it got; a test that runs past 15 minutes fails
 # with its stack instead of stalling the whole run; the slowest tests are listed at the end.
 PYTEST := PYTHONUNBUFFERED=1 FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python \
   -q -p no:cacheprovider --timeout=900 --durations=10
 
-.PHONY: all deps build demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean
+.PHONY: all deps build demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean real-models
 
 all: build
 
@@ -52,6 +56,16 @@ $(VENV_STAMP): requirements-dev.txt
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q -r requirements-dev.txt
 	@touch $@
+
+$(EXPORT_STAMP): models/real/requirements.txt
+	@test -x $(EXPORT_VENV)/bin/python || python3 -m venv $(EXPORT_VENV)
+	$(EXPORT_VENV)/bin/python -m pip install -q -r models/real/requirements.txt
+	@touch $@
+
+# The committed fixtures (small configs), then the full-size configs into models/bench/real.
+real-models: $(APT_STAMP) $(EXPORT_STAMP)
+	$(EXPORT_VENV)/bin/python models/real/export.py
+	$(EXPORT_VENV)/bin/python models/real/export.py --full
 
 deps: $(APT_STAMP) $(VENV_STAMP)
 

@@ -7,8 +7,9 @@ OUT_DIR/onnx/ gets, for every models/*.onnx, a "structure" seed (the same graph 
 initializer of more than 16 elements turned into a graph input of its type, so the seed is a
 few KB and the printer can write it in full) and a tiny rebuild of the same model from
 models/generate.py's builders with toy sizes (real constant weights the folding and fusion
-passes act on), plus hand-made models for control flow, model-local functions and external
-data. The IR text seeds for the text parser are printed from these by `fusionopt --dump`
+passes act on), a structure seed of every real-export fixture (models/real/fixtures: what
+torch.onnx.export writes, its node metadata dropped to keep the seed small), plus hand-made
+models for control flow, model-local functions and external data. The IR text seeds for the text parser are printed from these by `fusionopt --dump`
 (scripts/fuzz.sh), since only fusionopt can print its own text form.
 """
 
@@ -35,6 +36,7 @@ TINY_SIZES = {
     "vit_style": dict(image=8, patch=4, hidden=8, heads=2, mlp=16, classes=4),
 }
 MAX_KEPT_ELEMENTS = 16
+MAX_SEED_BYTES = 65536  # scripts/fuzz.sh's -max_len
 IR_VERSION = 8  # what the committed models use; onnx's default is newer than fusionopt reads
 
 
@@ -50,6 +52,15 @@ def structure_seed(model):
                 initializer.name, initializer.data_type, list(initializer.dims)))
     del graph.initializer[:]
     graph.initializer.extend(kept)
+    return model
+
+
+def real_export_seed(path):
+    """A fixture's structure seed without the exporter's per-node metadata (stack traces that
+    make up most of a dynamo export's bytes and that no pass reads)."""
+    model = structure_seed(onnx.load(str(path)))
+    for node in model.graph.node:
+        del node.metadata_props[:]
     return model
 
 
@@ -117,6 +128,10 @@ def main(argv):
         seeds[f"{path.stem}.structure"] = structure_seed(onnx.load(str(path)))
         if path.stem in TINY_SIZES:
             seeds[f"{path.stem}.tiny"] = tiny_rebuild(path.stem)
+    for path in sorted((ROOT / "models" / "real" / "fixtures").glob("*.onnx")):
+        seed = real_export_seed(path)
+        if seed.ByteSize() <= MAX_SEED_BYTES:  # libFuzzer would truncate a longer one
+            seeds[f"real_{path.stem}.structure"] = seed
     seeds["control_flow"] = if_loop_model()
     seeds["local_function"] = function_model()
     seeds["external_data"] = external_data_model()

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "ir/model_summary.h"
+#include "ir/op_class.h"
 #include "onnx_io/model_io.h"
 #include "passes/cost_model.h"
 
@@ -68,6 +69,7 @@ ordered_json SummaryJson(const std::string& path, const Model& model, const Mode
           {"node_count", summary.node_count},
           {"total_node_count", summary.total_node_count},
           {"subgraph_count", summary.subgraph_count},
+          {"estimated_kernel_launches", EstimateKernelLaunches(model)},
           {"op_histogram", summary.op_histogram},
           {"initializer_count", summary.initializer_count},
           {"parameter_count", summary.parameter_count},
@@ -93,6 +95,8 @@ void PrintText(const std::string& path, const Model& model, const ModelSummary& 
   for (const auto& value : summary.outputs) std::printf("  %-32s %s\n", value.name.c_str(), TypeText(value.type).c_str());
   std::printf("nodes:      %lld (%lld including %lld subgraphs)\n", static_cast<long long>(summary.node_count),
               static_cast<long long>(summary.total_node_count), static_cast<long long>(summary.subgraph_count));
+  std::printf("kernels:    %lld estimated launches per inference (views and shape arithmetic launch none)\n",
+              static_cast<long long>(EstimateKernelLaunches(model)));
   std::printf("parameters: %lld in %lld initializers, %.3f MB\n", static_cast<long long>(summary.parameter_count),
               static_cast<long long>(summary.initializer_count), summary.parameter_bytes / 1e6);
   for (const auto& file : model.external_data_files) std::printf("external data: %s\n", file.c_str());

@@ -9,5 +9,6 @@ void RegisterElementwiseKernels(KernelRegistry& registry);    // kernels_element
 void RegisterDataMovementKernels(KernelRegistry& registry);   // kernels_data_movement*.cc
 void RegisterContractionKernels(KernelRegistry& registry);    // kernels_contraction*.cc (oneDNN)
 void RegisterReductionKernels(KernelRegistry& registry);      // kernels_reduction*.cc
+void RegisterAttentionKernels(KernelRegistry& registry);      // kernels_attention.cc (opset 23)
 
 }  // namespace fusionopt::cpu

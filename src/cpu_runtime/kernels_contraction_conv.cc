@@ -383,8 +383,8 @@ Result<std::unique_ptr<Kernel>> CreateConvWithPostOps(const KernelInfo& info, st
 }
 
 void RegisterConvKernels(KernelRegistry& registry) {
-  registry.Register("", "Conv", 1, 23, Make<ConvKernel>());
-  registry.Register("", "ConvTranspose", 1, 23, Make<ConvTransposeKernel>());
+  registry.Register("", "Conv", 1, kAnyOpset, Make<ConvKernel>());
+  registry.Register("", "ConvTranspose", 1, kAnyOpset, Make<ConvTransposeKernel>());
 }
 
 }  // namespace fusionopt::cpu

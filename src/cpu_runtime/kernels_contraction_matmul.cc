@@ -486,8 +486,8 @@ Result<std::unique_ptr<Kernel>> CreateGemmWithPostOps(const KernelInfo& info, st
 }
 
 void RegisterMatMulKernels(KernelRegistry& registry) {
-  registry.Register("", "MatMul", 1, 23, Make<MatMulKernel>());
-  registry.Register("", "Gemm", 1, 23, Make<GemmKernel>());
+  registry.Register("", "MatMul", 1, kAnyOpset, Make<MatMulKernel>());
+  registry.Register("", "Gemm", 1, kAnyOpset, Make<GemmKernel>());
 }
 
 }  // namespace fusionopt::cpu

@@ -334,9 +334,9 @@ class LrnKernel : public Kernel {
 }  // namespace
 
 void RegisterNormalizationKernels(KernelRegistry& registry) {
-  registry.Register("", "BatchNormalization", 1, 23, Make<BatchNormalizationKernel>());
-  registry.Register("", "InstanceNormalization", 1, 23, Make<InstanceNormalizationKernel>());
-  registry.Register("", "LRN", 1, 23, Make<LrnKernel>());
+  registry.Register("", "BatchNormalization", 1, kAnyOpset, Make<BatchNormalizationKernel>());
+  registry.Register("", "InstanceNormalization", 1, kAnyOpset, Make<InstanceNormalizationKernel>());
+  registry.Register("", "LRN", 1, kAnyOpset, Make<LrnKernel>());
 }
 
 }  // namespace fusionopt::cpu

@@ -302,12 +302,12 @@ KernelFactory MakePool() {
 }  // namespace
 
 void RegisterPoolKernels(KernelRegistry& registry) {
-  registry.Register("", "MaxPool", 1, 23, MakePool<PoolKind::kMax, false>());
-  registry.Register("", "AveragePool", 1, 23, MakePool<PoolKind::kAverage, false>());
-  registry.Register("", "LpPool", 1, 23, MakePool<PoolKind::kLp, false>());
-  registry.Register("", "GlobalMaxPool", 1, 23, MakePool<PoolKind::kMax, true>());
-  registry.Register("", "GlobalAveragePool", 1, 23, MakePool<PoolKind::kAverage, true>());
-  registry.Register("", "GlobalLpPool", 1, 23, MakePool<PoolKind::kLp, true>());
+  registry.Register("", "MaxPool", 1, kAnyOpset, MakePool<PoolKind::kMax, false>());
+  registry.Register("", "AveragePool", 1, kAnyOpset, MakePool<PoolKind::kAverage, false>());
+  registry.Register("", "LpPool", 1, kAnyOpset, MakePool<PoolKind::kLp, false>());
+  registry.Register("", "GlobalMaxPool", 1, kAnyOpset, MakePool<PoolKind::kMax, true>());
+  registry.Register("", "GlobalAveragePool", 1, kAnyOpset, MakePool<PoolKind::kAverage, true>());
+  registry.Register("", "GlobalLpPool", 1, kAnyOpset, MakePool<PoolKind::kLp, true>());
 }
 
 }  // namespace fusionopt::cpu

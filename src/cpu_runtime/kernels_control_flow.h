@@ -1,4 +1,4 @@
-// Control flow on the CPU: If, Loop and Scan of the default domain (opsets 7-23), over tensors.
+// Control flow on the CPU: If, Loop and Scan of the default domain (opsets 7-25), over tensors.
 //
 // Each body is prepared once, with its node, as a GraphExecutor; at run time the kernel binds
 // the outer-scope values the body reads (its implicit inputs) and executes the body per branch

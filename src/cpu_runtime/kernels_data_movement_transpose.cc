@@ -165,7 +165,8 @@ class BlockRearrangeKernel : public Kernel {
     if (block_ <= 0) return info.Error("blocksize must be positive");
     std::string mode = info.node.GetString("mode", "DCR");
     if (mode != "DCR" && mode != "CRD") return info.Error("unknown mode '" + mode + "'");
-    column_row_depth_ = depth_to_space_ && info.opset >= 11 && mode == "CRD";
+    // DepthToSpace has `mode` from version 11, SpaceToDepth from 28.
+    column_row_depth_ = mode == "CRD" && info.opset >= (depth_to_space_ ? 11 : 28);
     return Status::Ok();
   }
   Status Compute(KernelContext& context) override {
@@ -186,7 +187,7 @@ class BlockRearrangeKernel : public Kernel {
         return InvalidModel("spatial dims " + DimsToString(data.dims()) + " are not divisible by the blocksize");
       }
       view = {n, c, h / b, b, w / b, b};
-      perm = {0, 3, 5, 1, 2, 4};
+      perm = column_row_depth_ ? std::vector<int64_t>{0, 1, 3, 5, 2, 4} : std::vector<int64_t>{0, 3, 5, 1, 2, 4};
       out_dims = {n, c * b * b, h / b, w / b};
     }
     RtTensor& out = context.Output(0, data.dtype(), out_dims);

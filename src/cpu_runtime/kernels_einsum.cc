@@ -145,7 +145,7 @@ class EinsumKernel : public Kernel {
 }  // namespace
 
 void RegisterEinsumKernels(KernelRegistry& registry) {
-  registry.Register("", "Einsum", 12, 23, Make<EinsumKernel>());
+  registry.Register("", "Einsum", 12, kAnyOpset, Make<EinsumKernel>());
 }
 
 }  // namespace fusionopt::cpu

@@ -1,51 +1,37 @@
-// The fused attention kernel (patterns/attention.h): Softmax(Q·Kᵀ·scale + mask)·V, heads
-// split and merged, as one kernel that never holds the Sq×Sk score matrix.
+// The fused attention kernel (patterns/attention.h): an outlined attention body — the core
+// (Softmax(Q·Kᵀ·scale + mask)·V, or a standard Attention node) with the head split and merge,
+// rotary embedding, grouped-query repeat and scales around it — run by the attention engine
+// (attention_engine.h) as one kernel that never holds the Sq×Sk score matrix.
 //
-// Tiled with an online softmax (flash attention): each task owns one block of queries of one
-// (batch, head) and walks the keys block by block —
-//
-//   S = Q_blk·K_blkᵀ (one dnnl_sgemm), then scaled and masked as the body does, element by element;
-//   m' = max(m, rowmax S);  P = exp(S - m');  l = l·exp(m - m') + rowsum P;  O = O·exp(m - m') + P·V_blk
-//
-// and writes O / l. Q, K and V are read where they lie through leading dimensions: a
-// [B,S,H·D] tensor, a column slice of the combined [B,S,3·H·D] projection, or a [B,H,S,D]
-// (K also [B,H,D,S]) tensor; the output is written as [B,Sq,H·D] when the head merge is part
-// of the body, else [B,H,Sq,D]. Tasks run in parallel with OpenMP (the session's threads);
-// oneDNN's GEMM runs single-threaded inside them. A boolean mask that selects its fill for a
-// whole tile is skipped when every row already holds a score so much larger that the fill's
-// exponential is exactly 0 (GPT-2's causal blocks above the diagonal): the result is the same.
+// Q, K and V are read where they lie through leading dimensions: a [B,S,H·D] tensor, a column
+// slice of the combined [B,S,3·H·D] projection, or a [B,H,S,D] (K also [B,H,D,S]) tensor; a
+// repeated K or V is read once per group of query heads; the output is written as [B,Sq,H·D]
+// when the head merge is part of the body, else [B,H,Sq,D].
 //
 // Each run checks the shapes the body's ops would see: the Split along the last axis with sizes
-// that add up, every Reshape target (evaluated as Reshape would) splitting [B,S,H·D] into
-// [B,S,H,D] and merging back, equal batch and heads for Q, K and V, the softmax over the last
-// axis, a mask broadcasting to [B,H,Sq,Sk] without widening it. Anything else — and every
-// dtype but float32 — returns 0: the body then runs op by op.
-#include <oneapi/dnnl/dnnl.h>
-
-#include <algorithm>
-#include <atomic>
+// that add up, every Reshape and Expand target (evaluated as the op would) splitting [B,S,H·D]
+// into [B,S,H,D], repeating heads and merging back, the rotary halves and tables fitting the
+// operand, equal batch and heads for Q, K and V, the softmax over the last axis, a mask
+// broadcasting to [B,H,Sq,Sk] without widening it. Anything else — and any dtype but float32
+// and float16 — returns 0: the body then runs op by op.
 #include <cmath>
 #include <limits>
 #include <optional>
 
+#include "cpu_runtime/attention_engine.h"
 #include "cpu_runtime/fused_body.h"
-#include "cpu_runtime/reduction_engine.h"
-#include "cpu_runtime/reduction_math.h"
+#include "ir/float16.h"
 #include "patterns/attention.h"
 #include "patterns/composite.h"
 
 namespace fusionopt::cpu {
 namespace {
 
-// Tile sizes: a 64×128 score tile (32 KiB) stays in cache beside the K and V blocks it is made
-// from. For BERT-base's products (S 128, D 64) 128-query blocks ran dnnl_sgemm no faster, and
-// 256- or 512-key blocks gained nothing end to end.
-constexpr int64_t kQueryBlock = 64;
-constexpr int64_t kKeyBlock = 128;
-// Below this many multiply-adds the tasks run on the calling thread.
-constexpr int64_t kParallelMinWork = int64_t{1} << 18;
-// exp(x) for x below this is exactly 0 in float (reduction::ExpShifted clamps at -87).
-constexpr float kVanishingExponent = -200.0f;
+using attention::EmptyRows;
+using attention::MaskKind;
+using attention::Operand;
+using attention::Problem;
+using attention::Rotary;
 
 // Reshape's target for `input` dims: 0 copies the input's dim (unless allow_zero), one -1 is
 // inferred; nullopt when Reshape would fail.
@@ -76,42 +62,37 @@ std::optional<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& in
   return target;
 }
 
-// One operand as a matrix per (batch, head): rows are sequence positions, columns the head's
-// features, unless `transposed` (K stored [D, Sk]).
-struct HeadMatrix {
-  const float* base = nullptr;
-  int64_t batch = 0, heads = 0, rows = 0, columns = 0;
-  int64_t batch_stride = 0, head_stride = 0, ld = 0;
-  bool transposed = false;
-  const float* At(int64_t b, int64_t h) const { return base + b * batch_stride + h * head_stride; }
-};
+bool IsAttentionFloat(DataType dtype) { return dtype == DataType::kFloat || dtype == DataType::kFloat16; }
 
 // A tensor the kernel reads: a Split output is a column slice of the combined input.
 struct Source {
-  const float* data = nullptr;
+  const uint8_t* data = nullptr;
+  DataType dtype = DataType::kFloat;
   std::vector<int64_t> dims;
   int64_t ld = 0;  // elements between rows (the last dim, or the combined tensor's)
 };
 
-struct MaskView {
-  const uint8_t* data = nullptr;  // float or bool elements
-  int64_t strides[4] = {0, 0, 0, 0};
+// An operand's matrices, with the dims of its heads-first [B,H,S,D] value (before any repeat).
+struct OperandPlan {
+  Operand matrix;
+  std::vector<int64_t> heads_first;
 };
 
 class FusedAttentionKernel final : public FusedBodyKernel {
  public:
   explicit FusedAttentionKernel(FusedAttention attention) : attention_(std::move(attention)) {
-    // The scale goes into the GEMM's alpha where that computes what the body does: a product,
-    // or a division by a power of two (its reciprocal is exact). Another divisor stays a
-    // division of each score.
+    for (double prescale : {attention_.q.prescale, attention_.k.prescale}) prescale_ *= prescale;
+    // A scale goes into the GEMM's alpha where that computes what the body does: a product, or
+    // a division by a power of two (its reciprocal is exact). Another divisor stays a division
+    // of each score.
     if (attention_.scale) {
       const float scale = static_cast<float>(*attention_.scale);
       int exponent = 0;
       const bool power_of_two = std::frexp(scale, &exponent) == 0.5f;
       if (!attention_.scale_divides) {
-        alpha_ = scale;
+        scale_ = scale;
       } else if (power_of_two) {
-        alpha_ = 1.0f / scale;
+        scale_ = 1.0f / scale;
       } else {
         divisor_ = scale;
       }
@@ -121,61 +102,45 @@ class FusedAttentionKernel final : public FusedBodyKernel {
   }
 
   Result<int> Compute(KernelContext& context) override {
-    Plan plan;
     Shapes shapes;
-    if (!Combined(context, shapes) || !Operand(context, shapes, attention_.q, plan.q) ||
-        !Operand(context, shapes, attention_.k, plan.k) || !Operand(context, shapes, attention_.v, plan.v)) {
+    OperandPlan q, k, v;
+    if (!Combined(context, shapes) || !Plan(context, shapes, attention_.q, q) || !Plan(context, shapes, attention_.k, k) ||
+        !Plan(context, shapes, attention_.v, v)) {
       return 0;
     }
-    const HeadMatrix &q = plan.q, &k = plan.k, &v = plan.v;
-    if (q.batch != k.batch || q.batch != v.batch || q.heads != k.heads || q.heads != v.heads ||
-        q.columns != k.columns || k.rows != v.rows) {
+    shapes.heads[0] = q.heads_first, shapes.heads[1] = k.heads_first, shapes.heads[2] = v.heads_first;
+    Problem problem;
+    problem.q = q.matrix, problem.k = k.matrix, problem.v = v.matrix;
+    problem.batch = q.matrix.batch, problem.heads = q.matrix.heads;
+    problem.queries = q.matrix.rows, problem.keys = k.matrix.rows;
+    problem.depth = q.matrix.columns, problem.value_depth = v.matrix.columns;
+    if (!SameDtype(problem) || !Repeated(context, shapes, attention_.k, k, problem.heads) ||
+        !Repeated(context, shapes, attention_.v, v, problem.heads) || !attention::Consistent(problem)) {
       return 0;
     }
-    plan.batch = q.batch, plan.heads = q.heads, plan.queries = q.rows, plan.keys = k.rows;
-    plan.depth = q.columns, plan.value_depth = v.columns;
-    if (plan.batch * plan.heads * plan.queries * plan.keys * plan.depth * plan.value_depth == 0) return 0;
-    if (NormalizedAxis(attention_.softmax_axis, 4) != 3) return 0;
-    if (!Mask(context, plan)) return 0;
-
-    std::vector<int64_t> out_dims = {plan.batch, plan.heads, plan.queries, plan.value_depth};
-    if (attention_.merge) {
-      shapes.merged_context = {plan.batch, plan.queries, plan.heads, plan.value_depth};
-      std::optional<std::vector<int64_t>> target = Target(context, shapes, *attention_.merge);
-      if (!target) return 0;
-      std::optional<std::vector<int64_t>> merged =
-          ReshapeTarget(shapes.merged_context, *target, attention_.merge->allow_zero);
-      out_dims = {plan.batch, plan.queries, plan.heads * plan.value_depth};
-      if (merged != out_dims) return 0;
-      plan.out_batch_stride = plan.queries * plan.heads * plan.value_depth;
-      plan.out_head_stride = plan.value_depth;
-      plan.out_ld = plan.heads * plan.value_depth;
-    } else {
-      plan.out_batch_stride = plan.heads * plan.queries * plan.value_depth;
-      plan.out_head_stride = plan.queries * plan.value_depth;
-      plan.out_ld = plan.value_depth;
+    if (!attention_.op && NormalizedAxis(attention_.softmax_axis, 4) != 3) return 0;
+    std::vector<float> q_tables, k_tables;
+    if (!RotaryOf(context, attention_.q, q.heads_first, q_tables, problem.q_rotary) ||
+        !RotaryOf(context, attention_.k, k.heads_first, k_tables, problem.k_rotary) || !Mask(context, problem)) {
+      return 0;
     }
-    plan.out = context.Output(static_cast<size_t>(attention_.result_output), DataType::kFloat, out_dims).data<float>();
-    if (!Run(plan)) return InternalError("fused attention: oneDNN's sgemm failed");
+    Scores(problem);
+    if (!Output(context, shapes, problem)) return 0;
+    FUSIONOPT_RETURN_IF_ERROR(attention::Run(problem));
     return 1;
   }
 
  private:
   // What one run learns about the body's values, for the Reshape targets that read their dims.
   struct Shapes {
-    const float* combined = nullptr;  // the combined projection's data
+    const uint8_t* combined = nullptr;  // the combined projection's data
+    DataType combined_dtype = DataType::kFloat;
     int64_t combined_width = 0;
     std::vector<std::vector<int64_t>> split_dims;  // per Split output
     std::vector<int64_t> split_offsets;            // per Split output: its first column
     std::vector<int64_t> merged_context;           // [B,Sq,H,Dv] once known
-  };
-
-  struct Plan {
-    HeadMatrix q, k, v;
-    int64_t batch = 0, heads = 0, queries = 0, keys = 0, depth = 0, value_depth = 0;
-    MaskView mask;
-    float* out = nullptr;
-    int64_t out_batch_stride = 0, out_head_stride = 0, out_ld = 0;
+    std::vector<int64_t> context;                  // [B,H,Sq,Dv] once known
+    std::vector<int64_t> heads[3];                 // Q's, K's, V's [B,H,S,D] once planned
   };
 
   const RtTensor* Input(const KernelContext& context, const AttentionInput& input, const RtTensor& constant) const {
@@ -183,11 +148,15 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     return input.constant ? &constant : nullptr;
   }
 
+  static bool SameDtype(const Problem& problem) {
+    return problem.k.dtype == problem.q.dtype && problem.v.dtype == problem.q.dtype;
+  }
+
   // The combined projection's Split: its outputs' dims and column offsets.
   bool Combined(const KernelContext& context, Shapes& shapes) const {
     if (!attention_.combined) return true;
     const RtTensor* combined = context.input(static_cast<size_t>(attention_.combined_input));
-    if (combined == nullptr || combined->dtype() != DataType::kFloat || combined->rank() < 2) return false;
+    if (combined == nullptr || !IsAttentionFloat(combined->dtype()) || combined->rank() < 2) return false;
     const int64_t rank = static_cast<int64_t>(combined->rank());
     if (NormalizedAxis(attention_.split_axis, rank) != rank - 1) return false;
     const int64_t total = combined->dims().back();
@@ -212,7 +181,8 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       offset += size;
     }
     if (offset != total) return false;
-    shapes.combined = combined->data<float>();
+    shapes.combined = combined->raw();
+    shapes.combined_dtype = combined->dtype();
     shapes.combined_width = total;
     return true;
   }
@@ -231,11 +201,17 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       case AttentionDimSource::Kind::kMergedContext:
         if (shapes.merged_context.empty()) return std::nullopt;
         return shapes.merged_context;
+      case AttentionDimSource::Kind::kContext:
+        if (shapes.context.empty()) return std::nullopt;
+        return shapes.context;
+      case AttentionDimSource::Kind::kOperandHeads:
+        if (source.index < 0 || source.index > 2 || shapes.heads[source.index].empty()) return std::nullopt;
+        return shapes.heads[source.index];
     }
     return std::nullopt;
   }
 
-  // A Reshape target's values, as the body's shape ops would compute them this run.
+  // A Reshape or Expand target's values, as the body's shape ops would compute them this run.
   std::optional<std::vector<int64_t>> Target(const KernelContext& context, const Shapes& shapes,
                                              const AttentionReshape& reshape) const {
     std::vector<int64_t> target;
@@ -264,27 +240,38 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     return target;
   }
 
-  bool Operand(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
-               HeadMatrix& matrix) const {
-    Source source;
+  bool SourceOf(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
+                Source& source) const {
     if (operand.split_output >= 0) {
       const size_t output = static_cast<size_t>(operand.split_output);
       if (output >= shapes.split_dims.size()) return false;
-      source.data = shapes.combined + shapes.split_offsets[output];
+      source.dtype = shapes.combined_dtype;
+      source.data = shapes.combined + shapes.split_offsets[output] * static_cast<int64_t>(BitsOf(source.dtype) / 8);
       source.dims = shapes.split_dims[output];
       source.ld = shapes.combined_width;
-    } else {
-      const RtTensor* tensor = context.input(static_cast<size_t>(operand.input));
-      if (tensor == nullptr || tensor->dtype() != DataType::kFloat || tensor->rank() == 0) return false;
-      source.data = tensor->data<float>();
-      source.dims = tensor->dims();
-      source.ld = source.dims.back();
+      return true;
     }
+    const RtTensor* tensor = context.input(static_cast<size_t>(operand.input));
+    if (tensor == nullptr || !IsAttentionFloat(tensor->dtype()) || tensor->rank() == 0) return false;
+    source.data = tensor->raw();
+    source.dtype = tensor->dtype();
+    source.dims = tensor->dims();
+    source.ld = source.dims.back();
+    return true;
+  }
+
+  // The operand's matrices over its own heads (a repeat is applied by Repeated).
+  bool Plan(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
+            OperandPlan& plan) const {
+    Source source;
+    if (!SourceOf(context, shapes, operand, source)) return false;
+    Operand& matrix = plan.matrix;
+    matrix.base = source.data;
+    matrix.dtype = source.dtype;
     if (operand.layout != HeadLayout::kSplitHeads) {
       // [B,H,S,D], or K as [B,H,D,S]: contiguous heads.
       if (source.dims.size() != 4) return false;
       const bool transposed = operand.layout == HeadLayout::kHeadsFirstTransposed;
-      matrix.base = source.data;
       matrix.batch = source.dims[0];
       matrix.heads = source.dims[1];
       matrix.rows = transposed ? source.dims[3] : source.dims[2];
@@ -293,6 +280,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       matrix.batch_stride = matrix.heads * matrix.head_stride;
       matrix.ld = source.dims[3];
       matrix.transposed = transposed;
+      plan.heads_first = {matrix.batch, matrix.heads, matrix.rows, matrix.columns};
       return true;
     }
     // Split heads: rows of H·D features, each head a column block.
@@ -308,7 +296,6 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       heads_dims = source.dims;
       source.ld = heads_dims[2] * heads_dims[3];
     }
-    matrix.base = source.data;
     matrix.batch = heads_dims[0];
     matrix.rows = heads_dims[1];
     matrix.heads = heads_dims[2];
@@ -316,163 +303,155 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     matrix.ld = source.ld;
     matrix.head_stride = matrix.columns;
     matrix.batch_stride = matrix.rows * matrix.ld;
+    plan.heads_first = {matrix.batch, matrix.heads, matrix.rows, matrix.columns};
     return true;
   }
 
-  bool Mask(const KernelContext& context, Plan& plan) const {
+  // A repeated K or V: Expand of [B,Hkv,1,S,D] to [B,Hkv,n,S,D], then Reshape to [B,Hkv·n,S,D],
+  // exactly as the body's ops would compute this run with Hkv·n the queries' heads.
+  bool Repeated(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
+                const OperandPlan& plan, int64_t heads) const {
+    if (!operand.repeat) return plan.matrix.heads == heads;
+    const std::vector<int64_t>& x = plan.heads_first;
+    std::optional<std::vector<int64_t>> expand = Target(context, shapes, operand.repeat->expand_shape);
+    if (!expand || expand->size() != 5) return false;
+    const std::vector<int64_t> unsqueezed = {x[0], x[1], 1, x[2], x[3]};
+    std::vector<int64_t> expanded(5);
+    for (size_t i = 0; i < 5; ++i) {  // Expand broadcasts both ways; only the repeat axis may grow
+      const int64_t want = (*expand)[i];
+      if (want != unsqueezed[i] && want != 1 && !(i == 2 && want > 0)) return false;
+      expanded[i] = i == 2 ? want : unsqueezed[i];
+    }
+    std::optional<std::vector<int64_t>> target = Target(context, shapes, operand.repeat->reshape_shape);
+    if (!target) return false;
+    std::optional<std::vector<int64_t>> merged = ReshapeTarget(expanded, *target, false);
+    return merged == std::vector<int64_t>{x[0], x[1] * expanded[2], x[2], x[3]} && x[1] * expanded[2] == heads;
+  }
+
+  // The rotary tables broadcasting to the operand's [B,H,S,D] value as float32 [B|1, S, W]
+  // (W = D, or D/2 for RotaryEmbedding-23's caches [B,S,D/2]).
+  bool RotaryOf(const KernelContext& context, const AttentionOperand& operand, const std::vector<int64_t>& x,
+                std::vector<float>& tables, std::optional<Rotary>& rotary) const {
+    if (!operand.rotary) return true;
+    const AttentionRotary& form = *operand.rotary;
+    const int64_t depth = x[3], width = form.op ? depth / 2 : depth;
+    if (depth % 2 != 0 || (form.half != 0 && form.half * 2 != depth)) return false;
+    if (form.split_sizes >= 0) {  // the halves' Split sizes, read at run time
+      const RtTensor* sizes = context.input(static_cast<size_t>(form.split_sizes));
+      if (sizes == nullptr || sizes->dtype() != DataType::kInt64 ||
+          sizes->ToInt64s() != std::vector<int64_t>{depth / 2, depth / 2}) {
+        return false;
+      }
+    }
+    const RtTensor* cos = context.input(static_cast<size_t>(form.cos));
+    const RtTensor* sin = context.input(static_cast<size_t>(form.sin));
+    if (cos == nullptr || sin == nullptr || cos->dims() != sin->dims() || !IsAttentionFloat(cos->dtype()) ||
+        cos->dtype() != sin->dtype()) {
+      return false;
+    }
+    // Aligned right: [.., S, W]; a head axis must be 1; a batch axis 1 or B.
+    const std::vector<int64_t>& dims = cos->dims();
+    const size_t rank = dims.size();
+    if (rank < 2 || rank > (form.op ? 3u : 4u) || dims[rank - 1] != width || dims[rank - 2] != x[2]) return false;
+    int64_t batch = 1;
+    if (!form.op && rank == 4 && dims[1] != 1) return false;
+    if (rank >= 3) batch = dims[0];
+    if (batch != 1 && batch != x[0]) return false;
+    const int64_t count = batch * x[2] * width;
+    tables.resize(static_cast<size_t>(2 * count));
+    for (int64_t i = 0; i < count; ++i) {
+      tables[static_cast<size_t>(i)] = static_cast<float>(cos->ValueAsDouble(i));
+      tables[static_cast<size_t>(count + i)] = static_cast<float>(sin->ValueAsDouble(i));
+    }
+    Rotary out;
+    out.cos = tables.data();
+    out.sin = tables.data() + count;
+    out.batch_stride = batch == 1 ? 0 : x[2] * width;
+    out.row_stride = width;
+    out.dims = depth;
+    out.interleaved = form.interleaved;
+    out.full_width = !form.op;
+    rotary = out;
+    return true;
+  }
+
+  bool Mask(const KernelContext& context, Problem& problem) const {
     if (attention_.mask_kind == AttentionMaskKind::kNone) return true;
     const RtTensor* mask = Input(context, attention_.mask, mask_constant_);
-    const DataType wanted = attention_.mask_kind == AttentionMaskKind::kAdditive ? DataType::kFloat : DataType::kBool;
-    if (mask == nullptr || mask->dtype() != wanted || mask->rank() > 4) return false;
-    const int64_t target[4] = {plan.batch, plan.heads, plan.queries, plan.keys};
+    if (mask == nullptr || mask->rank() > 4) return false;
+    // Attention-23's mask is boolean or additive by its dtype (a body's inputs may be untyped).
+    const bool additive = attention_.op ? mask->dtype() != DataType::kBool
+                                        : attention_.mask_kind == AttentionMaskKind::kAdditive;
+    if (additive ? !IsAttentionFloat(mask->dtype()) : mask->dtype() != DataType::kBool) return false;
+    if (attention_.op && additive && mask->dtype() != problem.q.dtype) return false;
+    const int64_t target[4] = {problem.batch, problem.heads, problem.queries, problem.keys};
     const size_t offset = 4 - mask->rank();
     int64_t stride = 1;
     for (size_t axis = mask->rank(); axis-- > 0;) {
       const int64_t dim = mask->dim(axis);
-      if (dim != target[offset + axis] && dim != 1) return false;
-      plan.mask.strides[offset + axis] = dim == 1 ? 0 : stride;
+      if (dim != target[offset + axis] && dim != 1) return false;  // Attention-23 pads a short mask: op by op
+      problem.mask.strides[offset + axis] = dim == 1 ? 0 : stride;
       stride *= dim;
     }
-    plan.mask.data = mask->raw();
+    problem.mask.kind = additive ? MaskKind::kAdditive : MaskKind::kBoolean;
+    problem.mask.data = mask->raw();
+    problem.mask.dtype = mask->dtype();
+    problem.mask.fill = static_cast<float>(attention_.fill);
+    problem.mask.fill_when_true = attention_.fill_when_true;
     return true;
   }
 
-  bool Run(const Plan& plan) const {
-    const int64_t blocks = (plan.queries + kQueryBlock - 1) / kQueryBlock;
-    const int64_t tasks = plan.batch * plan.heads * blocks;
-    const int64_t work = plan.batch * plan.heads * plan.queries * plan.keys * (plan.depth + plan.value_depth);
-    std::atomic<bool> ok{true};
-#pragma omp parallel if (work >= kParallelMinWork)
-    {
-      Scratch scratch(plan);
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t task = 0; task < tasks; ++task) {
-        const int64_t b = task / (plan.heads * blocks);
-        const int64_t h = task / blocks % plan.heads;
-        const int64_t first = task % blocks * kQueryBlock;
-        if (!QueryBlock(plan, b, h, first, std::min(kQueryBlock, plan.queries - first), scratch)) ok = false;
-      }
+  // The scores' scale, cap and what an empty row gives, from the core's form.
+  void Scores(Problem& problem) const {
+    if (attention_.op) {
+      // Attention-23 scales Q and K by √scale each (default 1/√D); masked-out rows give 0.
+      const double scale = attention_.op->scale.value_or(1.0 / std::sqrt(static_cast<double>(problem.depth)));
+      problem.alpha = static_cast<float>(scale * prescale_);
+      problem.softcap = static_cast<float>(attention_.op->softcap);
+      problem.causal = attention_.op->causal;
+      problem.empty_rows = EmptyRows::kZeroIfUndefined;
+      return;
     }
-    return ok;
+    problem.alpha = static_cast<float>(scale_ * prescale_);
+    problem.divisor = divisor_;
+    problem.empty_rows = attention_.nan_guard ? EmptyRows::kZeroWhereNaN : EmptyRows::kNaN;
   }
 
-  struct Scratch {
-    std::vector<float> scores, context, row_max;
-    std::vector<double> row_sum;
-    explicit Scratch(const Plan& plan)
-        : scores(static_cast<size_t>(kQueryBlock * kKeyBlock)),
-          context(static_cast<size_t>(kQueryBlock * plan.value_depth)),
-          row_max(static_cast<size_t>(kQueryBlock)),
-          row_sum(static_cast<size_t>(kQueryBlock)) {}
-  };
-
-  // Whether the boolean mask selects its fill over the whole tile and every row's running
-  // maximum makes the fill's exponential vanish: the tile changes nothing.
-  bool TileVanishes(const Plan& plan, int64_t b, int64_t h, int64_t first, int64_t rows, int64_t key, int64_t keys,
-                    const Scratch& scratch) const {
-    if (attention_.mask_kind != AttentionMaskKind::kBoolean) return false;
-    const float fill = static_cast<float>(attention_.fill);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!(fill - scratch.row_max[static_cast<size_t>(r)] < kVanishingExponent)) return false;
-    }
-    const MaskView& mask = plan.mask;
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = mask.data + b * mask.strides[0] + h * mask.strides[1] + (first + r) * mask.strides[2] +
-                           key * mask.strides[3];
-      for (int64_t j = 0; j < keys; ++j) {
-        if ((row[j * mask.strides[3]] != 0) != attention_.fill_when_true) return false;
+  bool Output(KernelContext& context, Shapes& shapes, Problem& problem) const {
+    const int64_t batch = problem.batch, heads = problem.heads, queries = problem.queries, dv = problem.value_depth;
+    std::vector<int64_t> out_dims = {batch, heads, queries, dv};
+    shapes.context = out_dims;
+    if (attention_.merge_view) {  // a Reshape of the context to its own shape
+      std::optional<std::vector<int64_t>> target = Target(context, shapes, *attention_.merge_view);
+      if (!target || ReshapeTarget(shapes.context, *target, attention_.merge_view->allow_zero) != shapes.context) {
+        return false;
       }
     }
-    return true;
-  }
-
-  // Scores of one tile as the body computes them: scaled (what alpha did not), then masked.
-  void ScaleAndMask(const Plan& plan, int64_t b, int64_t h, int64_t query, int64_t key, int64_t keys, float* z) const {
-    if (divisor_) {
-      const float divisor = *divisor_;
-      for (int64_t j = 0; j < keys; ++j) z[j] = z[j] / divisor;
-    }
-    if (attention_.mask_kind == AttentionMaskKind::kNone) return;
-    const MaskView& mask = plan.mask;
-    const int64_t offset =
-        b * mask.strides[0] + h * mask.strides[1] + query * mask.strides[2] + key * mask.strides[3];
-    const int64_t stride = mask.strides[3];
-    if (attention_.mask_kind == AttentionMaskKind::kAdditive) {
-      const float* values = reinterpret_cast<const float*>(mask.data) + offset;
-      if (stride == 1) {  // contiguous: a loop the compiler vectorizes
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
-      } else {
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j * stride];
-      }
+    if (attention_.merge) {
+      shapes.merged_context = {batch, queries, heads, dv};
+      std::optional<std::vector<int64_t>> target = Target(context, shapes, *attention_.merge);
+      if (!target) return false;
+      std::optional<std::vector<int64_t>> merged = ReshapeTarget(shapes.merged_context, *target, attention_.merge->allow_zero);
+      out_dims = {batch, queries, heads * dv};
+      if (merged != out_dims) return false;
+      problem.out_batch_stride = queries * heads * dv;
+      problem.out_head_stride = dv;
+      problem.out_ld = heads * dv;
     } else {
-      const uint8_t* condition = mask.data + offset;
-      const float fill = static_cast<float>(attention_.fill);
-      for (int64_t j = 0; j < keys; ++j) {
-        if ((condition[j * stride] != 0) == attention_.fill_when_true) z[j] = fill;
-      }
+      problem.out_batch_stride = heads * queries * dv;
+      problem.out_head_stride = queries * dv;
+      problem.out_ld = dv;
     }
-  }
-
-  bool QueryBlock(const Plan& plan, int64_t b, int64_t h, int64_t first, int64_t rows, Scratch& scratch) const {
-    const int64_t dv = plan.value_depth;
-    std::fill(scratch.context.begin(), scratch.context.end(), 0.0f);
-    std::fill(scratch.row_max.begin(), scratch.row_max.end(), -std::numeric_limits<float>::infinity());
-    std::fill(scratch.row_sum.begin(), scratch.row_sum.end(), 0.0);
-    const float* q = plan.q.At(b, h) + first * plan.q.ld;
-    const float* k = plan.k.At(b, h);
-    const float* v = plan.v.At(b, h);
-    for (int64_t key = 0; key < plan.keys; key += kKeyBlock) {
-      const int64_t keys = std::min(kKeyBlock, plan.keys - key);
-      if (TileVanishes(plan, b, h, first, rows, key, keys, scratch)) continue;
-      float* s = scratch.scores.data();
-      dnnl_status_t status =
-          plan.k.transposed
-              ? dnnl_sgemm('N', 'N', rows, keys, plan.depth, alpha_, q, plan.q.ld, k + key, plan.k.ld, 0.0f, s, keys)
-              : dnnl_sgemm('N', 'T', rows, keys, plan.depth, alpha_, q, plan.q.ld, k + key * plan.k.ld, plan.k.ld, 0.0f,
-                           s, keys);
-      if (status != dnnl_success) return false;
-      for (int64_t r = 0; r < rows; ++r) {
-        float* z = s + r * keys;
-        ScaleAndMask(plan, b, h, first + r, key, keys, z);
-        float& running_max = scratch.row_max[static_cast<size_t>(r)];
-        const float tile_max = reduction::ReduceBlock(z, keys, -std::numeric_limits<float>::infinity(),
-                                                      [](float value) { return value; }, reduction::TakeMax());
-        const float new_max = std::max(running_max, tile_max);
-        if (new_max == -std::numeric_limits<float>::infinity()) {
-          std::fill(z, z + keys, 0.0f);  // every score so far -inf: nothing to add yet
-          continue;
-        }
-        reduction::ExpShifted(z, new_max, z, keys);
-        const double sum = reduction::ReduceBlock(z, keys, 0.0f, [](float value) { return value; }, std::plus<float>());
-        const float correction = std::exp(running_max - new_max);
-        double& running_sum = scratch.row_sum[static_cast<size_t>(r)];
-        running_sum = running_sum * correction + sum;
-        if (correction != 1.0f) {
-          float* row = scratch.context.data() + r * dv;
-          for (int64_t d = 0; d < dv; ++d) row[d] *= correction;
-        }
-        running_max = new_max;
-      }
-      status = dnnl_sgemm('N', 'N', rows, dv, keys, 1.0f, s, keys, v + key * plan.v.ld, plan.v.ld, 1.0f,
-                          scratch.context.data(), dv);
-      if (status != dnnl_success) return false;
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* out = plan.out + b * plan.out_batch_stride + h * plan.out_head_stride + (first + r) * plan.out_ld;
-      const float* row = scratch.context.data() + r * dv;
-      // A row of -inf scores: the softmax's 0/0, as op by op.
-      const bool undefined = scratch.row_max[static_cast<size_t>(r)] == -std::numeric_limits<float>::infinity();
-      const float inverse = undefined ? std::numeric_limits<float>::quiet_NaN()
-                                      : static_cast<float>(1.0 / scratch.row_sum[static_cast<size_t>(r)]);
-      for (int64_t d = 0; d < dv; ++d) out[d] = row[d] * inverse;
-    }
+    problem.out_dtype = problem.q.dtype;
+    problem.out = context.Output(static_cast<size_t>(attention_.result_output), problem.out_dtype, out_dims).raw();
     return true;
   }
 
   FusedAttention attention_;
   RtTensor mask_constant_, sizes_constant_;
-  float alpha_ = 1.0f;              // the scores' scale applied by the GEMM
-  std::optional<float> divisor_;    // else each score divided by it
+  double prescale_ = 1.0;          // Q's and K's scales, multiplied
+  float scale_ = 1.0f;             // the scores' scale applied by the GEMM
+  std::optional<float> divisor_;   // else each score divided by it
 };
 
 }  // namespace
@@ -483,7 +462,7 @@ std::unique_ptr<FusedBodyKernel> CreateFusedAttention(const FusedBodyInfo& info)
   for (const AttentionOperand* operand : {&attention->q, &attention->k, &attention->v}) {
     const int input = operand->split_output >= 0 ? attention->combined_input : operand->input;
     const DataType declared = info.body.inputs()[static_cast<size_t>(input)]->dtype();
-    if (declared != DataType::kUndefined && declared != DataType::kFloat) return nullptr;
+    if (declared != DataType::kUndefined && !IsAttentionFloat(declared)) return nullptr;
   }
   return std::make_unique<FusedAttentionKernel>(std::move(*attention));
 }

@@ -226,7 +226,7 @@ void RegisterReduceKernels(KernelRegistry& registry) {
       FUSIONOPT_RETURN_IF_ERROR(kernel->Init(info));
       return std::unique_ptr<Kernel>(std::move(kernel));
     };
-    registry.Register("", spec.op_type, 1, 23, factory);
+    registry.Register("", spec.op_type, 1, kAnyOpset, factory);
   }
 }
 

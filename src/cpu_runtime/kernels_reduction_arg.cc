@@ -118,8 +118,8 @@ class ArgReduceKernel : public Kernel {
 }  // namespace
 
 void RegisterArgReduceKernels(KernelRegistry& registry) {
-  registry.Register("", "ArgMax", 1, 23, Make<ArgReduceKernel<true>>());
-  registry.Register("", "ArgMin", 1, 23, Make<ArgReduceKernel<false>>());
+  registry.Register("", "ArgMax", 1, kAnyOpset, Make<ArgReduceKernel<true>>());
+  registry.Register("", "ArgMin", 1, kAnyOpset, Make<ArgReduceKernel<false>>());
 }
 
 }  // namespace fusionopt::cpu::reduction

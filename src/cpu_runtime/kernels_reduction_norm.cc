@@ -285,13 +285,13 @@ class MeanVarianceNormalizationKernel : public Kernel {
 
 void RegisterNormalizationKernels(KernelRegistry& registry) {
   // Before 17 the op is onnxruntime's registration in the ONNX domain, with the same meaning.
-  registry.Register("", "LayerNormalization", 1, 23, Make<RowNormalizationKernel<true>>());
-  registry.Register("", "RMSNormalization", 23, 23, Make<RowNormalizationKernel<false>>());
+  registry.Register("", "LayerNormalization", 1, kAnyOpset, Make<RowNormalizationKernel<true>>());
+  registry.Register("", "RMSNormalization", 23, kAnyOpset, Make<RowNormalizationKernel<false>>());
   for (const char* domain : {"", "com.microsoft"}) {
     registry.Register(domain, "SimplifiedLayerNormalization", 1, kAnyOpset, Make<RowNormalizationKernel<false>>());
   }
-  registry.Register("", "GroupNormalization", 18, 23, Make<GroupNormalizationKernel>());
-  registry.Register("", "MeanVarianceNormalization", 9, 23, Make<MeanVarianceNormalizationKernel>());
+  registry.Register("", "GroupNormalization", 18, kAnyOpset, Make<GroupNormalizationKernel>());
+  registry.Register("", "MeanVarianceNormalization", 9, kAnyOpset, Make<MeanVarianceNormalizationKernel>());
 }
 
 }  // namespace fusionopt::cpu::reduction

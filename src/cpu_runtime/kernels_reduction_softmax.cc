@@ -177,9 +177,9 @@ class SoftmaxKernel : public Kernel {
 }  // namespace
 
 void RegisterSoftmaxKernels(KernelRegistry& registry) {
-  registry.Register("", "Softmax", 1, 23, Make<SoftmaxKernel<SoftmaxOp::kSoftmax>>());
-  registry.Register("", "LogSoftmax", 1, 23, Make<SoftmaxKernel<SoftmaxOp::kLogSoftmax>>());
-  registry.Register("", "Hardmax", 1, 23, Make<SoftmaxKernel<SoftmaxOp::kHardmax>>());
+  registry.Register("", "Softmax", 1, kAnyOpset, Make<SoftmaxKernel<SoftmaxOp::kSoftmax>>());
+  registry.Register("", "LogSoftmax", 1, kAnyOpset, Make<SoftmaxKernel<SoftmaxOp::kLogSoftmax>>());
+  registry.Register("", "Hardmax", 1, kAnyOpset, Make<SoftmaxKernel<SoftmaxOp::kHardmax>>());
 }
 
 }  // namespace fusionopt::cpu::reduction

@@ -9,6 +9,7 @@ const KernelRegistry& KernelRegistry::BuiltIn() {
     RegisterDataMovementKernels(built);
     RegisterContractionKernels(built);
     RegisterReductionKernels(built);
+    RegisterAttentionKernels(built);
     return built;
   }();
   return registry;

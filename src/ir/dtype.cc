@@ -18,6 +18,8 @@ constexpr std::array<TypeEntry, kMaxKnownDataType + 1> kTypes = {{
     {"uint32", 32},   {"uint64", 64},   {"complex64", 64},    {"complex128", 128},
     {"bfloat16", 16}, {"float8e4m3fn", 8}, {"float8e4m3fnuz", 8}, {"float8e5m2", 8},
     {"float8e5m2fnuz", 8}, {"uint4", 4}, {"int4", 4},         {"float4e2m1", 4},
+    {"float8e8m0", 8}, {"uint2", 2},    {"int2", 2},          {"float6e2m3", 6},
+    {"float6e3m2", 6},
 }};
 
 }  // namespace
@@ -50,6 +52,7 @@ bool IsFloatingPoint(DataType type) {
     case DataType::kFloat: case DataType::kDouble: case DataType::kFloat16:
     case DataType::kBFloat16: case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ:
     case DataType::kFloat8E5M2: case DataType::kFloat8E5M2FNUZ: case DataType::kFloat4E2M1:
+    case DataType::kFloat8E8M0: case DataType::kFloat6E2M3: case DataType::kFloat6E3M2:
       return true;
     default:
       return false;
@@ -60,7 +63,8 @@ bool IsInteger(DataType type) {
   switch (type) {
     case DataType::kUint8: case DataType::kInt8: case DataType::kUint16: case DataType::kInt16:
     case DataType::kInt32: case DataType::kInt64: case DataType::kUint32:
-    case DataType::kUint64: case DataType::kUint4: case DataType::kInt4:
+    case DataType::kUint64: case DataType::kUint4: case DataType::kInt4: case DataType::kUint2:
+    case DataType::kInt2:
       return true;
     default:
       return false;

@@ -32,14 +32,20 @@ enum class DataType : int32_t {
   kUint4 = 21,
   kInt4 = 22,
   kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,   // IR 12
+  kUint2 = 25,        // IR 13
+  kInt2 = 26,
+  kFloat6E2M3 = 27,   // IR 14
+  kFloat6E3M2 = 28,
 };
 
-constexpr int32_t kMaxKnownDataType = 23;
+constexpr int32_t kMaxKnownDataType = 28;
 
-// True for every value the ONNX spec (IR version <= 11) defines, kUndefined excluded.
+// True for every value the ONNX spec (IR version <= 14) defines, kUndefined excluded.
 bool IsKnownDataType(int32_t raw);
 
-// Storage bits of one element (4 for the packed 4-bit types, 0 for strings/undefined).
+// Storage bits of one element (4, 2 and 6 for the packed 4-bit, 2-bit and 6-bit types, 0 for
+// strings/undefined).
 int BitsOf(DataType type);
 
 // Bytes needed for `count` elements in raw (packed, little-endian) layout.

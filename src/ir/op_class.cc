@@ -28,13 +28,15 @@ const ClassTable& DefaultDomainClasses() {
         {"ArgMax", "ArgMin", "CumSum", "Hardmax", "LayerNormalization", "LogSoftmax", "ReduceL1", "ReduceL2",
          "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
          "ReduceSumSquare", "RMSNormalization", "Softmax", "TopK", "MeanVarianceNormalization"});
-    add(OpClass::kContraction, {"Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul"});
+    // Attention (opset 23): two products around a softmax, run as one tiled kernel.
+    add(OpClass::kContraction, {"Attention", "Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul"});
     add(OpClass::kWindow,
         {"AveragePool", "BatchNormalization", "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool",
          "InstanceNormalization", "LpPool", "LRN", "MaxPool"});
     add(OpClass::kDataMovement,
         {"Compress", "Concat", "ConstantOfShape", "DepthToSpace", "Expand", "EyeLike", "Gather", "GatherElements",
-         "GatherND", "NonZero", "OneHot", "Pad", "Range", "Resize", "ReverseSequence", "Scatter", "ScatterElements",
+         "GatherND", "NonZero", "OneHot", "Pad", "Range", "Resize", "ReverseSequence", "RotaryEmbedding", "Scatter",
+         "ScatterElements",
          "ScatterND", "Slice", "SpaceToDepth", "Split", "Tile", "Transpose", "Trilu", "Upsample"});
     add(OpClass::kView, {"Dropout", "Flatten", "Identity", "Reshape", "Squeeze", "Unsqueeze"});
     add(OpClass::kShape, {"Constant", "Shape", "Size"});

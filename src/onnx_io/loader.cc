@@ -18,20 +18,23 @@
 #include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/node_signature.h"
+#include "onnx_io/operator_schemas.h"
 #include "onnx_io/proto_codec.h"
 
 namespace fusionopt {
 namespace {
 
 constexpr int64_t kMinIrVersion = 3;
-constexpr int64_t kMaxIrVersion = 11;
+// IR 12-14 (onnx 1.19-1.23) added element types (float8e8m0, int2/uint2, float6) and nothing
+// else the loader reads; their tensors are carried, and refused by whatever would compute them.
+constexpr int64_t kMaxIrVersion = 14;
 // Opsets 1-6 load too; the op versions of theirs that we would misread are refused after the
 // graph is built (ir/legacy_opsets.h).
 constexpr int64_t kMinOpset = 1;
-constexpr int64_t kMaxOpset = 23;
-// ai.onnx.ml opsets up to ONNX 1.23's. fusionopt runs no ML op, but a version from the
-// future means a toolchain whose model we cannot vouch for, as for the default domain.
-constexpr int64_t kMaxMlOpset = 5;
+// The newest opsets whose schemas fusionopt reads models against (onnx_io/operator_schemas.h):
+// a version from the future means a toolchain whose model we cannot vouch for.
+constexpr int64_t kMaxOpset = kNewestDefaultOpset;
+constexpr int64_t kMaxMlOpset = kNewestMlOpset;
 // Protobuf's default (100 nested messages) stops If/Loop nesting at about 30 levels, since a
 // level nests three messages (graph, node, attribute). 400 admits about 130 levels; the
 // loader and every pass recurse once per level, and a 1 MiB stack holds that.

@@ -39,6 +39,21 @@ std::vector<uint8_t> PackTyped(const Field& field, size_t element_bytes) {
   return bytes;
 }
 
+bool IsSixBit(DataType dtype) { return dtype == DataType::kFloat6E2M3 || dtype == DataType::kFloat6E3M2; }
+
+// 6-bit elements, one per int32 entry (bits 0-5), as raw data packs them: an LSB-first
+// bitstream, four elements in three bytes.
+std::vector<uint8_t> PackSixBit(const google::protobuf::RepeatedField<int32_t>& field) {
+  std::vector<uint8_t> bytes((static_cast<size_t>(field.size()) * 6 + 7) / 8);
+  for (int i = 0; i < field.size(); ++i) {
+    const uint32_t value = static_cast<uint32_t>(field.Get(i)) & 0x3f;
+    const size_t bit = static_cast<size_t>(i) * 6;
+    bytes[bit / 8] |= static_cast<uint8_t>(value << (bit % 8));
+    if (bit % 8 > 2) bytes[bit / 8 + 1] |= static_cast<uint8_t>(value >> (8 - bit % 8));
+  }
+  return bytes;
+}
+
 // Converts the typed repeated field that holds this dtype into raw little-endian bytes,
 // and reports how many entries the field should have.
 std::vector<uint8_t> TypedFieldBytes(const onnx::TensorProto& proto, DataType dtype) {
@@ -58,7 +73,9 @@ std::vector<uint8_t> TypedFieldBytes(const onnx::TensorProto& proto, DataType dt
     case DataType::kInt16: case DataType::kUint16: case DataType::kFloat16:
     case DataType::kBFloat16:
       return PackTyped(proto.int32_data(), 2);
-    default:  // 8-bit types, bool, and packed 4-bit pairs: one byte per int32 entry
+    case DataType::kFloat6E2M3: case DataType::kFloat6E3M2:
+      return PackSixBit(proto.int32_data());
+    default:  // 8-bit types, bool, packed 4-bit pairs and 2-bit quads: one byte per int32 entry
       return PackTyped(proto.int32_data(), 1);
   }
 }
@@ -166,6 +183,10 @@ Result<Tensor> DecodeTensor(onnx::TensorProto& proto, ExternalDataResolver& reso
     const auto* data = reinterpret_cast<const uint8_t*>(raw->data());
     return finish(Tensor::Borrowed(dtype, std::move(dims), data, expected, std::move(raw)));
   }
+  if (IsSixBit(dtype) && static_cast<uint64_t>(proto.int32_data_size()) != count) {
+    return InvalidModel(DescribeTensor(proto, dtype) + " holds " + std::to_string(proto.int32_data_size()) +
+                        " typed elements, expected " + std::to_string(count));
+  }
   std::vector<uint8_t> bytes = TypedFieldBytes(proto, dtype);
   if (bytes.size() != expected) {
     return InvalidModel(DescribeTensor(proto, dtype) + " holds " + std::to_string(bytes.size()) +
@@ -194,9 +215,23 @@ void UnpackTyped(const Tensor& tensor, size_t element_bytes, Field& field) {
   }
 }
 
+// The inverse of PackSixBit.
+void UnpackSixBit(const Tensor& tensor, google::protobuf::RepeatedField<int32_t>& field) {
+  auto bytes = tensor.bytes();
+  const int64_t count = tensor.NumElements();
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t bit = static_cast<size_t>(i) * 6;
+    uint32_t value = bytes[bit / 8] >> (bit % 8);
+    if (bit % 8 > 2) value |= static_cast<uint32_t>(bytes[bit / 8 + 1]) << (8 - bit % 8);
+    field.Add(static_cast<int32_t>(value & 0x3f));
+  }
+}
+
 // The inverse of TypedFieldBytes.
 void EncodeTypedFields(const Tensor& tensor, onnx::TensorProto& proto) {
   switch (tensor.dtype()) {
+    case DataType::kFloat6E2M3: case DataType::kFloat6E3M2:
+      return UnpackSixBit(tensor, *proto.mutable_int32_data());
     case DataType::kFloat: case DataType::kComplex64:
       return UnpackTyped<float>(tensor, 4, *proto.mutable_float_data());
     case DataType::kDouble: case DataType::kComplex128:

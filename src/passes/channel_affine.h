@@ -60,4 +60,12 @@ std::string WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, 
 bool FoldAffine(Graph& graph, AffineTarget& target, const ChannelAffine& affine, const std::vector<Node*>& absorbed,
                 Value& result);
 
+// Why `batchnorm` is not an inference-form BatchNormalization (training mode, spatial=0 before
+// opset 9, read statistics outputs, an opset outside 7-28), or "".
+std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset);
+
+// Its per-channel map s = γ/√(σ² + ε), t = β − μ·s over `channels`, or why the statistics do
+// not give one (not constant, not [C], variance + ε not positive).
+std::variant<ChannelAffine, std::string> BatchNormAffine(const Node& batchnorm, const Model& model, int64_t channels);
+
 }  // namespace fusionopt::passes

@@ -11,7 +11,7 @@
 // axis 1 is not the axis its weight columns feed. The MatMul becomes Gemm(A, W', b').
 //
 // Conditions, each reported when it fails: BatchNormalization of the standard domain at opset
-// 7–23, in inference form (training_mode 0 or absent; spatial 1 before opset 9; its optional
+// 7–28, in inference form (training_mode 0 or absent; spatial 1 before opset 9; its optional
 // statistics outputs unread), statistics that are constants of shape [C]; the contraction's
 // output read by nothing else and not a graph output; constant weights and bias of the same
 // floating-point dtype as the normalized value. Arithmetic is in double, rounded once to the
@@ -26,48 +26,9 @@
 namespace fusionopt::passes {
 namespace {
 
-constexpr int64_t kFirstOpset = 7;
-constexpr int64_t kLastKnownOpset = 23;
-
-// Why `batchnorm` is not an inference-form normalization this pass understands, or "".
-std::string WhyNotInferenceForm(const Node& batchnorm, int64_t opset) {
-  if (opset < kFirstOpset || opset > kLastKnownOpset) return "BatchNormalization opset outside 7-23";
-  if (batchnorm.GetInt("training_mode", 0) != 0) return "training mode";
-  if (opset < 9 && batchnorm.GetInt("spatial", 1) != 1) return "spatial=0 (per-activation statistics)";
-  if (batchnorm.output(0) == nullptr) return "no normalized output";
-  for (size_t i = 1; i < batchnorm.outputs().size(); ++i) {
-    const Value* statistics = batchnorm.output(i);
-    if (statistics != nullptr && (!statistics->uses().empty() || statistics->is_graph_output())) {
-      return "statistics outputs are read";
-    }
-  }
-  return "";
-}
-
-// s = γ/√(σ² + ε), t = β − μ·s, or why the statistics do not give one.
-std::variant<ChannelAffine, std::string> AffineOf(const Node& batchnorm, const Model& model, int64_t channels) {
-  std::vector<std::vector<double>> parameters;  // γ, β, μ, σ²
-  for (size_t input = 1; input <= 4; ++input) {
-    std::optional<ConstantOperand> operand = ReadConstantOperand(batchnorm.input(input), model);
-    if (!operand) return std::string("non-constant statistics");
-    if (operand->dims != std::vector<int64_t>{channels}) return std::string("statistics are not [C]");
-    parameters.push_back(operand->Values());
-  }
-  double epsilon = batchnorm.GetFloat("epsilon", 1e-5F);
-  ChannelAffine affine;
-  for (size_t c = 0; c < static_cast<size_t>(channels); ++c) {
-    double variance = parameters[3][c] + epsilon;
-    if (!(variance > 0)) return std::string("variance + epsilon is not positive");
-    double scale = parameters[0][c] / std::sqrt(variance);
-    affine.scale.push_back(scale);
-    affine.shift.push_back(parameters[1][c] - parameters[2][c] * scale);
-  }
-  return affine;
-}
-
 // Why `batchnorm` cannot fold, or "" after folding it; `added_node` says the graph needs sorting.
 std::string TryFold(Graph& graph, Node& batchnorm, const Model& model, int64_t max_bytes, bool& added_node) {
-  std::string why = WhyNotInferenceForm(batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0));
+  std::string why = WhyNotInferenceBatchNorm(batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0));
   if (!why.empty()) return why;
   Value* normalized = batchnorm.input(0);
   Node* producer = normalized != nullptr ? normalized->producer() : nullptr;
@@ -80,7 +41,7 @@ std::string TryFold(Graph& graph, Node& batchnorm, const Model& model, int64_t m
   }
   DataType dtype = batchnorm.output(0)->dtype();
   if (dtype != DataType::kUndefined && dtype != target.weight.dtype) return "weights dtype differs from the output's";
-  auto affine = AffineOf(batchnorm, model, target.channels);
+  auto affine = BatchNormAffine(batchnorm, model, target.channels);
   if (auto* reason = std::get_if<std::string>(&affine)) return *reason;
   why = WhyNotFold(target, std::get<ChannelAffine>(affine), max_bytes);
   if (!why.empty()) return why;

@@ -13,27 +13,38 @@
 //
 // Forms: Q, K and V as three tensors or the outputs of one Split along the last axis (the
 // combined projection); with or without the head split (then [B,H,S,D], K also [B,H,D,S]) and
-// merge; scale by Mul or Div by a constant, or none; an additive mask (BERT's extended mask),
-// a Where with a boolean condition and a constant fill (GPT-2's causal mask, recorded as causal
-// when sliced from a constant lower-triangular buffer), or none (ViT).
+// merge (a Reshape of the context to its own shape before it, as the TorchScript exporter's
+// sdpa writes, included); scale by Mul or Div by a constant after the product, or on Q and K
+// before it (sdpa's √scale on each, any mix of the two), or none; an additive mask (BERT's
+// extended mask, T5's position bias), a Where with a boolean condition and a constant fill
+// (GPT-2's causal mask, recorded as causal when sliced from a constant lower-triangular
+// buffer), or none (ViT); the dynamo exporter's guard Where(IsNaN(p), 0, p) after the
+// Softmax; rotary embedding on Q and K (rotate_half by Slice or Split, or RotaryEmbedding-23);
+// grouped-query K and V repeated by Unsqueeze / Expand / Reshape; and at opset 23 the core as
+// one Attention node with the same operand forms around it.
 //
 // Checked for every candidate (a near miss is reported with its reason): the matcher's checks
-// (perms, constant scale and fill, the softmax over the last axis, a mask that may broadcast
+// (perms, constant scales and fill, the softmax over the last axis, a mask that may broadcast
 // to the scores without widening them, intermediates of the core read only inside and no graph
-// output); float32 Q, K, V and mask; outlinable members; the cost model's verdict.
+// output); float32 or float16 Q, K, V, mask and rotary tables, Q, K and V of one dtype;
+// outlinable members; the cost model's verdict.
 //
 // Dynamic shapes: exporters compute the head split's targets from run-time shapes, and some
 // read shapes of the pattern's intermediates for other purposes (GPT-2 slices its causal mask
 // with Shape(qh)[2] and Shape(kt)[3]). Such a Shape read outside is rewired to a value outside
 // the pattern with the same dim — proven through the Split (any axis but the split one), the
-// Transposes (their perm) and the head split's Reshape (a target entry that is a constant, or a
-// dim the graph reads from a value that provably has it) — so the group reads nothing it
-// computes. A read that cannot be proven so (a dim of the scores or the context, which a mask
-// might widen) leaves the candidate alone.
+// Transposes (their perm), scales and rotary embedding (which keep their operand's dims), the
+// head split's and repeat's Reshapes (a target entry that is a constant, or a dim the graph
+// reads from a value that provably has it), and the context (Dv from V; B, H and Sq from Q where
+// K, V and the mask provably do not widen them) — so the group reads nothing it computes. A
+// read that cannot be proven so (a dim of the scores, which a mask might widen) leaves the
+// candidate alone.
 //
-// Limits: float32 only; 4-D scores; Q, K, V with equal batch and heads (no grouped-query
-// heads, checked at run time); a scale applied to Q or K before the product is not recognised;
-// Q/K/V sliced from a combined tensor by Slice ops rather than a Split are three tensors here.
+// Limits: 4-D scores; partial rotary embedding (fewer rotated features than the head size) and
+// interleaved pairs in the decomposed form are not recognised (RotaryEmbedding-23's interleaved
+// form is); Q/K/V sliced from a combined tensor by Slice ops rather than a Split are three
+// tensors here; an Attention node with a cache, nonpad lengths, 3-D operands or a read score
+// output stays as it is (the runtime runs it as one kernel anyway).
 #include "passes/fuse_attention.h"
 
 #include <algorithm>
@@ -44,6 +55,7 @@
 #include "ir/constant_value.h"
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"
+#include "passes/shape_facts.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -88,13 +100,77 @@ class DimProver {
       return Resolve(producer->input(0), axis, depth + 1);
     }
     if (producer->op_type() == "Reshape") return ResolveReshape(*producer, axis, depth);
-    return std::nullopt;  // the core: a mask may widen any of its dims
+    // A scale, and the rotary embedding (its Add, or the op), keep the dims of the operand.
+    if (Value* operand = ShapeKeepingOperand(*producer)) return Resolve(operand, axis, depth + 1);
+    if (producer == match_.context_matmul || producer == match_.attention_op) return ResolveContext(axis, depth);
+    return std::nullopt;  // the scores: a mask may widen any of their dims
   }
 
  private:
+  // The context [B,H,Sq,Dv]: Dv is V's; B, H and Sq are Q's unless the mask may widen them
+  // (a mask dim that is not provably 1 or that same dim).
+  std::optional<DimSource> ResolveContext(int64_t axis, int depth) const {
+    const Node* core = match_.attention_op != nullptr ? match_.attention_op : match_.context_matmul;
+    if (axis == 3) return Resolve(core->input(match_.attention_op != nullptr ? 2 : 1), 3, depth + 1);
+    Value* q = match_.attention_op != nullptr ? match_.attention_op->input(0) : match_.score_matmul->input(0);
+    const auto& query = q->shape();
+    if (!query || query->size() != 4) return std::nullopt;
+    if (axis < 2) {  // K and V broadcast with Q over batch and heads: they must provably agree
+      const Node* scores = match_.attention_op != nullptr ? match_.attention_op : match_.score_matmul;
+      for (const Value* other : {scores->input(1), core->input(match_.attention_op != nullptr ? 2 : 1)}) {
+        const auto& shape = other->shape();
+        if (!shape || shape->size() != 4 || !ProvablySameDim((*shape)[static_cast<size_t>(axis)], (*query)[static_cast<size_t>(axis)])) {
+          return std::nullopt;
+        }
+      }
+    }
+    if (match_.mask != nullptr) {
+      const auto& mask = match_.mask->shape();
+      if (!mask) return std::nullopt;
+      const int64_t offset = 4 - static_cast<int64_t>(mask->size());
+      if (axis >= offset) {
+        const Dim& dim = (*mask)[static_cast<size_t>(axis - offset)];
+        if (!(dim.is_known() && dim.value == 1) && !ProvablySameDim(dim, (*query)[static_cast<size_t>(axis)])) {
+          return std::nullopt;
+        }
+      }
+    }
+    return Resolve(q, axis, depth + 1);
+  }
+
+  Value* ShapeKeepingOperand(const Node& node) const {
+    for (const AttentionOperandMatch* operand : {&match_.q, &match_.k, &match_.v}) {
+      if (std::find(operand->scales.begin(), operand->scales.end(), &node) != operand->scales.end()) {
+        return ScaledOperand(node);
+      }
+      if (operand->rotary && !operand->rotary->nodes.empty() && operand->rotary->nodes.front() == &node) {
+        return operand->rotary->op ? node.input(0) : RotatedOperand(*operand);
+      }
+    }
+    return nullptr;
+  }
+
+  // The scale's non-constant operand.
+  static Value* ScaledOperand(const Node& scale) {
+    return ConstantValueOf(*scale.input(1), true) != nullptr ? scale.input(0) : scale.input(1);
+  }
+
+  // The rotated operand x: the value every rotary form reads that its own nodes do not compute.
+  static Value* RotatedOperand(const AttentionOperandMatch& operand) {
+    const auto& nodes = operand.rotary->nodes;
+    std::unordered_set<const Value*> computed;
+    for (const Node* node : nodes) computed.insert(node->outputs().begin(), node->outputs().end());
+    const Node* direct = nodes[1];  // Mul(x, cos)
+    for (Value* input : direct->inputs()) {
+      if (input != operand.rotary->cos && !computed.count(input)) return input;
+    }
+    return nullptr;
+  }
+
   const HeadReshapeMatch* ReshapeMatch(const Node& reshape) const {
     for (const AttentionOperandMatch* operand : {&match_.q, &match_.k, &match_.v}) {
       if (operand->split && operand->split->reshape == &reshape) return &*operand->split;
+      if (operand->repeat && operand->repeat->reshape == &reshape) return &operand->repeat->reshape_shape;
     }
     return match_.merge && match_.merge->reshape == &reshape ? &*match_.merge : nullptr;
   }
@@ -205,8 +281,16 @@ void RewireShapeReads(Graph& graph, const std::vector<ShapeRead>& reads, const s
 std::string DtypeProblem(const AttentionMatch& match) {
   std::vector<const Value*> floats = {match.q.source, match.k.source, match.v.source};
   if (match.mask_kind == AttentionMaskKind::kAdditive) floats.push_back(match.mask);
+  for (const AttentionOperandMatch* operand : {&match.q, &match.k}) {
+    if (operand->rotary) floats.insert(floats.end(), {operand->rotary->cos, operand->rotary->sin});
+  }
   for (const Value* value : floats) {
-    if (value->dtype() != DataType::kFloat) return "attention: only float32 attention is fused";
+    if (value->dtype() != DataType::kFloat && value->dtype() != DataType::kFloat16) {
+      return "attention: only float32 and float16 attention is fused";
+    }
+  }
+  if (match.q.source->dtype() != match.k.source->dtype() || match.q.source->dtype() != match.v.source->dtype()) {
+    return "attention: Q, K and V differ in dtype";
   }
   if (match.mask_kind == AttentionMaskKind::kBoolean && match.mask->dtype() != DataType::kBool) {
     return "attention: the Where condition is not boolean";
@@ -219,6 +303,10 @@ void CountForms(const AttentionMatch& match, PassContext& context) {
   if (match.split != nullptr) context.Count("combined_qkv");
   if (match.q.layout == HeadLayout::kSplitHeads) context.Count("head_splits");
   if (match.merge) context.Count("head_merges");
+  if (match.q.rotary || match.k.rotary) context.Count("rotary");
+  if (match.k.repeat || match.v.repeat) context.Count("repeated_kv");
+  if (match.guard != nullptr) context.Count("nan_guards");
+  if (match.attention_op != nullptr) context.Count("attention_ops");
   switch (match.mask_kind) {
     case AttentionMaskKind::kNone: context.Count("unmasked"); break;
     case AttentionMaskKind::kAdditive: context.Count("additive_masks"); break;
@@ -233,7 +321,8 @@ Result<bool> FuseAttention::RunOnGraph(Graph& graph, PassContext& context) {
   if (!opset) return false;
   std::vector<Node*> anchors;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "Softmax" && (node->domain().empty() || node->domain() == "ai.onnx")) {
+    if ((node->op_type() == "Softmax" || node->op_type() == "Attention") &&
+        (node->domain().empty() || node->domain() == "ai.onnx")) {
       anchors.push_back(node.get());
     }
   }

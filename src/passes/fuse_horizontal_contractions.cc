@@ -17,7 +17,8 @@
 // epilogue fusion can take the merged contraction, its bias and activation as one kernel:
 // a bias Add by a per-channel constant (concatenated like the weights), then a unary
 // activation with the same attributes (Relu, LeakyRelu, Sigmoid, Tanh, HardSwish, Clip with
-// the same bounds, ...). A member's value read by several nodes or being a graph output ends
+// the same bounds, ...) or SiLU as x · Sigmoid(x) (YOLO's heads: left behind the Split it would
+// cost a kernel per member that O2 folds into each unmerged convolution). A member's value read by several nodes or being a graph output ends
 // the epilogue there; the Split produces that value under its own name.
 //
 // Legality: members read only the shared input and constants, so no path can join two of them
@@ -32,6 +33,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "passes/attribute_equality.h"
@@ -53,7 +55,7 @@ struct Member {
   int64_t width = 0;                     // output columns (MatMul, Gemm) or channels (Conv)
   Value* tail = nullptr;                 // what the Split produces for this member
   std::vector<Node*> epilogue;           // nodes moved below the Split, in order
-  std::vector<ConstantOperand> epilogue_biases;  // per epilogue Add, its constant addend
+  std::vector<std::optional<ConstantOperand>> epilogue_biases;  // per epilogue node: an Add's constant addend
 };
 
 // The axis of the weight that holds output channels, and of the output.
@@ -137,12 +139,50 @@ bool PerChannelBias(const ConstantOperand& bias, const Member& member, size_t ou
   return true;
 }
 
+// SiLU, x · Sigmoid(x), reading `tail`: the Sigmoid and the Mul, when `tail` is read by those
+// two alone and the Sigmoid by the Mul alone (the exporters' nn.SiLU).
+std::optional<std::pair<Node*, Node*>> SiluOf(const Value& tail) {
+  if (tail.is_graph_output() || tail.uses().size() != 2) return std::nullopt;
+  Node* sigmoid = nullptr;
+  Node* mul = nullptr;
+  for (const Use& use : tail.uses()) {
+    if (!IsStandardDomain(*use.node)) return std::nullopt;
+    if (use.node->op_type() == "Sigmoid") sigmoid = use.node;
+    if (use.node->op_type() == "Mul") mul = use.node;
+  }
+  if (sigmoid == nullptr || mul == nullptr || mul->inputs().size() != 2) return std::nullopt;
+  Node* reader = SoleReader(*sigmoid->output(0));
+  const bool reads_both = (mul->input(0) == &tail && mul->input(1) == sigmoid->output(0)) ||
+                          (mul->input(1) == &tail && mul->input(0) == sigmoid->output(0));
+  if (reader != mul || !reads_both) return std::nullopt;
+  return std::pair{sigmoid, mul};
+}
+
+// Whether every member continues with SiLU; if so, records its two nodes.
+bool SinkSilu(std::vector<Member>& members) {
+  std::vector<std::pair<Node*, Node*>> silus;
+  for (const Member& member : members) {
+    std::optional<std::pair<Node*, Node*>> silu = SiluOf(*member.tail);
+    if (!silu) return false;
+    silus.push_back(*silu);
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    for (Node* node : {silus[i].first, silus[i].second}) {
+      members[i].epilogue.push_back(node);
+      members[i].epilogue_biases.emplace_back();
+    }
+    members[i].tail = silus[i].second->output(0);
+  }
+  return true;
+}
+
 // Whether every member continues with the same epilogue step; if so, records it.
 bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output_rank) {
   std::vector<Node*> readers;
   for (const Member& member : members) {
     Node* reader = SoleReader(*member.tail);
-    if (reader == nullptr || !IsStandardDomain(*reader) || reader->outputs().size() != 1) return false;
+    if (reader == nullptr) return SinkSilu(members);
+    if (!IsStandardDomain(*reader) || reader->outputs().size() != 1) return false;
     if (!readers.empty() && reader->op_type() != readers[0]->op_type()) return false;
     readers.push_back(reader);
   }
@@ -177,7 +217,11 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
   }
   for (size_t i = 0; i < members.size(); ++i) {
     members[i].epilogue.push_back(readers[i]);
-    if (!biases.empty()) members[i].epilogue_biases.push_back(std::move(biases[i]));
+    if (biases.empty()) {
+      members[i].epilogue_biases.emplace_back();
+    } else {
+      members[i].epilogue_biases.push_back(std::move(biases[i]));
+    }
     members[i].tail = readers[i]->output(0);
   }
   return true;
@@ -280,21 +324,31 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
   }
   std::vector<Node*> created = {AddNodeLike(graph, first, inputs, NewValue(graph, *first.output(0)))};
 
+  // Each epilogue node of member 0, re-created over the merged values: what member 0's nodes
+  // computed maps to what the merged nodes compute; an Add's per-channel constant is
+  // concatenated; any other operand (Clip's bounds) is shared by every member.
+  std::unordered_map<const Value*, Value*> merged_of = {{first.output(0), created.back()->output(0)}};
   for (size_t step = 0; step < members[0].epilogue.size(); ++step) {
     const Node& like = *members[0].epilogue[step];
-    Value* current = created.back()->output(0);
-    std::vector<Value*> step_inputs = {current};
-    if (like.op_type() == "Add") {
-      const ConstantOperand& bias0 = members[0].epilogue_biases[step];
-      std::vector<const ConstantOperand*> biases;
-      for (const Member& member : members) biases.push_back(&member.epilogue_biases[step]);
-      const size_t conv_inner = first.op_type() == "Conv" ? output_rank - 2 : 0;
-      step_inputs.push_back(AddInitializer(graph, like.name() + "_bias_horizontal",
-                                           Concatenate(biases, widths, bias0.dims.size() - 1 - conv_inner, dtype, bias0.dims)));
-    } else {
-      step_inputs.insert(step_inputs.end(), like.inputs().begin() + 1, like.inputs().end());
+    std::vector<Value*> step_inputs;
+    for (size_t input = 0; input < like.inputs().size(); ++input) {
+      Value* operand = like.input(input);
+      auto mapped = merged_of.find(operand);
+      if (mapped != merged_of.end()) {
+        step_inputs.push_back(mapped->second);
+      } else if (const auto& bias0 = members[0].epilogue_biases[step]; bias0 && like.op_type() == "Add") {
+        std::vector<const ConstantOperand*> biases;
+        for (const Member& member : members) biases.push_back(&*member.epilogue_biases[step]);
+        const size_t conv_inner = first.op_type() == "Conv" ? output_rank - 2 : 0;
+        step_inputs.push_back(AddInitializer(graph, like.name() + "_bias_horizontal",
+                                             Concatenate(biases, widths, bias0->dims.size() - 1 - conv_inner, dtype,
+                                                         bias0->dims)));
+      } else {
+        step_inputs.push_back(operand);
+      }
     }
     created.push_back(AddNodeLike(graph, like, step_inputs, NewValue(graph, *like.output(0))));
+    merged_of[like.output(0)] = created.back()->output(0);
   }
 
   const int64_t axis = first.op_type() == "Conv" ? 1 : static_cast<int64_t>(output_rank) - 1;

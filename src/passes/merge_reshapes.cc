@@ -11,6 +11,10 @@
 //   %a = Unsqueeze(%m[B,S], [1])            →      %y = Unsqueeze(%m, %y_axes = [1, 2])
 //   %y = Unsqueeze(%a, [2])
 //
+//   %a = Reshape(%x[B,H,S,D], [-1, S, D])         %y = Transpose(%x) {perm: [0, 1, 3, 2]}
+//   %t = Transpose(%a) {perm: [0, 2, 1]}    →      (the dynamo exporter's k.transpose(-2, -1)
+//   %y = Reshape(%t, [B, H, D, S])                 inside its sdpa decomposition)
+//
 // Views (Reshape, Flatten, Squeeze, Unsqueeze) keep the element order, so a chain of them is
 // one Reshape to the last one's shape. That shape must be known to the last dim, or spelled
 // exactly by Reshape's own rules relative to the chain's input: 0 copies the input's dim at
@@ -20,6 +24,12 @@
 // axes still becomes one Unsqueeze (Squeeze) with the axes composed — exact whatever the
 // dims. The longer of the two merges wins (on a tie, the Unsqueeze/Squeeze). A chain that
 // ends in its input's own shape is removed altogether.
+//
+// A Reshape that merges leading dims into one, a Transpose that keeps that merged dim in place,
+// and a Reshape that splits it back are one Transpose of the first Reshape's input: the shapes
+// inferred for the three outputs must prove it (every dim but the merged one the same known
+// size or symbol as the input dim it is). The new Transpose then merges with a Transpose
+// before it like any other.
 //
 // Only intermediates read by the next op alone and that are no graph output are merged;
 // chains never cross into or out of subgraphs. The merged Transpose is the second one
@@ -299,6 +309,58 @@ bool MergeViewChain(Graph& graph, Node& last, PassContext& context) {
   return true;
 }
 
+// Reshape(Transpose(Reshape(x, [M, x[k:]...]), p), [x[:k]..., permuted x[k:]]) with p[0] = 0 is
+// Transpose(x, [0..k-1, k-1+p[1], ...]): the perm, when the inferred shapes prove it.
+std::optional<std::vector<int64_t>> PermThroughMergedLeading(const Node& merge, const Node& transpose, const Node& split) {
+  const Value* x = merge.input(0);
+  if (x == nullptr || !x->shape() || !merge.output(0)->shape() || !split.output(0)->shape()) return std::nullopt;
+  const Shape &in = *x->shape(), &merged = *merge.output(0)->shape(), &out = *split.output(0)->shape();
+  auto perm = PermOf(transpose);
+  const size_t n = in.size(), m = merged.size();
+  if (m < 2 || m > n || out.size() != n || !perm || perm->size() != m || !IsPermutation(*perm) || (*perm)[0] != 0) {
+    return std::nullopt;
+  }
+  const size_t k = n - m + 1;  // leading dims merged into one
+  for (size_t i = 1; i < m; ++i) {
+    if (!ProvablySameDim(merged[i], in[k - 1 + i])) return std::nullopt;
+  }
+  std::vector<int64_t> result;
+  for (size_t i = 0; i < k; ++i) {
+    if (!ProvablySameDim(out[i], in[i])) return std::nullopt;
+    result.push_back(static_cast<int64_t>(i));
+  }
+  for (size_t i = 1; i < m; ++i) {
+    const auto source = static_cast<size_t>(k - 1 + static_cast<size_t>((*perm)[i]));
+    if (!ProvablySameDim(out[k - 1 + i], in[source])) return std::nullopt;
+    result.push_back(static_cast<int64_t>(source));
+  }
+  return result;
+}
+
+bool IsOpOfDefault(const Node* node, const char* op) { return node != nullptr && IsStandardDomain(*node) && node->op_type() == op; }
+
+// The Reshape → Transpose → Reshape ending at `split` as one Transpose (then merged with a
+// Transpose before it).
+bool MergeTransposeThroughReshapes(Graph& graph, Node& split, PassContext& context) {
+  Node* transpose = SoleFeeder(graph, split);
+  Node* merge = transpose != nullptr && IsTranspose(*transpose) ? SoleFeeder(graph, *transpose) : nullptr;
+  if (!IsOpOfDefault(&split, "Reshape") || !IsOpOfDefault(merge, "Reshape") || split.output(0) == nullptr) return false;
+  std::optional<std::vector<int64_t>> perm = PermThroughMergedLeading(*merge, *transpose, split);
+  if (!perm) return false;
+  Value& output = *split.output(0);
+  Node* merged = graph.CreateNode("Transpose", "", {merge->input(0)}, {nullptr}, split.name());
+  Attribute attribute;
+  attribute.name = "perm";
+  attribute.kind = AttributeKind::kInts;
+  attribute.ints = *perm;
+  merged->SetAttribute(std::move(attribute));
+  ReplaceViews(graph, {merge, transpose, &split}, *merged, output);
+  context.Matched();
+  context.Count("transposes_through_reshapes");
+  MergeTransposes(graph, *merged, context);
+  return true;
+}
+
 // Whether `node`'s output continues a view chain (merged when the chain's end is reached).
 bool FeedsAnotherView(const Graph& graph, const Node& node) {
   const Value* output = node.output(0);
@@ -318,7 +380,7 @@ Result<bool> MergeReshapes::RunOnGraph(Graph& graph, PassContext& context) {
     if (IsTranspose(*node)) {
       changed = MergeTransposes(graph, *node, context) || changed;
     } else if (IsView(*node) && !FeedsAnotherView(graph, *node)) {
-      bool merged = MergeViewChain(graph, *node, context);
+      bool merged = MergeTransposeThroughReshapes(graph, *node, context) || MergeViewChain(graph, *node, context);
       changed = merged || changed;
       inserted = inserted || merged;
     }

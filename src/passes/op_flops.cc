@@ -128,6 +128,16 @@ Amount MatMulFlops(const Node& node, const ShapeLookup& shapes) {
   return Amount::Of(2 * out.value * k.value);
 }
 
+// Y [.., Sq, Dv] from Q·Kᵀ and P·V over Sk keys (K's second-to-last dim, 3-D or 4-D): 4·|Y|·Sk
+// when D = Dv, the softmax's 12 per score aside.
+Amount AttentionFlops(const Node& node, const ShapeLookup& shapes) {
+  Amount out = shapes.Elements(node.output(0));
+  Amount keys = shapes.Dim(node.input(1), -2);
+  if (!out.known) return out;
+  if (!keys.known) return keys;
+  return Amount::Of(4 * out.value * keys.value);
+}
+
 Amount GemmFlops(const Node& node, const ShapeLookup& shapes) {
   Amount out = shapes.Elements(node.output(0));
   Amount k = shapes.Dim(node.input(0), node.GetInt("transA", 0) != 0 ? 0 : 1);
@@ -239,6 +249,7 @@ Amount StandardFlops(const Node& node, const ShapeLookup& shapes) {
       return Times(shapes.Elements(node.input(0)), ReductionWeight(op));
     case OpClass::kContraction:
       if (op == "MatMul") return MatMulFlops(node, shapes);
+      if (op == "Attention") return AttentionFlops(node, shapes);
       if (op == "Gemm") return GemmFlops(node, shapes);
       if (op == "Conv") return ConvFlops(node, shapes);
       if (op == "ConvTranspose") return ConvTransposeFlops(node, shapes);

@@ -23,6 +23,7 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_horizontal_contractions.h"
 #include "passes/fuse_horizontal_elementwise.h"
+#include "passes/lower_batchnorm.h"
 #include "passes/matmul_add_to_gemm.h"
 #include "passes/merge_reshapes.h"
 #include "passes/share_duplicate_initializers.h"
@@ -75,6 +76,10 @@ const std::vector<std::string>& LevelTwo() {
       // with its scale and mask, and GELU/SiLU not after a contraction, claimed whole before
       // the elementwise pass could split them into pieces no row kernel runs.
       "fuse-composites",
+      // BatchNormalizations no contraction absorbed at O1 (DenseNet's pre-activation) become a
+      // per-channel Mul and Add here, not at O1: there they would cost two kernels instead of
+      // one; here the elementwise fusion right after takes them with their activation.
+      "lower-batchnorm",
       // Last fusion: whatever elementwise ops the patterns above left, in maximal groups.
       "fuse-elementwise",
       "eliminate-dead-code",
@@ -123,6 +128,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<EliminateCommonSubexpressions>(1),
       Describe<FuseContractionEpilogues>(2),
       Describe<FuseComposites>(2),
+      Describe<LowerBatchNorm>(2),
       Describe<FuseElementwise>(2),
       Describe<FuseHorizontalContractions>(3),
       Describe<FuseHorizontalElementwise>(3),

@@ -3,6 +3,7 @@
 #include "patterns/attention.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "ir/constant_value.h"
@@ -96,6 +97,23 @@ std::optional<ShapePartMatch> DimOfShape(const Value* gathered, std::vector<Node
   return part;
 }
 
+// Shape(v) {start: i, end: i + 1} (opset 15; the dynamo exporter's form): v and i, added to
+// `chain`.
+std::optional<ShapePartMatch> DimOfSlicedShape(Value* value, std::vector<Node*>& chain) {
+  Node* shape = ProducerOp(value, "Shape");
+  if (shape == nullptr || shape->input(0) == nullptr || shape->FindAttribute("start") == nullptr) return std::nullopt;
+  const int64_t start = shape->GetInt("start", 0);
+  const Attribute* end = shape->FindAttribute("end");
+  // start -1 with end 0 is an empty slice, not the last dim.
+  if (end == nullptr || shape->GetInt("end", 0) != start + 1 || start == -1) return std::nullopt;
+  chain.push_back(shape);
+  ShapePartMatch part;
+  part.kind = ShapePartMatch::Kind::kDimOf;
+  part.value = shape->input(0);
+  part.axis = start;
+  return part;
+}
+
 int64_t OpsetAllowZero(const Node& reshape, int64_t opset) {
   return opset >= 14 ? reshape.GetInt("allowzero", 0) : 0;
 }
@@ -121,16 +139,14 @@ std::optional<std::vector<std::optional<int64_t>>> Entries(const std::vector<Sha
   return entries;
 }
 
-// The Reshape with its target: absorbed with the chain that computes it when nothing else
-// reads the chain, else read as values at run time.
-HeadReshapeMatch ReadReshape(Node& reshape, int64_t opset) {
+// The target `shape` of `reader` (a Reshape or Expand): absorbed with the chain that computes it
+// when nothing else reads the chain, else read as values at run time.
+HeadReshapeMatch ReadTarget(Value& shape, const Node& reader) {
   HeadReshapeMatch match;
-  match.reshape = &reshape;
-  match.allow_zero = OpsetAllowZero(reshape, opset) != 0;
   std::vector<Node*> chain;
-  std::optional<std::vector<ShapePartMatch>> parts = ShapeParts(*reshape.input(1), &chain);
+  std::optional<std::vector<ShapePartMatch>> parts = ShapeParts(shape, &chain);
   std::unordered_set<const Node*> inside(chain.begin(), chain.end());
-  inside.insert(&reshape);
+  inside.insert(&reader);
   bool absorbable = parts.has_value();
   for (const Node* node : chain) {
     for (const Value* output : node->outputs()) {
@@ -145,9 +161,16 @@ HeadReshapeMatch ReadReshape(Node& reshape, int64_t opset) {
   } else {
     ShapePartMatch values;
     values.kind = ShapePartMatch::Kind::kValues;
-    values.value = reshape.input(1);
+    values.value = &shape;
     match.parts = {values};
   }
+  return match;
+}
+
+HeadReshapeMatch ReadReshape(Node& reshape, int64_t opset) {
+  HeadReshapeMatch match = ReadTarget(*reshape.input(1), reshape);
+  match.reshape = &reshape;
+  match.allow_zero = OpsetAllowZero(reshape, opset) != 0;
   return match;
 }
 
@@ -158,69 +181,327 @@ Perm Compose(const Perm& first, const Perm& then) {
   return out;
 }
 
+// Every reader of `value` is one of `readers` or a Shape node, and it is no graph output.
+bool ReadOnlyWithin(const Value* value, const std::unordered_set<const Node*>& readers) {
+  if (value == nullptr || value->is_graph_output()) return false;
+  return std::all_of(value->uses().begin(), value->uses().end(),
+                     [&](const Use& use) { return readers.count(use.node) || IsOp(use.node, "Shape"); });
+}
+
 struct OperandSearch {
   AttentionOperandMatch operand;
   std::string near_miss;
 };
 
-// How `operand` (read by `reader`, a MatMul) reaches the pattern: through a head split whose
-// transposes and Reshape are read only inside (Shape reads aside), or as it is.
-OperandSearch WalkOperand(Value* operand, Node& reader, Role role, int64_t opset) {
-  OperandSearch search;
-  AttentionOperandMatch& out = search.operand;
-  out.layout = role == Role::kKey ? HeadLayout::kHeadsFirstTransposed : HeadLayout::kHeadsFirst;
-  out.source = operand;
-
-  std::vector<Node*> transposes;  // reader side first
-  Value* value = operand;
-  const Node* next = &reader;
-  bool inside = true;
-  while (Node* transpose = ProducerOp(value, "Transpose")) {
-    inside = inside && ReadOnlyByOrShapes(value, next);
-    transposes.push_back(transpose);
-    next = transpose;
-    value = transpose->input(0);
+// Walks an operand from the core outwards. `value` is what the next step reads; `readers` the
+// nodes of the pattern that read it (the core, or the last step taken).
+class OperandWalker {
+ public:
+  OperandWalker(Value* operand, Node& reader, Role role, bool key_transposed_by_core, int64_t opset)
+      : initial_(operand), value_(operand), readers_{&reader}, role_(role), key_transposed_(key_transposed_by_core),
+        opset_(opset) {
+    out_.layout = role == Role::kKey && key_transposed_ ? HeadLayout::kHeadsFirstTransposed : HeadLayout::kHeadsFirst;
+    out_.source = operand;
   }
-  if (transposes.empty() || !inside) return search;  // read as it is
 
-  Perm perm = kIdentity;
-  for (auto it = transposes.rbegin(); it != transposes.rend(); ++it) {
-    std::optional<std::vector<int64_t>> step = (*it)->GetInts("perm");
-    if (!step || step->size() != 4 || !IsPermutation(*step)) return search;  // not a 4-D head layout: read as it is
-    perm = Compose(perm, *step);
+  OperandSearch Walk() {
+    if (role_ != Role::kValue) PeelScales();
+    std::vector<Node*> outer = Transposes();
+    const bool repeated = role_ != Role::kQuery && ReadRepeat();
+    std::vector<Node*> middle = repeated ? Transposes() : std::vector<Node*>{};
+    const bool rotated = role_ != Role::kValue && ReadRotary();
+    if (!repeated && !rotated) return Layout(outer, {});
+    if (!rotated) return Layout(middle, outer);  // source → transposes → repeat → transposes → core
+    std::vector<Node*> inner = Transposes();
+    return Layout(inner, Concatenated(outer, middle));
   }
-  const Perm& split_perm = role == Role::kKey ? kKeySplitPerm : kSplitPerm;
-  std::reverse(transposes.begin(), transposes.end());
-  if (perm == split_perm) {
-    out.layout = HeadLayout::kSplitHeads;
-    out.transposes = transposes;
-    out.source = value;
-    Node* reshape = ProducerOp(value, "Reshape");
-    if (reshape != nullptr && reshape->inputs().size() == 2 && ReadOnlyByOrShapes(value, transposes.front())) {
-      out.split = ReadReshape(*reshape, opset);
-      out.source = reshape->input(0);
-      auto entries = Entries(out.split->parts);
+
+ private:
+  static std::vector<Node*> Concatenated(std::vector<Node*> a, const std::vector<Node*>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  bool Inside() const { return ReadOnlyWithin(value_, readers_); }
+
+  void Step(Node* node, Value* next) {
+    readers_ = {node};
+    value_ = next;
+  }
+
+  // Mul / Div by constant scalars under the core (sdpa scales Q and K by √scale each).
+  void PeelScales() {
+    while (Node* node = value_->producer()) {
+      const bool mul = IsOp(node, "Mul"), div = IsOp(node, "Div");
+      if ((!mul && !div) || node->inputs().size() != 2 || !Inside()) return;
+      int operand = -1;
+      std::optional<double> constant;
+      if ((constant = ScalarConstant(node->input(1)))) {
+        operand = 0;
+      } else if (mul && (constant = ScalarConstant(node->input(0)))) {
+        operand = 1;
+      }
+      if (operand < 0 || *constant == 0) return;
+      out_.scales.push_back(node);
+      out_.prescale *= div ? 1.0 / *constant : *constant;
+      Step(node, node->input(static_cast<size_t>(operand)));
+    }
+  }
+
+  // Transposes read only inside, core side first; value_ is left beneath the last one.
+  std::vector<Node*> Transposes() {
+    std::vector<Node*> found;
+    while (Node* transpose = ProducerOp(value_, "Transpose")) {
+      if (!Inside()) break;
+      found.push_back(transpose);
+      Step(transpose, transpose->input(0));
+    }
+    return found;
+  }
+
+  // Reshape(Expand(Unsqueeze(x, [2]), [B,Hkv,n,S,D]), [B,Hkv·n,S,D]).
+  bool ReadRepeat() {
+    Node* reshape = ProducerOp(value_, "Reshape");
+    if (reshape == nullptr || reshape->inputs().size() != 2 || !Inside()) return false;
+    Node* expand = ProducerOp(reshape->input(0), "Expand");
+    if (expand == nullptr || expand->inputs().size() != 2 || !ReadOnlyWithin(reshape->input(0), {reshape})) return false;
+    Node* unsqueeze = ProducerOp(expand->input(0), "Unsqueeze");
+    if (unsqueeze == nullptr || !ReadOnlyWithin(expand->input(0), {expand})) return false;
+    std::optional<std::vector<int64_t>> axes = unsqueeze->GetInts("axes");
+    if (!axes && unsqueeze->inputs().size() == 2) axes = ConstantInts(unsqueeze->input(1));
+    if (axes != std::optional<std::vector<int64_t>>(std::vector<int64_t>{2})) return false;
+    RepeatMatch repeat;
+    repeat.unsqueeze = unsqueeze;
+    repeat.expand = expand;
+    repeat.reshape = reshape;
+    repeat.expand_shape = ReadTarget(*expand->input(1), *expand);
+    repeat.reshape_shape = ReadReshape(*reshape, opset_);
+    // [B,Hkv,n,S,D]: n may be read at run time (a target computed outside), never 0 or less.
+    auto entries = Entries(repeat.expand_shape.parts);
+    if (entries && (entries->size() != 5 || (*entries)[2].value_or(1) <= 0)) return false;
+    if (entries) repeat.repeats = (*entries)[2].value_or(0);
+    out_.repeat = std::move(repeat);
+    Step(unsqueeze, unsqueeze->input(0));
+    return true;
+  }
+
+  // x₁ or x₂ of `x`: a Slice of the last axis from `start` to `end` (steps 1), as constants.
+  static std::optional<std::pair<int64_t, int64_t>> SliceOfLast(const Node* slice, const Value* x) {
+    if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 4) return std::nullopt;
+    auto starts = ConstantInts(slice->input(1)), ends = ConstantInts(slice->input(2)), axes = ConstantInts(slice->input(3));
+    if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return std::nullopt;
+    if ((*axes)[0] != -1 && (*axes)[0] != 3) return std::nullopt;
+    if (slice->inputs().size() >= 5 && slice->input(4) != nullptr &&
+        ConstantInts(slice->input(4)) != std::optional<std::vector<int64_t>>(std::vector<int64_t>{1})) {
+      return std::nullopt;
+    }
+    return std::pair{(*starts)[0], (*ends)[0]};
+  }
+
+  // rotate_half(x) = Concat(Neg(x₂), x₁): x and the split point (0 when a Split's sizes are
+  // read at run time: then in `sizes`), added to `nodes`.
+  static std::optional<std::pair<Value*, int64_t>> RotateHalf(const Value* rotated, std::vector<Node*>& nodes,
+                                                              Value*& sizes) {
+    Node* concat = ProducerOp(rotated, "Concat");
+    if (concat == nullptr || concat->inputs().size() != 2) return std::nullopt;
+    const int64_t axis = concat->GetInt("axis", 0);
+    if (axis != -1 && axis != 3) return std::nullopt;
+    Node* neg = ProducerOp(concat->input(0), "Neg");
+    if (neg == nullptr) return std::nullopt;
+    Node* second = neg->input(0)->producer();
+    Node* first = concat->input(1)->producer();
+    if (second == nullptr || first == nullptr) return std::nullopt;
+    if (IsOp(first, "Split") && first == second) {  // x₁, x₂ = Split(x) {axis: last}, two halves
+      const int64_t split_axis = first->GetInt("axis", 0);
+      if ((split_axis != -1 && split_axis != 3) || first->outputs().size() != 2 ||
+          concat->input(1) != first->output(0) || neg->input(0) != first->output(1)) {
+        return std::nullopt;
+      }
+      int64_t half = 0;
+      if (first->inputs().size() == 2 && first->input(1) != nullptr) {
+        auto constant = ConstantInts(first->input(1));
+        if (!constant) {
+          sizes = first->input(1);  // a runtime checks they are two halves
+        } else if (constant->size() != 2 || (*constant)[0] != (*constant)[1] || (*constant)[0] <= 0) {
+          return std::nullopt;
+        } else {
+          half = (*constant)[0];
+        }
+      } else if (first->GetInt("num_outputs", 2) != 2) {
+        return std::nullopt;
+      }
+      nodes.insert(nodes.end(), {concat, neg, first});
+      return std::pair{first->input(0), half};
+    }
+    const auto x1 = SliceOfLast(first, first->input(0));
+    const auto x2 = SliceOfLast(second, first->input(0));
+    // x₁ = x[..., 0:h], x₂ = x[..., h:] (any end at or past D: exporters write INT64_MAX).
+    if (!x1 || !x2 || x1->first != 0 || x1->second <= 0 || x2->first != x1->second || x2->second < 2 * x1->second) {
+      return std::nullopt;
+    }
+    nodes.insert(nodes.end(), {concat, neg, first, second});
+    return std::pair{first->input(0), x1->second};
+  }
+
+  // Add(Mul(x, cos), Mul(rotate_half(x), sin)) in any operand order, or RotaryEmbedding(x, cos, sin).
+  bool ReadRotary() {
+    Node* producer = value_->producer();
+    if (producer == nullptr || !Inside()) return false;
+    if (IsOp(producer, "RotaryEmbedding")) return ReadRotaryOp(*producer);
+    if (!IsOp(producer, "Add") || producer->inputs().size() != 2) return false;
+    for (int order = 0; order < 2; ++order) {
+      Node* direct = ProducerOp(producer->input(static_cast<size_t>(order)), "Mul");
+      Node* turned = ProducerOp(producer->input(static_cast<size_t>(1 - order)), "Mul");
+      if (direct == nullptr || turned == nullptr || direct == turned || direct->inputs().size() != 2 ||
+          turned->inputs().size() != 2) {
+        continue;
+      }
+      for (int side = 0; side < 2; ++side) {
+        std::vector<Node*> nodes = {producer, direct, turned};
+        Value* sizes = nullptr;
+        auto half = RotateHalf(turned->input(static_cast<size_t>(side)), nodes, sizes);
+        if (!half) continue;
+        Value* x = half->first;
+        const int x_side = direct->input(0) == x ? 0 : direct->input(1) == x ? 1 : -1;
+        if (x_side < 0) continue;
+        RotaryMatch rotary;
+        rotary.cos = direct->input(static_cast<size_t>(1 - x_side));
+        rotary.sin = turned->input(static_cast<size_t>(1 - side));
+        rotary.half = half->second;
+        rotary.split_sizes = sizes;
+        rotary.nodes = nodes;
+        if (!RotaryIsClosed(rotary, x)) continue;
+        out_.rotary = std::move(rotary);
+        value_ = x;
+        readers_ = {};
+        for (Node* node : out_.rotary->nodes) {
+          if (std::find(node->inputs().begin(), node->inputs().end(), x) != node->inputs().end()) readers_.insert(node);
+        }
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Every intermediate of the rotary form is read only inside it.
+  static bool RotaryIsClosed(const RotaryMatch& rotary, const Value* x) {
+    std::unordered_set<const Node*> inside(rotary.nodes.begin(), rotary.nodes.end());
+    for (const Node* node : rotary.nodes) {
+      if (node == rotary.nodes.front()) continue;  // the Add: its output is what the walk read
+      for (const Value* output : node->outputs()) {
+        if (output != nullptr && output != x && !ReadOnlyWithin(output, inside)) return false;
+      }
+    }
+    return true;
+  }
+
+  bool ReadRotaryOp(Node& op) {
+    // 4-D x, caches [B,S,D/2] without position ids, the whole head rotated.
+    if (op.inputs().size() != 3 || op.GetInt("rotary_embedding_dim", 0) != 0) return false;
+    RotaryMatch rotary;
+    rotary.nodes = {&op};
+    rotary.cos = op.input(1);
+    rotary.sin = op.input(2);
+    rotary.op = true;
+    rotary.interleaved = op.GetInt("interleaved", 0) != 0;
+    out_.rotary = std::move(rotary);
+    Step(&op, op.input(0));
+    return true;
+  }
+
+  // The layout the transposes make. Both lists are core side first: `inner` between the source
+  // and the rotary / repeat (all of them when there is neither), `outer` between those and the
+  // core, which must leave the heads-first layout as the core reads it.
+  OperandSearch Layout(const std::vector<Node*>& inner, const std::vector<Node*>& outer) {
+    OperandSearch search;
+    std::optional<Perm> inner_perm = Composed(inner), outer_perm = Composed(outer);
+    if (!inner_perm || !outer_perm) return Unmatched(search);
+    const bool staged = out_.rotary || out_.repeat;
+    const bool key = role_ == Role::kKey && key_transposed_;
+    if (staged) {
+      const Perm& wanted = key ? kSwapLast : kIdentity;
+      if (*outer_perm != wanted) {
+        search.near_miss = std::string(RoleName(role_)) + ": transpose perm " + PermText(*outer_perm) +
+                           " between the rotary embedding or repeat and the product is not " + PermText(wanted);
+        return search;
+      }
+    }
+    std::vector<Node*> transposes = Concatenated(outer, inner);
+    std::reverse(transposes.begin(), transposes.end());  // source side first
+    out_.transposes = transposes;
+    const Perm& split_perm = key && !staged ? kKeySplitPerm : kSplitPerm;
+    if (!inner.empty() && *inner_perm == split_perm) return SplitHeads(search, inner.back());
+    if (staged ? *inner_perm == kIdentity : (key && !inner.empty() && *inner_perm == kSwapLast)) {
+      out_.layout = HeadLayout::kHeadsFirst;
+      out_.source = value_;
+      return Finish(search);
+    }
+    if (!staged && inner.empty()) {  // read as it is (scales aside)
+      out_.source = value_;
+      return Finish(search);
+    }
+    search.near_miss = std::string(RoleName(role_)) + ": transpose perm " + PermText(*inner_perm) +
+                       " is not the head split's " + PermText(split_perm);
+    return search;
+  }
+
+  // The transposes are no 4-D head layout: the core reads its operand as it is.
+  OperandSearch Unmatched(OperandSearch& search) {
+    AttentionOperandMatch plain;
+    plain.layout = role_ == Role::kKey && key_transposed_ ? HeadLayout::kHeadsFirstTransposed : HeadLayout::kHeadsFirst;
+    plain.source = initial_;
+    search.operand = plain;
+    return search;
+  }
+
+  static std::optional<Perm> Composed(const std::vector<Node*>& core_side_first) {
+    Perm perm = kIdentity;
+    for (auto it = core_side_first.rbegin(); it != core_side_first.rend(); ++it) {
+      std::optional<std::vector<int64_t>> step = (*it)->GetInts("perm");
+      if (!step || step->size() != 4 || !IsPermutation(*step)) return std::nullopt;  // not a 4-D head layout
+      perm = Compose(perm, *step);
+    }
+    return perm;
+  }
+
+  OperandSearch SplitHeads(OperandSearch& search, Node* first_transpose) {
+    out_.layout = HeadLayout::kSplitHeads;
+    out_.source = value_;
+    Node* reshape = ProducerOp(value_, "Reshape");
+    if (reshape != nullptr && reshape->inputs().size() == 2 && ReadOnlyByOrShapes(value_, first_transpose)) {
+      out_.split = ReadReshape(*reshape, opset_);
+      out_.source = reshape->input(0);
+      auto entries = Entries(out_.split->parts);
       if (entries && entries->size() != 4) {
-        search.near_miss = std::string(RoleName(role)) + ": the head split's Reshape target is not 4-D";
-      } else if (entries && (*entries)[2].value_or(0) > 0 && (*entries)[3].value_or(0) > 0 && out.source->shape() &&
-                 !out.source->shape()->empty() && out.source->shape()->back().is_known()) {
+        search.near_miss = std::string(RoleName(role_)) + ": the head split's Reshape target is not 4-D";
+      } else if (entries && (*entries)[2].value_or(0) > 0 && (*entries)[3].value_or(0) > 0 && out_.source->shape() &&
+                 !out_.source->shape()->empty() && out_.source->shape()->back().is_known()) {
         int64_t width = 0;  // hostile targets may overflow H * D
-        if (__builtin_mul_overflow(*(*entries)[2], *(*entries)[3], &width) || out.source->shape()->back().value != width) {
-          search.near_miss = std::string(RoleName(role)) + ": the head split's [H, D] do not make the width";
+        if (__builtin_mul_overflow(*(*entries)[2], *(*entries)[3], &width) || out_.source->shape()->back().value != width) {
+          search.near_miss = std::string(RoleName(role_)) + ": the head split's [H, D] do not make the width";
         }
       }
     }
+    search.operand = out_;
     return search;
   }
-  if (role == Role::kKey && perm == kSwapLast) {
-    out.layout = HeadLayout::kHeadsFirst;
-    out.transposes = transposes;
-    out.source = value;
+
+  OperandSearch Finish(OperandSearch& search) {
+    search.operand = out_;
     return search;
   }
-  search.near_miss = std::string(RoleName(role)) + ": transpose perm " + PermText(perm) + " is not the head split's " +
-                     PermText(split_perm);
-  return search;
+
+  AttentionOperandMatch out_;
+  Value* initial_;
+  Value* value_;
+  std::unordered_set<const Node*> readers_;
+  Role role_;
+  bool key_transposed_;
+  int64_t opset_;
+};
+
+OperandSearch WalkOperand(Value* operand, Node& reader, Role role, bool key_transposed_by_core, int64_t opset) {
+  return OperandWalker(operand, reader, role, key_transposed_by_core, opset).Walk();
 }
 
 // The MatMul computing Q·Kᵀ behind `value`: the MatMul itself, or a Mul/Div with it as the
@@ -275,9 +556,25 @@ bool MayBroadcastWithoutWidening(const Value* from, const Value* to) {
 }
 
 // The head merge after `context`: Transpose [0,2,1,3] then a Reshape to [B,Sq,H·D], both read
-// only inside; false (nothing set) when the graph does not have it that way.
+// only inside, optionally after a Reshape of the context to its own shape [B,-1,Sq,Dv] (the
+// TorchScript exporter's sdpa); false (nothing set) when the graph does not have it that way.
 bool ReadMerge(AttentionMatch& match, int64_t opset) {
-  Value* context = match.context_matmul->output(0);
+  Value* context = match.output;
+  std::optional<HeadReshapeMatch> view;
+  Node* first = nullptr;
+  for (const Use& use : context->uses()) {
+    if (IsOp(use.node, "Reshape") && use.input_index == 0 && use.node->inputs().size() == 2) first = use.node;
+  }
+  if (first != nullptr && !context->is_graph_output()) {
+    view = ReadReshape(*first, opset);
+    std::unordered_set<const Node*> readers(view->chain.begin(), view->chain.end());
+    readers.insert(first);
+    for (const Use& use : context->uses()) {
+      if (!readers.count(use.node)) return false;
+    }
+    if (auto entries = Entries(view->parts); entries && entries->size() != 4) return false;
+    context = first->output(0);
+  }
   Node* transpose = SoleReader(context);
   if (!IsOp(transpose, "Transpose") || transpose->GetInts("perm") != std::optional<std::vector<int64_t>>(kSplitPerm)) {
     return false;
@@ -295,6 +592,7 @@ bool ReadMerge(AttentionMatch& match, int64_t opset) {
     if (!readers.count(use.node)) return false;
   }
   if (auto entries = Entries(merge.parts); entries && entries->size() != 3) return false;
+  match.merge_view = std::move(view);
   match.merge_transpose = transpose;
   match.merge = std::move(merge);
   return true;
@@ -351,17 +649,30 @@ bool SplitAlongLast(const AttentionMatch& match) {
 }
 
 void CollectMembers(AttentionMatch& match) {
-  std::vector<Node*> nodes = {match.score_matmul, match.softmax, match.context_matmul};
-  if (match.scale_node) nodes.push_back(match.scale_node);
-  if (match.mask_node) nodes.push_back(match.mask_node);
+  std::vector<Node*> nodes;
+  for (Node* core : {match.score_matmul, match.softmax, match.guard_test, match.guard, match.context_matmul,
+                     match.attention_op, match.scale_node, match.mask_node}) {
+    if (core != nullptr) nodes.push_back(core);
+  }
   for (const AttentionOperandMatch* operand : {&match.q, &match.k, &match.v}) {
+    nodes.insert(nodes.end(), operand->scales.begin(), operand->scales.end());
     nodes.insert(nodes.end(), operand->transposes.begin(), operand->transposes.end());
     if (operand->split) {
       nodes.push_back(operand->split->reshape);
       nodes.insert(nodes.end(), operand->split->chain.begin(), operand->split->chain.end());
     }
+    if (operand->rotary) nodes.insert(nodes.end(), operand->rotary->nodes.begin(), operand->rotary->nodes.end());
+    if (const auto& repeat = operand->repeat) {
+      nodes.insert(nodes.end(), {repeat->unsqueeze, repeat->expand, repeat->reshape});
+      nodes.insert(nodes.end(), repeat->expand_shape.chain.begin(), repeat->expand_shape.chain.end());
+      nodes.insert(nodes.end(), repeat->reshape_shape.chain.begin(), repeat->reshape_shape.chain.end());
+    }
   }
   if (match.split) nodes.push_back(match.split);
+  if (match.merge_view) {
+    nodes.push_back(match.merge_view->reshape);
+    nodes.insert(nodes.end(), match.merge_view->chain.begin(), match.merge_view->chain.end());
+  }
   if (match.merge) {
     nodes.push_back(match.merge_transpose);
     nodes.push_back(match.merge->reshape);
@@ -385,12 +696,136 @@ void ReadHeads(AttentionMatch& match) {
       return;
     }
   }
-  const auto& shape = match.score_matmul->input(0)->shape();
+  const Node* core = match.score_matmul != nullptr ? match.score_matmul : match.attention_op;
+  const auto& shape = core->input(0)->shape();
   if (shape && shape->size() == 4 && (*shape)[1].is_known() && (*shape)[3].is_known()) {
     match.heads = (*shape)[1].value;
     match.head_size = (*shape)[3].value;
   }
 }
+
+// Where(IsNaN(p), 0, p) reading the softmax's `probabilities` (the dynamo exporter's guard of
+// rows without a finite softmax): the Where, with its IsNaN in `test`; null when absent.
+Node* ReadGuard(Value* probabilities, Node*& test) {
+  test = nullptr;
+  Node* is_nan = nullptr;
+  Node* where = nullptr;
+  for (const Use& use : probabilities->uses()) {
+    if (IsOp(use.node, "IsNaN")) is_nan = use.node;
+    if (IsOp(use.node, "Where") && use.input_index == 2) where = use.node;
+  }
+  if (is_nan == nullptr || where == nullptr || probabilities->uses().size() != 2 || where->inputs().size() != 3 ||
+      where->input(0) != is_nan->output(0) || !SoleReader(is_nan->output(0)) ||
+      !composite::IsScalarConstantNear(where->input(1), 0.0)) {
+    return nullptr;
+  }
+  test = is_nan;
+  return where;
+}
+
+// Softmax(z) · V with z = [mask] over [scale] over Q·Kᵀ: nullopt with the core's nodes set, or
+// the search to return (a near miss, or nothing) when `softmax` is no attention core.
+std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, AttentionMatch& match) {
+  if (softmax.inputs().size() != 1 || softmax.output(0) == nullptr) return AttentionSearch{};
+  match.softmax = &softmax;
+  match.softmax_axis = softmax.GetInt("axis", opset >= 13 ? -1 : 1);
+  Value* probabilities = softmax.output(0);
+  match.guard = ReadGuard(probabilities, match.guard_test);
+  Value* weights = match.guard != nullptr ? match.guard->output(0) : probabilities;
+  for (const Use& use : weights->uses()) {
+    if (IsOp(use.node, "MatMul") && use.input_index == 0) match.context_matmul = use.node;
+  }
+  if (match.context_matmul == nullptr) return AttentionSearch{};
+
+  // Softmax input: [mask] over [scale] over Q·Kᵀ.
+  Value* scores = softmax.input(0);
+  Node* reader = &softmax;
+  if (Node* add = ProducerOp(scores, "Add"); add != nullptr && add->inputs().size() == 2) {
+    int scores_index = ScoresMatMul(add->input(0)) != nullptr ? 0 : 1;
+    if (ScoresMatMul(add->input(scores_index)) == nullptr) return AttentionSearch{};
+    match.mask_kind = AttentionMaskKind::kAdditive;
+    match.mask_node = add;
+    match.mask = add->input(1 - scores_index);
+    scores = add->input(scores_index);
+  } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
+    int fill_index = ScoresMatMul(where->input(1)) != nullptr ? 2 : 1;
+    if (ScoresMatMul(where->input(3 - fill_index)) == nullptr) return AttentionSearch{};
+    std::optional<double> fill = ScalarConstant(where->input(fill_index));
+    if (!fill) return NearMiss("the mask fill is not a constant scalar");
+    match.mask_kind = AttentionMaskKind::kBoolean;
+    match.mask_node = where;
+    match.mask = where->input(0);
+    match.fill = *fill;
+    match.fill_when_true = fill_index == 1;
+    match.causal = SlicedFromLowerTriangle(match.mask);
+    scores = where->input(3 - fill_index);
+  }
+  if (match.mask_node != nullptr) {
+    if (std::string problem = CoreIntermediateProblem(match.mask_node->output(0), &softmax); !problem.empty()) {
+      return NearMiss(problem);
+    }
+    reader = match.mask_node;
+  }
+  match.score_matmul = ProducerOp(scores, "MatMul");
+  if (match.score_matmul == nullptr) {
+    Node* scale = scores->producer();
+    match.score_matmul = ScoresMatMul(scores);
+    if (match.score_matmul == nullptr) return AttentionSearch{};
+    Value* product = match.score_matmul->output(0);
+    Value* constant = scale->input(0) == product ? scale->input(1) : scale->input(0);
+    match.scale = ScalarConstant(constant);
+    if (!match.scale) return NearMiss("the scale is not a constant scalar");
+    match.scale_divides = scale->op_type() == "Div";
+    match.scale_node = scale;
+    if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+    reader = scale;
+    scores = product;
+  }
+  if (match.score_matmul->inputs().size() != 2) return AttentionSearch{};
+  if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+  if (std::string problem = CoreIntermediateProblem(weights, match.context_matmul); !problem.empty()) {
+    return NearMiss(problem);
+  }
+  match.output = match.context_matmul->output(0);
+  return std::nullopt;
+}
+
+// Attention(Q, K, V[, mask]) of opset 23 on 4-D operands, with no cache, no nonpad lengths and
+// no output but Y read.
+std::optional<AttentionSearch> MatchOpCore(Node& op, AttentionMatch& match) {
+  const auto& inputs = op.inputs();
+  if (inputs.size() < 3 || inputs[0] == nullptr || inputs[1] == nullptr || inputs[2] == nullptr) return AttentionSearch{};
+  for (size_t i = 4; i < inputs.size(); ++i) {
+    if (inputs[i] != nullptr) return NearMiss("the Attention node reads a key/value cache or sequence lengths");
+  }
+  for (size_t i = 1; i < op.outputs().size(); ++i) {
+    const Value* output = op.output(i);
+    if (output != nullptr && (!output->uses().empty() || output->is_graph_output())) {
+      return NearMiss("the Attention node's cache or score outputs are read");
+    }
+  }
+  if (op.FindAttribute("q_num_heads") != nullptr || op.FindAttribute("kv_num_heads") != nullptr) {
+    return NearMiss("the Attention node splits heads itself (3-D operands)");
+  }
+  if (op.output(0) == nullptr) return AttentionSearch{};
+  match.attention_op = &op;
+  AttentionOpCore core;
+  if (op.FindAttribute("scale") != nullptr) core.scale = op.GetFloat("scale", 1.0f);
+  core.causal = op.GetInt("is_causal", 0) != 0;
+  core.softcap = op.GetFloat("softcap", 0.0f);
+  match.op = core;
+  if (inputs.size() >= 4 && inputs[3] != nullptr) {
+    match.mask = inputs[3];
+    // A boolean mask marks the keys to attend: the others get -inf. Its dtype decides (a
+    // runtime checks it each run).
+    match.mask_kind = inputs[3]->dtype() == DataType::kBool ? AttentionMaskKind::kBoolean : AttentionMaskKind::kAdditive;
+    match.fill = -std::numeric_limits<double>::infinity();
+    match.fill_when_true = false;
+  }
+  match.output = op.output(0);
+  return std::nullopt;
+}
+
 
 }  // namespace
 
@@ -409,6 +844,10 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
       ShapePartMatch part;
       part.constant = *constant;
       parts.push_back(part);
+      continue;
+    }
+    if (std::optional<ShapePartMatch> dim = DimOfSlicedShape(input, nodes)) {
+      parts.push_back(*dim);
       continue;
     }
     Node* unsqueeze = ProducerOp(input, "Unsqueeze");
@@ -438,66 +877,17 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
   return parts;
 }
 
-AttentionSearch MatchAttentionAt(Node& softmax, int64_t opset) {
-  if (!IsOp(&softmax, "Softmax") || softmax.inputs().size() != 1 || softmax.output(0) == nullptr) return {};
+AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
   AttentionMatch match;
-  match.softmax = &softmax;
-  match.softmax_axis = softmax.GetInt("axis", opset >= 13 ? -1 : 1);
-  Value* probabilities = softmax.output(0);
-  for (const Use& use : probabilities->uses()) {
-    if (IsOp(use.node, "MatMul") && use.input_index == 0) match.context_matmul = use.node;
+  std::optional<AttentionSearch> failed;
+  if (IsOp(&anchor, "Softmax")) {
+    failed = MatchSoftmaxCore(anchor, opset, match);
+  } else if (IsOp(&anchor, "Attention") && opset >= 23) {
+    failed = MatchOpCore(anchor, match);
+  } else {
+    return {};
   }
-  if (match.context_matmul == nullptr) return {};
-
-  // Softmax input: [mask] over [scale] over Q·Kᵀ.
-  Value* scores = softmax.input(0);
-  Node* reader = &softmax;
-  if (Node* add = ProducerOp(scores, "Add"); add != nullptr && add->inputs().size() == 2) {
-    int scores_index = ScoresMatMul(add->input(0)) != nullptr ? 0 : 1;
-    if (ScoresMatMul(add->input(scores_index)) == nullptr) return {};
-    match.mask_kind = AttentionMaskKind::kAdditive;
-    match.mask_node = add;
-    match.mask = add->input(1 - scores_index);
-    scores = add->input(scores_index);
-  } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
-    int fill_index = ScoresMatMul(where->input(1)) != nullptr ? 2 : 1;
-    if (ScoresMatMul(where->input(3 - fill_index)) == nullptr) return {};
-    std::optional<double> fill = ScalarConstant(where->input(fill_index));
-    if (!fill) return NearMiss("the mask fill is not a constant scalar");
-    match.mask_kind = AttentionMaskKind::kBoolean;
-    match.mask_node = where;
-    match.mask = where->input(0);
-    match.fill = *fill;
-    match.fill_when_true = fill_index == 1;
-    match.causal = SlicedFromLowerTriangle(match.mask);
-    scores = where->input(3 - fill_index);
-  }
-  if (match.mask_node != nullptr) {
-    if (std::string problem = CoreIntermediateProblem(match.mask_node->output(0), &softmax); !problem.empty()) {
-      return NearMiss(problem);
-    }
-    reader = match.mask_node;
-  }
-  match.score_matmul = ProducerOp(scores, "MatMul");
-  if (match.score_matmul == nullptr) {
-    Node* scale = scores->producer();
-    match.score_matmul = ScoresMatMul(scores);
-    if (match.score_matmul == nullptr) return {};
-    Value* product = match.score_matmul->output(0);
-    Value* constant = scale->input(0) == product ? scale->input(1) : scale->input(0);
-    match.scale = ScalarConstant(constant);
-    if (!match.scale) return NearMiss("the scale is not a constant scalar");
-    match.scale_divides = scale->op_type() == "Div";
-    match.scale_node = scale;
-    if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
-    reader = scale;
-    scores = product;
-  }
-  if (match.score_matmul->inputs().size() != 2) return {};
-  if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
-  if (std::string problem = CoreIntermediateProblem(probabilities, match.context_matmul); !problem.empty()) {
-    return NearMiss(problem);
-  }
+  if (failed) return std::move(*failed);
 
   // The operands and what surrounds the core.
   struct Walk {
@@ -506,11 +896,15 @@ AttentionSearch MatchAttentionAt(Node& softmax, int64_t opset) {
     Node* reader;
     Role role;
   };
-  for (const Walk& walk : {Walk{&match.q, match.score_matmul->input(0), match.score_matmul, Role::kQuery},
-                           Walk{&match.k, match.score_matmul->input(1), match.score_matmul, Role::kKey},
-                           Walk{&match.v, match.context_matmul->input(1), match.context_matmul, Role::kValue}}) {
+  Node* score_reader = match.attention_op != nullptr ? match.attention_op : match.score_matmul;
+  Node* value_reader = match.attention_op != nullptr ? match.attention_op : match.context_matmul;
+  const size_t value_index = match.attention_op != nullptr ? 2 : 1;
+  const bool key_transposed = match.attention_op == nullptr;
+  for (const Walk& walk : {Walk{&match.q, score_reader->input(0), score_reader, Role::kQuery},
+                           Walk{&match.k, score_reader->input(1), score_reader, Role::kKey},
+                           Walk{&match.v, value_reader->input(value_index), value_reader, Role::kValue}}) {
     if (walk.value == nullptr) return {};
-    OperandSearch search = WalkOperand(walk.value, *walk.reader, walk.role, opset);
+    OperandSearch search = WalkOperand(walk.value, *walk.reader, walk.role, key_transposed, opset);
     if (!search.near_miss.empty()) return NearMiss(search.near_miss);
     *walk.operand = std::move(search.operand);
   }
@@ -520,20 +914,26 @@ AttentionSearch MatchAttentionAt(Node& softmax, int64_t opset) {
     match.combined = nullptr;
     for (AttentionOperandMatch* operand : {&match.q, &match.k, &match.v}) operand->split_output = -1;
   }
-  match.output = match.context_matmul->output(0);
   if (ReadMerge(match, opset)) match.output = match.merge->reshape->output(0);
 
   // Checks the shapes allow: 4-D scores, the softmax over their last axis, a mask that does
   // not widen them.
-  const Value* product = match.score_matmul->output(0);
-  const bool split_heads = match.q.layout == HeadLayout::kSplitHeads || match.k.layout == HeadLayout::kSplitHeads;
-  int64_t rank = split_heads ? 4 : (product->shape() ? static_cast<int64_t>(product->shape()->size()) : -1);
-  if (rank >= 0 && rank != 4) return NearMiss("the scores are not 4-D [B,H,Sq,Sk]");
-  if (rank == 4 && NormalizedAxis(match.softmax_axis, rank) != rank - 1) {
-    return NearMiss("the softmax is not over the last axis");
-  }
-  if (match.mask != nullptr && !MayBroadcastWithoutWidening(match.mask, product)) {
-    return NearMiss("the mask does not broadcast to the scores");
+  if (match.score_matmul != nullptr) {
+    const Value* product = match.score_matmul->output(0);
+    const bool split_heads = match.q.layout == HeadLayout::kSplitHeads || match.k.layout == HeadLayout::kSplitHeads;
+    int64_t rank = split_heads ? 4 : (product->shape() ? static_cast<int64_t>(product->shape()->size()) : -1);
+    if (rank >= 0 && rank != 4) return NearMiss("the scores are not 4-D [B,H,Sq,Sk]");
+    if (rank == 4 && NormalizedAxis(match.softmax_axis, rank) != rank - 1) {
+      return NearMiss("the softmax is not over the last axis");
+    }
+    if (match.mask != nullptr && !MayBroadcastWithoutWidening(match.mask, product)) {
+      return NearMiss("the mask does not broadcast to the scores");
+    }
+  } else {
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& shape = match.attention_op->input(i)->shape();
+      if (shape && shape->size() != 4) return NearMiss("the Attention node's operands are not 4-D");
+    }
   }
 
   CollectMembers(match);

@@ -2,35 +2,46 @@
 // write it, recognised in two places from one matcher (like patterns/composite.h) —
 //
 //   * the fuse-attention pass matches it in a model's graph (MatchAttentionAt, anchored at the
-//     Softmax) and outlines the match into one ai.fusionopt node;
+//     Softmax or at a standard Attention node) and outlines the match into one ai.fusionopt node;
 //   * a runtime recognises the body of such a function (RecognizeAttention) and runs it as one
 //     kernel, reading Q, K and V where they lie.
 //
-// The form, B batch, S sequence (Sq queries, Sk keys), H heads, D head size:
+// The form, B batch, S sequence (Sq queries, Sk keys), H heads (Hkv key/value heads), D head size:
 //
 //   [q, k, v = Split(qkv) {axis: last}]                          combined projection (optional)
 //   qh = Transpose(Reshape(q, [B,Sq,H,D]), [0,2,1,3])            head split (optional: else q is [B,H,Sq,D])
 //   kt = Transpose(Reshape(k, [B,Sk,H,D]), [0,2,3,1])            (or [0,2,1,3] then [0,1,3,2];
 //   vh = Transpose(Reshape(v, [B,Sk,H,D]), [0,2,1,3])             else k is [B,H,D,Sk] or [B,H,Sk,D] transposed)
+//     each of them optionally, on its heads-first [B,H,S,D] value (Q and K only for the first two):
+//       rotary   r = Add(Mul(x, cos), Mul(rotate_half(x), sin)),  rotate_half(x) = Concat(Neg(x₂), x₁)
+//                over the last axis, x₁ and x₂ its halves by Slice (or Split)
+//       repeat   Reshape(Expand(Unsqueeze(x, [2]), [B,Hkv,n,S,D]), [B,Hkv·n,S,D])   grouped-query K, V
+//       scale    Mul(x, c) | Div(x, c)                          Q and K, c a constant scalar (sdpa's √scale)
 //   s  = MatMul(qh, kt)  [· c | / c]                             c a constant scalar
 //   z  = s | Add(s, mask) | Where(cond, s, fill) | Where(cond, fill, s)    fill a constant scalar
-//   p  = Softmax(z) {last axis}
+//   p  = Softmax(z) {last axis}  [p = Where(IsNaN(p), 0, p)]     the exporters' guard of empty rows
 //   o  = MatMul(p, vh)
 //   [y = Reshape(Transpose(o, [0,2,1,3]), [B,Sq,H·D])]           head merge (optional)
 //
+// or, opset 23, the core as one op: o = Attention(qh, kh, vh[, mask]) {scale, is_causal, softcap}
+// on 4-D operands (which may be rotated and repeated as above), with no past key/value, no
+// nonpad_kv_seqlen and no output but the first.
+//
 // A Reshape's target is whatever the graph computes it with: a constant, a value computed
 // elsewhere (read at run time), or — absorbed into the pattern — the exporters' chain
-// Concat(Unsqueeze(Gather(Shape(x), i)), ..., [H], [D]) when nothing else reads its nodes.
+// Concat(Unsqueeze(Gather(Shape(x), i)) | Shape(x){start: i, end: i + 1}, ..., [H], [D]) when
+// nothing else reads its nodes.
 //
 // Checked here: ops of the default domain; perms; a constant scale and fill; the softmax axis
 // the last one (where the rank is known); the head split's target ending in [H, D] constants
 // (where it is a known constant or chain); a Split along the last axis; a mask that may
 // broadcast to the scores (only a provable widening refuses — a runtime checks each run's
-// shapes); every intermediate of the core read only inside and no graph output. Around the
-// core the match shrinks instead of failing: a head split or merge whose intermediates are read
-// elsewhere stays outside, and so does a Split with an output read elsewhere. Shape nodes
-// outside that read an intermediate are listed for the caller (the pass proves their values
-// from the inputs and rewires them, or gives up).
+// shapes); the rotary halves splitting the last axis at one constant point; the repeat's
+// Unsqueeze at axis 2; every intermediate of the core read only inside and no graph output.
+// Around the core the match shrinks instead of failing: a head split or merge whose
+// intermediates are read elsewhere stays outside, and so does a Split with an output read
+// elsewhere. Shape nodes outside that read an intermediate are listed for the caller (the
+// pass proves their values from the inputs and rewires them, or gives up).
 #pragma once
 
 #include <cstdint>
@@ -69,12 +80,44 @@ struct HeadReshapeMatch {
   std::vector<Node*> chain;           // nodes computing the target absorbed into the pattern
 };
 
+// Rotary position embedding on a heads-first [B,H,S,D] operand.
+struct RotaryMatch {
+  std::vector<Node*> nodes;  // Mul, Mul, Add, the halves' Slices (or Split), Neg, Concat; or the op
+  Value* cos = nullptr;      // broadcasting to [B,H,S,D]: [B|1, 1, S, D] as exporters unsqueeze it
+  Value* sin = nullptr;
+  int64_t half = 0;          // the halves' split point, D / 2 (a runtime checks D); 0: D / 2
+  Value* split_sizes = nullptr;  // the halves' Split sizes when not a constant (read at run time)
+  bool op = false;           // a RotaryEmbedding-23 node: caches [B,S,D/2], maybe interleaved
+  bool interleaved = false;
+};
+
+// Grouped-query K or V: each of Hkv heads repeated n times, as transformers' repeat_kv writes it.
+struct RepeatMatch {
+  Node* unsqueeze = nullptr;
+  Node* expand = nullptr;
+  Node* reshape = nullptr;
+  int64_t repeats = 0;            // n, the Expand target's entry 2
+  HeadReshapeMatch expand_shape;  // the Expand target as parts (reshape unset)
+  HeadReshapeMatch reshape_shape;
+};
+
 struct AttentionOperandMatch {
   HeadLayout layout = HeadLayout::kHeadsFirst;
   Value* source = nullptr;  // what the pattern reads ([B,S,W], [B,S,H,D] or the 4-D operand)
   std::optional<HeadReshapeMatch> split;  // kSplitHeads from [B,S,W]
   std::vector<Node*> transposes;          // source side first
   int split_output = -1;                  // source is this output of the combined Split
+  std::optional<RotaryMatch> rotary;      // Q, K
+  std::optional<RepeatMatch> repeat;      // K, V
+  std::vector<Node*> scales;              // Q, K: Mul / Div by constant scalars
+  double prescale = 1.0;                  // their product (a Div contributes 1 / c)
+};
+
+// The standard Attention op (opset 23) as the core.
+struct AttentionOpCore {
+  std::optional<double> scale;  // the attribute; unset: 1/√D
+  bool causal = false;
+  double softcap = 0;
 };
 
 struct AttentionMatch {
@@ -82,6 +125,10 @@ struct AttentionMatch {
   Node* softmax = nullptr;
   Node* score_matmul = nullptr;
   Node* context_matmul = nullptr;
+  Node* attention_op = nullptr;  // the core when it is a standard Attention node
+  std::optional<AttentionOpCore> op;
+  Node* guard = nullptr;         // Where(IsNaN(p), 0, p) after the Softmax
+  Node* guard_test = nullptr;    // its IsNaN
   AttentionOperandMatch q, k, v;
 
   Node* split = nullptr;  // the combined projection's Split, when inside
@@ -101,6 +148,7 @@ struct AttentionMatch {
 
   int64_t softmax_axis = -1;  // as written, the opset's default resolved
 
+  std::optional<HeadReshapeMatch> merge_view;  // a Reshape of the context to its own shape first
   Node* merge_transpose = nullptr;  // the head merge, when inside
   std::optional<HeadReshapeMatch> merge;
 
@@ -117,8 +165,9 @@ struct AttentionSearch {
   std::string near_miss;  // "attention: <reason>" when the skeleton is there but a check failed
 };
 
-// Looks for attention whose Softmax is `softmax`. `opset` is the default domain's version.
-AttentionSearch MatchAttentionAt(Node& softmax, int64_t opset);
+// Looks for attention whose Softmax, or standard Attention node, is `anchor`. `opset` is the
+// default domain's version.
+AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset);
 
 // The parts of a Reshape target held in `shape`: a constant, or the exporters' Concat chain
 // (then `chain` receives its nodes); nullopt for anything else.
@@ -127,11 +176,12 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
 // ---------------------------------------------------------------- a recognised body
 
 // A value whose dims a kernel knows at run time: a body input, an output of the combined
-// Split, or the head merge's transposed context [B,Sq,H,D].
+// Split, the head merge's transposed context [B,Sq,H,D], the context [B,H,Sq,Dv] itself, or an
+// operand's heads-first value [B,H,S,D] (the output of its head-split Transpose).
 struct AttentionDimSource {
-  enum class Kind { kInput, kSplitOutput, kMergedContext };
+  enum class Kind { kInput, kSplitOutput, kMergedContext, kContext, kOperandHeads };
   Kind kind = Kind::kInput;
-  int index = 0;  // input or Split output
+  int index = 0;  // input, Split output, or operand (0 Q, 1 K, 2 V)
 };
 
 struct AttentionShapePart {
@@ -147,11 +197,28 @@ struct AttentionReshape {
   std::vector<AttentionShapePart> parts;
 };
 
+struct AttentionRotary {
+  int cos = -1, sin = -1;  // body inputs
+  int64_t half = 0;        // 0: D / 2
+  int split_sizes = -1;    // the body input holding the halves' Split sizes, checked at run time
+  bool op = false;         // RotaryEmbedding-23's [B,S,D/2] caches, else tables as wide as D
+  bool interleaved = false;
+};
+
+struct AttentionRepeat {
+  int64_t repeats = 0;
+  int64_t source_heads = 0;  // Hkv where the body's types know it (0: found at run time)
+  AttentionReshape expand_shape, reshape_shape;
+};
+
 struct AttentionOperand {
   HeadLayout layout = HeadLayout::kHeadsFirst;
   int input = -1;         // body input read, unless split_output >= 0
   int split_output = -1;  // the combined Split's output read
   std::optional<AttentionReshape> split;
+  std::optional<AttentionRotary> rotary;
+  std::optional<AttentionRepeat> repeat;
+  double prescale = 1.0;
 };
 
 // A body input or a constant the body holds.
@@ -180,6 +247,11 @@ struct FusedAttention {
   bool fill_when_true = false;
 
   int64_t softmax_axis = -1;  // as written; a kernel checks it is the last
+  bool nan_guard = false;     // rows whose softmax is NaN give 0
+  // The core is a standard Attention node; its mask (input 3) is boolean or additive by the dtype
+  // a runtime sees (mask_kind says what the match's types said).
+  std::optional<AttentionOpCore> op;
+  std::optional<AttentionReshape> merge_view;  // resolves to the context's own [B,H,Sq,Dv]
   std::optional<AttentionReshape> merge;  // the output is [B,Sq,H·D] when set, else [B,H,Sq,D]
   int result_output = 0;
 };

@@ -32,6 +32,24 @@ std::optional<AttentionDimSource> DimSourceOf(const Graph& body, const Attention
     source.index = 0;
     return source;
   }
+  const Node* core = match.attention_op != nullptr ? match.attention_op : match.context_matmul;
+  if (value == core->output(0)) {
+    source.kind = AttentionDimSource::Kind::kContext;
+    source.index = 0;
+    return source;
+  }
+  const AttentionOperandMatch* operands[] = {&match.q, &match.k, &match.v};
+  for (int role = 0; role < 3; ++role) {
+    // The head-split Transpose [0,2,1,3] right after the Reshape: [B,H,S,D].
+    const AttentionOperandMatch& operand = *operands[role];
+    if (operand.layout == HeadLayout::kSplitHeads && !operand.transposes.empty() &&
+        value == operand.transposes.front()->output(0) &&
+        operand.transposes.front()->GetInts("perm") == std::optional<std::vector<int64_t>>({0, 2, 1, 3})) {
+      source.kind = AttentionDimSource::Kind::kOperandHeads;
+      source.index = role;
+      return source;
+    }
+  }
   return std::nullopt;
 }
 
@@ -70,15 +88,52 @@ std::optional<AttentionReshape> DescribeReshape(const Graph& body, const Attenti
   return described;
 }
 
+std::optional<AttentionRotary> DescribeRotary(const Graph& body, const RotaryMatch& rotary) {
+  AttentionRotary described;
+  described.cos = BodyInputIndex(body, rotary.cos);
+  described.sin = BodyInputIndex(body, rotary.sin);
+  if (described.cos < 0 || described.sin < 0) return std::nullopt;  // a runtime reads them as tables
+  described.half = rotary.half;
+  if (rotary.split_sizes != nullptr && (described.split_sizes = BodyInputIndex(body, rotary.split_sizes)) < 0) {
+    return std::nullopt;
+  }
+  described.op = rotary.op;
+  described.interleaved = rotary.interleaved;
+  return described;
+}
+
+std::optional<AttentionRepeat> DescribeRepeat(const Graph& body, const AttentionMatch& match, const RepeatMatch& repeat) {
+  AttentionRepeat described;
+  described.repeats = repeat.repeats;
+  if (const auto& shape = repeat.unsqueeze->input(0)->shape(); shape && shape->size() == 4 && (*shape)[1].is_known()) {
+    described.source_heads = (*shape)[1].value;
+  }
+  std::optional<AttentionReshape> expand = DescribeReshape(body, match, repeat.expand_shape);
+  std::optional<AttentionReshape> reshape = DescribeReshape(body, match, repeat.reshape_shape);
+  if (!expand || !reshape) return std::nullopt;
+  described.expand_shape = std::move(*expand);
+  described.reshape_shape = std::move(*reshape);
+  return described;
+}
+
 std::optional<AttentionOperand> DescribeOperand(const Graph& body, const AttentionMatch& match,
                                                 const AttentionOperandMatch& operand) {
   AttentionOperand described;
   described.layout = operand.layout;
   described.split_output = operand.split_output;
+  described.prescale = operand.prescale;
   if (operand.split_output < 0 && (described.input = BodyInputIndex(body, operand.source)) < 0) return std::nullopt;
   if (operand.split) {
     described.split = DescribeReshape(body, match, *operand.split);
     if (!described.split) return std::nullopt;
+  }
+  if (operand.rotary) {
+    described.rotary = DescribeRotary(body, *operand.rotary);
+    if (!described.rotary) return std::nullopt;
+  }
+  if (operand.repeat) {
+    described.repeat = DescribeRepeat(body, match, *operand.repeat);
+    if (!described.repeat) return std::nullopt;
   }
   return described;
 }
@@ -119,6 +174,12 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
   described.fill = match.fill;
   described.fill_when_true = match.fill_when_true;
   described.softmax_axis = match.softmax_axis;
+  described.nan_guard = match.guard != nullptr;
+  described.op = match.op;
+  if (match.merge_view) {
+    described.merge_view = DescribeReshape(body, match, *match.merge_view);
+    if (!described.merge_view) return std::nullopt;
+  }
   if (match.merge) {
     described.merge = DescribeReshape(body, match, *match.merge);
     if (!described.merge) return std::nullopt;
@@ -130,7 +191,7 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
 
 std::optional<FusedAttention> RecognizeAttention(const Graph& body, int64_t opset) {
   for (const auto& node : body.nodes()) {
-    if (!IsOp(node.get(), "Softmax")) continue;
+    if (!IsOp(node.get(), "Softmax") && !IsOp(node.get(), "Attention")) continue;
     AttentionSearch search = MatchAttentionAt(*node, opset);
     if (!search.match) continue;
     if (auto described = Describe(body, *search.match, opset)) return described;

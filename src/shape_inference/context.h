@@ -215,6 +215,7 @@ void RegisterReduceRules(RuleRegistry& registry);
 void RegisterControlFlowRules(RuleRegistry& registry);
 void RegisterDataPropagationRules(RuleRegistry& registry);
 void RegisterContribRules(RuleRegistry& registry);
+void RegisterAttentionRules(RuleRegistry& registry);
 
 // ---- helpers shared by rule files
 

@@ -68,6 +68,7 @@ const RuleRegistry& Rules() {
     RegisterControlFlowRules(built);
     RegisterDataPropagationRules(built);
     RegisterContribRules(built);
+    RegisterAttentionRules(built);
     return built;
   }();
   return registry;

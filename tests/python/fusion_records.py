@@ -17,8 +17,9 @@ The check expands every fused node of the optimized model into its body, naming 
 after the record's `replaced` list, and then accounts for every node of the expanded graph: an
 original node (same name, same op), a node created by a horizontal merge (found by following the
 merged contraction's output to its Split), a Shape fuse-attention added when it rewired a dim read
-outside the attention block (counter `shape_reads_rewired`), or an unnamed node of an op the
-original has unnamed.
+outside the attention block (counter `shape_reads_rewired`), the Mul and Add lower-batchnorm
+wrote for a BatchNormalization (`<bn>_scale`, `<bn>_shift`; counter `batchnorms_lowered`), or an
+unnamed node of an op the original has unnamed.
 """
 from collections import Counter
 from dataclasses import dataclass
@@ -166,6 +167,24 @@ def attention_shape_reads(expanded, original_ops, report):
     return added
 
 
+def lowered_batchnorms(expanded, original, original_ops, report):
+    """The Mul and Add lower-batchnorm wrote for an original BatchNormalization `bn` (named
+    `bn_scale` and `bn_shift`, name -> op), no more pairs than its `batchnorms_lowered` counter."""
+    created = {}
+    names = {node.name: node.op_type for node in expanded}
+    # Named after the BatchNormalization, or after its output when it has no name.
+    stems = [name for name, op in original_ops.items() if op == "BatchNormalization" and name not in names]
+    stems += [node.output[0] for node in original.graph.node if node.op_type == "BatchNormalization" and not node.name]
+    for stem in stems:
+        for suffix, lowered_op in (("_scale", "Mul"), ("_shift", "Add")):
+            if names.get(stem + suffix) == lowered_op:
+                created[stem + suffix] = lowered_op
+    lowered = sum(entry["counters"].get("batchnorms_lowered", 0) for entry in report["passes"]
+                  if entry["pass"] == "lower-batchnorm")
+    assert len(created) <= 2 * lowered, f"{len(created)} lowered nodes, lower-batchnorm counted {lowered}: {created}"
+    return created
+
+
 def assert_fusions_describe_the_graph(report, pass_levels, level, original, out, level_one=None):
     """Every record names what it replaced and where that went (see the module's docstring);
     every node of the optimized model, fused bodies expanded, is accounted for. `level_one`, the
@@ -200,6 +219,7 @@ def assert_fusions_describe_the_graph(report, pass_levels, level, original, out,
     for fusion in horizontal:
         assert_horizontal_merge(fusion, level_one, original_ops, expanded, created)
     created.update(attention_shape_reads(expanded, original_ops, report))
+    created.update(lowered_batchnorms(expanded, original, original_ops, report))
 
     # A fused node that is gone had its body inlined into a later horizontal elementwise merge.
     for index, fusion in enumerate(fusions):

@@ -1,8 +1,10 @@
 """`fusionopt inspect` reports what the onnx package computes for the same file."""
 import json
 
+import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import fusionopt_testlib as lib
 from lossless_models import (CUSTOM_DOMAIN, FUNCTION_DOMAIN, LOSSLESS_MODELS,
@@ -11,7 +13,7 @@ from lossless_models import (CUSTOM_DOMAIN, FUNCTION_DOMAIN, LOSSLESS_MODELS,
 
 JSON_KEYS = ["file", "ir_version", "producer_name", "producer_version", "domain", "model_version",
              "opsets", "inputs", "outputs", "node_count", "total_node_count", "subgraph_count",
-             "op_histogram", "initializer_count", "parameter_count", "parameter_bytes",
+             "estimated_kernel_launches", "op_histogram", "initializer_count", "parameter_count", "parameter_bytes",
              "external_data_files", "functions", "metadata"]
 
 
@@ -48,6 +50,22 @@ def test_inspect_json_matches_onnx_on_unusual_models(fusionopt, tmp_path, build)
     model = build()
     path = lib.save(model, tmp_path / "model.onnx")
     assert_summary_matches(inspect_json(fusionopt, path), model, path)
+
+
+def test_inspect_estimates_kernel_launches(fusionopt, tmp_path):
+    """Nodes that launch work count; views and shape arithmetic do not (the count the real-export
+    benchmark compares across tools)."""
+    shape = numpy_helper.from_array(np.array([4, 2], np.int64), "shape")
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "shape"], ["v"]),
+             helper.make_node("Shape", ["v"], ["s"]), helper.make_node("Add", ["v", "v"], ["y"])]
+    model = lib.make_model(nodes, [lib.float_input("x", [2, 4])],
+                           [lib.float_input("y", [4, 2]), helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                           [shape])
+    summary = inspect_json(fusionopt, lib.save(model, tmp_path / "model.onnx"))
+    assert summary["node_count"] == 4
+    assert summary["estimated_kernel_launches"] == 2  # Relu and Add
+    rc, stdout, _ = fusionopt("inspect", tmp_path / "model.onnx")
+    assert rc == 0 and "kernels:    2 estimated launches per inference" in stdout
 
 
 def test_inspect_counts_subgraphs(fusionopt, tmp_path):

@@ -107,7 +107,7 @@ TEST_CASE("invalid graphs are rejected with the offending name", "[onnx_io]") {
   }
   SECTION("unsupported opset") {
     onnx::ModelProto proto = TinyModel();
-    proto.mutable_opset_import(0)->set_version(24);
+    proto.mutable_opset_import(0)->set_version(29);
     auto model = LoadModelFromBytes(proto.SerializeAsString(), ".");
     REQUIRE(model.status().code() == ErrorCode::kUnsupported);
   }

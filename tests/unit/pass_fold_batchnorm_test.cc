@@ -360,7 +360,7 @@ graph main (float[1,1,2,2] %x) -> (float[1,1,2,2] %y))" + stats + R"({
   %y = BatchNormalization(%c, %gamma, %beta, %mean, %var) @bn
 }
 )",
-                  kPass, "BatchNormalization opset outside 7-23");
+                  kPass, "BatchNormalization opset outside 7-28");
   ExpectUnchanged(R"(
 ir_version 8
 opset "" 8

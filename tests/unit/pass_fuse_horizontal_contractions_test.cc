@@ -103,6 +103,34 @@ TEST_CASE("fuse-horizontal-contractions merges parallel convolutions and their a
   ExpectRewriteOps(ParallelConvs({"LeakyRelu", "LeakyRelu", "LeakyRelu"}), kPass, {"Conv", "LeakyRelu", "Split"});
 }
 
+namespace {
+
+// ParallelConvs with each convolution followed by SiLU written x · Sigmoid(x); `third_mul`
+// replaces the third member's Mul (a near miss reads the Sigmoid twice).
+std::string ParallelConvsSilu(const std::string& third_mul = "Mul(%c2, %s2)") {
+  std::string text = ParallelConvs({"Identity", "Identity", "Identity"});
+  text = text.substr(0, text.find("  %a = Identity"));
+  return text + R"(  %s0 = Sigmoid(%c0) @sigmoid0
+  %a = Mul(%c0, %s0) @silu0
+  %s1 = Sigmoid(%c1) @sigmoid1
+  %b = Mul(%s1, %c1) @silu1
+  %s2 = Sigmoid(%c2) @sigmoid2
+  %c = )" + third_mul + R"( @silu2
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-horizontal-contractions moves SiLU below the Split with the convolutions", "[passes]") {
+  // YOLO's heads: left behind the Split, each SiLU would be a kernel of its own.
+  ExpectRewriteOps(ParallelConvsSilu(), kPass, {"Conv", "Sigmoid", "Mul", "Split"});
+  Rewritten rewritten = Rewrite(ParallelConvsSilu(), kPass);
+  CHECK(rewritten.Counter("epilogue_nodes_moved") == 6);
+  // A member whose Mul is no SiLU (Sigmoid(x) · Sigmoid(x)): the epilogue stays with the members.
+  ExpectRewriteOps(ParallelConvsSilu("Mul(%s2, %s2)"), kPass, {"Conv", "Split", "Sigmoid", "Mul", "Sigmoid", "Mul", "Sigmoid", "Mul"});
+}
+
 TEST_CASE("fuse-horizontal-contractions leaves a member's graph output with the Split", "[passes]") {
   const std::string text = R"(ir_version 8
 opset "" 17

@@ -17,7 +17,15 @@ TEST_CASE("dtype table matches ONNX numbering", "[tensor]") {
   REQUIRE(ByteSizeOf(DataType::kFloat, 3) == 12);
   REQUIRE(ByteSizeOf(DataType::kString, 3) == 0);
   REQUIRE_FALSE(IsKnownDataType(0));
-  REQUIRE_FALSE(IsKnownDataType(24));
+  // IR 12-14's types: float8e8m0, 2-bit integers packed four to a byte, 6-bit floats packed
+  // four in three bytes.
+  REQUIRE(IsKnownDataType(24));
+  REQUIRE(NameOf(DataType::kFloat8E8M0) == "float8e8m0");
+  REQUIRE(ByteSizeOf(DataType::kInt2, 5) == 2);
+  REQUIRE(ByteSizeOf(DataType::kFloat6E2M3, 4) == 3);
+  REQUIRE(ByteSizeOf(DataType::kFloat6E3M2, 5) == 4);
+  REQUIRE(ParseDataType("uint2") == DataType::kUint2);
+  REQUIRE_FALSE(IsKnownDataType(29));
 }
 
 TEST_CASE("integer tensors widen to int64", "[tensor]") {

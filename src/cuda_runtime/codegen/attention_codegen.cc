@@ -2,6 +2,7 @@
 #include "cuda_runtime/codegen/attention_codegen.h"
 
 #include <array>
+#include <cmath>
 
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
@@ -22,10 +23,12 @@ struct Addressing {
   int64_t depth_size = 0;  // D (or Dv)
   int64_t seq_size = 0;    // S
   int64_t batch_size = 0;
+  int64_t group = 1;  // query heads per head of this operand (grouped-query K and V)
   DataType dtype = DataType::kUndefined;
   std::string At(const std::string& b, const std::string& h, const std::string& s, const std::string& d) const {
+    const std::string head_index = group == 1 ? h : "(" + h + ") / " + std::to_string(group);
     return pointer + "[" + std::to_string(base) + "LL + (long long)(" + b + ") * " + std::to_string(batch) +
-           "LL + (long long)(" + h + ") * " + std::to_string(head) + "LL + (long long)(" + s + ") * " +
+           "LL + (long long)(" + head_index + ") * " + std::to_string(head) + "LL + (long long)(" + s + ") * " +
            std::to_string(seq) + "LL + (long long)(" + d + ") * " + std::to_string(depth) + "LL]";
   }
 };
@@ -43,7 +46,10 @@ const Node* FindOp(const Graph& graph, std::string_view op_type) {
 
 Result<std::optional<FusedAttention>> Recognize(const Graph& unfolded) {
   const Node* softmax = FindOp(unfolded, "Softmax");
-  if (softmax == nullptr) return std::optional<FusedAttention>();
+  if (softmax == nullptr) {
+    if (FindOp(unfolded, "Attention") == nullptr) return std::optional<FusedAttention>();
+    return std::optional<FusedAttention>(RecognizeAttention(unfolded, 23));
+  }
   if (softmax->FindAttribute("axis") == nullptr) {
     return Unsupported("a Softmax without an axis attribute (its default depends on the opset, which a "
                        "typed body does not carry)");
@@ -84,7 +90,18 @@ Result<Addressing> AddressOf(const FusedAttention& attention, const AttentionOpe
     out.pointer = parameters.InputPointer(operand.input);
     out.dtype = source->dtype();
   }
-  const int64_t heads = geometry.heads;
+  if (operand.rotary) {
+    return Unsupported("rotary embedding inside the attention is not generated for CUDA yet (" + std::string(role) + ")");
+  }
+  int64_t heads = geometry.heads;
+  if (operand.repeat) {
+    const int64_t own = operand.repeat->source_heads;  // known in a typed body
+    if (own <= 0 || geometry.heads % own != 0) {
+      return Unsupported(std::string(role) + "'s head repeat does not divide the scores' heads");
+    }
+    out.group = geometry.heads / own;
+    heads = own;
+  }
   switch (operand.layout) {
     case HeadLayout::kSplitHeads:
       if (dims.size() == 3 && dims[2] % heads == 0) {
@@ -127,6 +144,7 @@ Result<Addressing> AddressOf(const FusedAttention& attention, const AttentionOpe
 // The mask's element offsets per (b, h, query, key): broadcast strides.
 struct MaskAddressing {
   std::string pointer;
+  bool additive = true;
   std::array<int64_t, 4> strides = {0, 0, 0, 0};
   DataType dtype = DataType::kUndefined;
 };
@@ -139,7 +157,9 @@ Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, co
   MaskAddressing out;
   out.pointer = parameters.InputPointer(attention.mask.input);
   out.dtype = mask->dtype();
-  const bool additive = attention.mask_kind == AttentionMaskKind::kAdditive;
+  const bool additive =
+      attention.op ? out.dtype != DataType::kBool : attention.mask_kind == AttentionMaskKind::kAdditive;
+  out.additive = additive;
   if (additive ? out.dtype != dtype : out.dtype != DataType::kBool) {
     return Unsupported("a mask of " + std::string(NameOf(out.dtype)) +
                        (additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
@@ -161,24 +181,50 @@ Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, co
 
 std::string Number(int64_t value) { return std::to_string(value); }
 
+// The scores' scale: the body's (Q and K prescales included), or Attention-23's (default 1/√D).
+std::optional<double> ScaleOf(const FusedAttention& attention, int64_t depth) {
+  const double prescale = attention.q.prescale * attention.k.prescale;
+  if (attention.op) return attention.op->scale.value_or(1.0 / std::sqrt(static_cast<double>(depth))) * prescale;
+  if (prescale != 1.0) return prescale;
+  return std::nullopt;
+}
+
 // The statements turning `s` (this lane's raw score Q·K) into the body's masked score.
-std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask) {
+std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask, int64_t depth) {
   std::string code;
+  if (std::optional<double> scale = ScaleOf(attention, depth)) code += "          s = s * " + FloatLiteral(*scale) + ";\n";
   if (attention.scale) {
     code += "          s = s " + std::string(attention.scale_divides ? "/ " : "* ") + FloatLiteral(*attention.scale) +
             ";\n";
   }
-  if (!mask) return code;
-  const std::string at = mask->pointer + "[(long long)b * " + Number(mask->strides[0]) + "LL + (long long)h * " +
-                         Number(mask->strides[1]) + "LL + (long long)query * " + Number(mask->strides[2]) +
-                         "LL + (long long)key * " + Number(mask->strides[3]) + "LL]";
-  if (attention.mask_kind == AttentionMaskKind::kAdditive) {
-    code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
-  } else {
-    code += "          if (" + at + " == " + (attention.fill_when_true ? "true" : "false") + ") s = " +
-            FloatLiteral(attention.fill) + ";\n";
+  if (attention.op && attention.op->softcap > 0) {
+    const std::string cap = FloatLiteral(attention.op->softcap);
+    code += "          s = " + cap + " * tanhf(s / " + cap + ");\n";
   }
+  if (mask) {
+    const std::string at = mask->pointer + "[(long long)b * " + Number(mask->strides[0]) + "LL + (long long)h * " +
+                           Number(mask->strides[1]) + "LL + (long long)query * " + Number(mask->strides[2]) +
+                           "LL + (long long)key * " + Number(mask->strides[3]) + "LL]";
+    if (mask->additive) {
+      code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
+    } else {
+      code += "          if (" + at + " == " + (attention.fill_when_true ? "true" : "false") + ") s = " +
+              (std::isinf(attention.fill) ? std::string("__int_as_float(0xff800000)") : FloatLiteral(attention.fill)) +
+              ";\n";
+    }
+  }
+  if (attention.op && attention.op->causal) code += "          if (key > query) s = __int_as_float(0xff800000);\n";
   return code;
+}
+
+// 1 / l for a row, or what a row without a finite softmax gives.
+std::string RowInverse(const FusedAttention& attention) {
+  const std::string undefined = "row_max[r] == __int_as_float(0xff800000)";
+  if (attention.op) return undefined + " ? 0.0f : 1.0f / row_sum[r]";  // Attention-23: 0
+  if (attention.nan_guard) {  // Where(IsNaN(p), 0, p)
+    return "(" + undefined + " || row_sum[r] != row_sum[r]) ? 0.0f : 1.0f / row_sum[r]";
+  }
+  return undefined + " ? __int_as_float(0x7fc00000) : 1.0f / row_sum[r]";  // the softmax's 0/0
 }
 
 struct KernelPlan {
@@ -239,7 +285,7 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "      if (key < " + SK + ") {\n        s = 0.0f;\n";
   code += "        for (int d = 0; d < " + D + "; ++d) s += q_tile[row * " + D + " + d] * k_tile[lane * " + KD +
           " + d];\n";
-  code += "        {\n" + ScoreEpilogue(attention, plan.mask) + "        }\n      }\n";
+  code += "        {\n" + ScoreEpilogue(attention, plan.mask, depth) + "        }\n      }\n";
   code += "      float tile_max = s;\n";
   code += "#pragma unroll\n      for (int o = 16; o > 0; o >>= 1) { const float other = __shfl_xor_sync(0xffffffffu, "
           "tile_max, o); tile_max = (other > tile_max || other != other) ? other : tile_max; }\n";
@@ -261,13 +307,12 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "#pragma unroll\n  for (int r = 0; r < " + Number(kRowsPerWarp) + "; ++r) {\n";
   code += "    const int query = first + warp * " + Number(kRowsPerWarp) + " + r;\n";
   code += "    if (query >= " + SQ + ") continue;\n";
-  code += "    // A row of -inf scores: the softmax's 0/0, as op by op.\n";
-  code += "    const float inverse = row_max[r] == " + kNegInf + " ? __int_as_float(0x7fc00000) : 1.0f / row_sum[r];\n";
+  code += "    const float inverse = " + RowInverse(attention) + ";\n";
   code += "#pragma unroll\n    for (int t = 0; t < " + SLOTS + "; ++t) {\n";
   code += "      const int d = lane + 32 * t;\n";
   code += "      if (d < " + DV + ") out0[(long long)b * " + Number(plan.out_batch) + "LL + (long long)h * " +
           Number(plan.out_head) + "LL + (long long)query * " + Number(plan.out_seq) + "LL + d] = " +
-          StoreFromCompute(plan.dtype, "acc[r][t] * inverse") + ";\n";
+          StoreFromCompute(plan.dtype, "inverse == 0.0f ? 0.0f : acc[r][t] * inverse") + ";\n";
   code += "    }\n  }\n}\n";
   return code;
 }
@@ -311,10 +356,17 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   UnfoldedBody unfolded = Unfold(typed_body);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<FusedAttention> attention, Recognize(*unfolded.graph));
   if (!attention) return Unsupported("the body is not a fused attention (patterns/attention.h)");
-  const Node* softmax = FindOp(*unfolded.graph, "Softmax");
-  const std::vector<int64_t> scores = StaticDims(*softmax->input(0));
-  if (scores.size() != 4 || NormalizedAxis(attention->softmax_axis, 4) != 3) {
-    return Unsupported("the softmax is not over the last axis of [B,H,Sq,Sk] scores");
+  std::vector<int64_t> scores;
+  if (const Node* core = FindOp(*unfolded.graph, "Attention"); core != nullptr && attention->op) {
+    const std::vector<int64_t> q = StaticDims(*core->input(0)), k = StaticDims(*core->input(1));
+    if (q.size() != 4 || k.size() != 4) return Unsupported("the Attention node's operands are not 4-D");
+    scores = {q[0], q[1], q[2], k[2]};
+  } else {
+    const Node* softmax = FindOp(*unfolded.graph, "Softmax");
+    scores = StaticDims(*softmax->input(0));
+    if (scores.size() != 4 || NormalizedAxis(attention->softmax_axis, 4) != 3) {
+      return Unsupported("the softmax is not over the last axis of [B,H,Sq,Sk] scores");
+    }
   }
   KernelParameters parameters(typed_body, unfolded);
   KernelPlan plan;
@@ -330,6 +382,18 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   FUSIONOPT_RETURN_IF_ERROR(
       PlanOutput(*attention, *typed_body.outputs()[static_cast<size_t>(attention->result_output)], plan));
   if (attention->result_output != 0) return Unsupported("the result is not the body's only output");
+  if (attention->merge_view) {  // the context reshaped to its own shape before the merge
+    bool same = false;
+    for (const auto& node : graph.nodes()) {
+      const Node* producer = node->op_type() == "Reshape" ? node->input(0)->producer() : nullptr;
+      if (producer != nullptr && (producer->op_type() == "Attention" ||
+                                  (producer->op_type() == "MatMul" && StaticDims(*producer->output(0)).size() == 4 &&
+                                   node->output(0)->uses().size() == 1))) {
+        same = StaticDims(*node->output(0)) == StaticDims(*node->input(0));
+      }
+    }
+    if (!same) return Unsupported("the context's Reshape before the head merge is not to its own shape");
+  }
 
   const int64_t tiles = (plan.geometry.queries + kQueryTile - 1) / kQueryTile;
   const int64_t blocks = plan.geometry.batch * plan.geometry.heads * tiles;
@@ -350,7 +414,7 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   program.description = "flash attention (online softmax, " + std::to_string(kQueryTile) + " queries x " +
                         std::to_string(kKeyTile) + " keys per tile, head_dim " +
                         std::to_string(plan.q.depth_size) + ")" +
-                        (plan.mask ? (attention->mask_kind == AttentionMaskKind::kAdditive ? ", additive mask"
+                        (plan.mask ? (plan.mask->additive ? ", additive mask"
                                                                                            : ", boolean mask")
                                    : "");
   return program;

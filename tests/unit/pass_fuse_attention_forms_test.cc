@@ -1,0 +1,217 @@
+// fuse-attention on the forms current exporters write (issue 14): the sdpa decomposition with
+// √scale on Q and K and the IsNaN guard after the Softmax (fully masked rows included),
+// grouped-query K/V repeats with rotary embedding on Q and K (Slice and Split halves), the
+// opset-23 Attention node as the core — each outlined into one node whose body is recognised
+// and whose fused kernel computes the original's numbers — and the near misses beside them: a
+// guard that is no NaN guard, a repeat on another axis, rotary halves that do not halve, a scale
+// computed at run time.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "cpu_runtime/compare.h"
+#include "fusion_test_util.h"
+#include "patterns/attention.h"
+#include "text_format/text_format.h"
+
+using namespace fusionopt;
+using namespace fusionopt::fusion_test;
+
+namespace {
+
+constexpr const char* kPass = "fuse-attention";
+
+// The pass outlines `text`'s attention, the body is recognised as attention and both the
+// inlined model and the fused kernel compute the original's numbers.
+struct Fused {
+  Rewritten rewritten;
+  FusedAttention attention;
+};
+
+Fused ExpectAttention(const std::string& text, const std::map<std::string, int64_t>& symbols = {}) {
+  Fused out;
+  out.rewritten = Rewrite(text, kPass);
+  REQUIRE(out.rewritten.Counter("attention") == 1);
+  ExpectSameNumbers(*out.rewritten.original, *out.rewritten.model, symbols);
+  const Function* function = out.rewritten.model->FindFunction(kFusionDomain, "FusedAttention");
+  REQUIRE(function != nullptr);
+  INFO(PrintGraph(*function->body));
+  std::optional<FusedAttention> attention = RecognizeAttention(*function);
+  REQUIRE(attention.has_value());
+  out.attention = *attention;
+  const OpenDims dims{symbols};
+  ExpectClose(RunOnCpu(*out.rewritten.model, dims), RunOnCpu(*out.rewritten.original, dims), {1e-5, 1e-6});
+  return out;
+}
+
+// The ops the rewritten main graph keeps outside the fused node.
+std::vector<std::string> OpsOutside(const Rewritten& rewritten) { return OpTypes(*rewritten.model->graph); }
+
+// sdpa as the dynamo exporter decomposes it: K transposed, √scale on each of Q and K, the mask
+// Where(mask, 0, -inf) added, Softmax, Where(IsNaN(p), 0, p), MatMul with V. `guard` replaces
+// the guard's two lines.
+std::string Sdpa(const std::string& guard = "") {
+  const std::string guard_lines = guard.empty() ? "  %nan = IsNaN(%p) @isnan\n  %g = Where(%nan, %zero, %p) @guard\n" : guard;
+  return R"(ir_version 8
+opset "" 18
+graph main (float[B,2,S,4] %qh, float[B,2,S,4] %kh, float[B,2,S,4] %vh, bool[B,1,1,S] %mask) -> (float[B,2,S,4] %o)
+  init float[] %root = [0.7071068]
+  init float[] %zero = [0.0]
+  init float[] %ninf = [-inf]
+{
+  %kt = Transpose(%kh) {perm: [0, 1, 3, 2]} @key_transpose
+  %qs = Mul(%qh, %root) @q_scale
+  %ks = Mul(%kt, %root) @k_scale
+  %bias = Where(%mask, %zero, %ninf) @bias
+  %s = MatMul(%qs, %ks) @scores
+  %z = Add(%s, %bias) @mask_add
+  %p = Softmax(%z) {axis: -1} @softmax
+)" + guard_lines + R"(  %o = MatMul(%g, %vh) @context
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: sdpa's √scale on Q and K and its IsNaN guard, fully masked rows giving 0", "[attention]") {
+  // Random boolean masks leave some rows with no key at all: the guard turns their NaN into 0,
+  // and the fused kernel must give the same 0.
+  auto [rewritten, attention] = ExpectAttention(Sdpa(), {{"B", 3}, {"S", 6}});
+  CHECK(rewritten.Counter("nan_guards") == 1);
+  CHECK(attention.nan_guard);
+  CHECK(attention.q.prescale == Approx(0.7071068));
+  CHECK(attention.k.prescale == Approx(0.7071068));
+  CHECK(attention.mask_kind == AttentionMaskKind::kAdditive);
+  // The mask's Where stays outside (computed once, read by every layer in a real model).
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"Where", "ai.fusionopt::FusedAttention"});
+}
+
+TEST_CASE("fuse-attention: a guard that is no NaN guard is left alone", "[attention]") {
+  // Where(IsInf(p), 0, p) and Where(IsNaN(p), 1, p) mean something else: no attention here.
+  for (const std::string& guard : {std::string("  %nan = IsInf(%p) @isnan\n  %g = Where(%nan, %zero, %p) @guard\n"),
+                                   std::string("  %nan = IsNaN(%p) @isnan\n  %g = Where(%nan, %root, %p) @guard\n")}) {
+    Rewritten rewritten = Rewrite(Sdpa(guard), kPass);
+    CHECK(rewritten.Counter("attention") == 0);
+  }
+}
+
+TEST_CASE("fuse-attention: a scale computed at run time on Q stays outside the fused node", "[attention]") {
+  std::string text = Sdpa();
+  text.replace(text.find("bool[B,1,1,S] %mask)"), 20, "bool[B,1,1,S] %mask, float[] %runtime)");
+  text.replace(text.find("%qs = Mul(%qh, %root)"), 21, "%qs = Mul(%qh, %runtime)");
+  auto [rewritten, attention] = ExpectAttention(text, {{"B", 2}, {"S", 5}});
+  CHECK(attention.q.prescale == 1.0);
+  CHECK(attention.k.prescale == Approx(0.7071068));
+  const std::vector<std::string> outside = OpsOutside(rewritten);
+  CHECK(std::count(outside.begin(), outside.end(), "Mul") == 1);
+}
+
+namespace {
+
+// LLaMA-style: 4 query heads, 2 key/value heads of 8 features; rotary on Q (Slice halves) and K
+// (Split halves) with [1,1,S,8] tables; K and V repeated by Unsqueeze / Expand / Reshape.
+// `unsqueeze_axes` and `q_rotate` vary it for the near misses.
+std::string GroupedRotary(const std::string& unsqueeze_axes = "[2]", const std::string& q_rotate = "%q2n, %q1") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[2,4,5,8] %qh, float[2,2,5,8] %kh, float[2,2,5,8] %vh, float[1,1,5,8] %cos, float[1,1,5,8] %sin)
+    -> (float[2,4,5,8] %o)
+  init int64[1] %zero_i = [0]
+  init int64[1] %half = [4]
+  init int64[1] %end = [9223372036854775807]
+  init int64[1] %last = [-1]
+  init int64[2] %halves = [4, 4]
+  init int64[1] %unsqueeze_axes = )" + unsqueeze_axes + R"(
+  init int64[5] %expanded = [2, 2, 2, 5, 8]
+  init int64[4] %merged = [2, 4, 5, 8]
+  init float[] %divisor = [2.828427]
+{
+  %q_cos = Mul(%qh, %cos) @q_cos
+  %q1 = Slice(%qh, %zero_i, %half, %last) @q_first
+  %q2 = Slice(%qh, %half, %end, %last) @q_second
+  %q2n = Neg(%q2) @q_neg
+  %q_rot = Concat()" + q_rotate + R"() {axis: -1} @q_rotate
+  %q_sin = Mul(%q_rot, %sin) @q_sin
+  %qr = Add(%q_cos, %q_sin) @q_rotary
+  %k_cos = Mul(%cos, %kh) @k_cos
+  %k1, %k2 = Split(%kh, %halves) {axis: -1} @k_halves
+  %k2n = Neg(%k2) @k_neg
+  %k_rot = Concat(%k2n, %k1) {axis: 3} @k_rotate
+  %k_sin = Mul(%sin, %k_rot) @k_sin
+  %kr = Add(%k_sin, %k_cos) @k_rotary
+  %ku = Unsqueeze(%kr, %unsqueeze_axes) @k_unsqueeze
+  %ke = Expand(%ku, %expanded) @k_expand
+  %kx = Reshape(%ke, %merged) @k_repeat
+  %vu = Unsqueeze(%vh, %unsqueeze_axes) @v_unsqueeze
+  %ve = Expand(%vu, %expanded) @v_expand
+  %vx = Reshape(%ve, %merged) @v_repeat
+  %kt = Transpose(%kx) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qr, %kt) @scores
+  %d = Div(%s, %divisor) @scale
+  %p = Softmax(%d) {axis: -1} @softmax
+  %o = MatMul(%p, %vx) @context
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: grouped-query K and V repeats and rotary embedding on Q and K", "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(GroupedRotary());
+  CHECK(rewritten.Counter("rotary") == 1);
+  CHECK(rewritten.Counter("repeated_kv") == 1);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  REQUIRE(attention.q.rotary.has_value());
+  REQUIRE(attention.k.rotary.has_value());
+  CHECK(attention.q.rotary->half == 4);
+  // The outliner passes the Split's sizes, the Expand and Reshape targets in as inputs (only
+  // scalars stay in the body): the kernel reads and checks them each run.
+  CHECK(attention.k.rotary->half == 0);
+  CHECK(attention.k.rotary->split_sizes >= 0);
+  CHECK_FALSE(attention.q.repeat.has_value());
+  REQUIRE(attention.k.repeat.has_value());
+  REQUIRE(attention.v.repeat.has_value());
+  CHECK(attention.k.repeat->repeats == 0);
+  CHECK(attention.k.layout == HeadLayout::kHeadsFirst);
+}
+
+TEST_CASE("fuse-attention: a repeat on another axis and a rotation the other way stay outside", "[attention]") {
+  // Unsqueeze at axis 1 repeats whole head blocks ([h0, h1, h0, h1]), not each head: no repeat.
+  auto interleaved = ExpectAttention(GroupedRotary("[1]"));
+  CHECK(interleaved.rewritten.Counter("repeated_kv") == 0);
+  CHECK_FALSE(interleaved.attention.k.repeat.has_value());
+  // Concat(x₁, Neg(x₂)) rotates the other way: no rotate_half; Q's stays outside, K's is taken.
+  auto uneven = ExpectAttention(GroupedRotary("[2]", "%q1, %q2n"));
+  CHECK_FALSE(uneven.attention.q.rotary.has_value());
+  CHECK(uneven.attention.k.rotary.has_value());
+}
+
+TEST_CASE("fuse-attention: the opset-23 Attention node as the core, its head split and merge around it", "[attention]") {
+  const std::string text = R"(ir_version 10
+opset "" 23
+graph main (float[B,S,8] %q, float[B,S,8] %k, float[B,S,8] %v, bool[B,1,1,S] %mask) -> (float[B,S,8] %context)
+  init int64[4] %split = [0, 0, 2, 4]
+  init int64[3] %merge = [0, 0, 8]
+{
+  %qr = Reshape(%q, %split) @q_reshape
+  %qh = Transpose(%qr) {perm: [0, 2, 1, 3]} @q_transpose
+  %kr = Reshape(%k, %split) @k_reshape
+  %kh = Transpose(%kr) {perm: [0, 2, 1, 3]} @k_transpose
+  %vr = Reshape(%v, %split) @v_reshape
+  %vh = Transpose(%vr) {perm: [0, 2, 1, 3]} @v_transpose
+  %o = Attention(%qh, %kh, %vh, %mask) {scale: 0.5, is_causal: 1, softcap: 3.0} @attention
+  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merge) @merge_reshape
+}
+)";
+  auto [rewritten, attention] = ExpectAttention(text, {{"B", 2}, {"S", 7}});
+  CHECK(rewritten.Counter("attention_ops") == 1);
+  CHECK(rewritten.Counter("head_merges") == 1);
+  REQUIRE(attention.op.has_value());
+  CHECK(attention.op->scale == Approx(0.5));
+  CHECK(attention.op->causal);
+  CHECK(attention.op->softcap == Approx(3.0));
+  CHECK(attention.mask.input >= 0);  // boolean by its dtype at run time
+  CHECK(attention.q.layout == HeadLayout::kSplitHeads);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+}
