@@ -26,6 +26,7 @@
 #include "passes/lower_batchnorm.h"
 #include "passes/matmul_add_to_gemm.h"
 #include "passes/merge_reshapes.h"
+#include "passes/merge_summed_contractions.h"
 #include "passes/share_duplicate_initializers.h"
 
 namespace fusionopt::passes {
@@ -53,6 +54,10 @@ const std::vector<std::string>& LevelOne() {
       // first, then the affine layer after it, into the same weights.
       "fold-batchnorm",
       "fold-scale-into-conv",
+      // Branches summed (RepVGG-style 3×3 + 1×1 + identity, a detector's parallel 3×3s): one
+      // contraction over the summed weights, once the folds above left each branch one
+      // contraction with its final weights.
+      "merge-summed-contractions",
       // Last: a MatMul whose BatchNormalization folded is a Gemm already; the remaining
       // MatMul + bias Add pairs meet their final weights.
       "matmul-add-to-gemm",
@@ -123,6 +128,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<MergeReshapes>(1),
       Describe<FoldBatchNorm>(1),
       Describe<FoldScaleIntoConv>(1),
+      Describe<MergeSummedContractions>(1),
       Describe<MatMulAddToGemm>(1),
       Describe<ShareDuplicateInitializers>(1),
       Describe<EliminateCommonSubexpressions>(1),
