@@ -43,8 +43,10 @@ float LoadElement(const void* base, DataType dtype, int64_t index) {
   return static_cast<const float*>(base)[index];
 }
 
-bool ReadInPlace(const Operand& operand, const std::optional<Rotary>& rotary) {
-  return operand.dtype == DataType::kFloat && !rotary;
+// Whether the GEMMs read `operand` where it lies: float32, not rotated, and — for Q and V, which
+// the GEMMs read row-major — not stored transposed (K's GEMM reads either).
+bool ReadInPlace(const Operand& operand, const std::optional<Rotary>& rotary, bool key = false) {
+  return operand.dtype == DataType::kFloat && !rotary && (key || !operand.transposed);
 }
 
 int64_t HeadOffset(const Operand& operand, const Problem& problem, int64_t b, int64_t h) {
@@ -91,7 +93,7 @@ struct Scratch {
         row_max(static_cast<size_t>(kQueryBlock)),
         row_sum(static_cast<size_t>(kQueryBlock)) {
     if (!ReadInPlace(problem.q, problem.q_rotary)) q.resize(static_cast<size_t>(kQueryBlock * problem.depth));
-    if (!ReadInPlace(problem.k, problem.k_rotary)) k.resize(static_cast<size_t>(kKeyBlock * problem.depth));
+    if (!ReadInPlace(problem.k, problem.k_rotary, /*key=*/true)) k.resize(static_cast<size_t>(kKeyBlock * problem.depth));
     if (!ReadInPlace(problem.v, std::nullopt)) v.resize(static_cast<size_t>(kKeyBlock * problem.value_depth));
   }
 };
@@ -132,7 +134,7 @@ class QueryBlockRunner {
     float* s = s_.scores.data();
     const Operand& k = p_.k;
     dnnl_status_t status;
-    if (ReadInPlace(k, p_.k_rotary)) {
+    if (ReadInPlace(k, p_.k_rotary, /*key=*/true)) {
       const float* base = static_cast<const float*>(k.base) + HeadOffset(k, p_, b, h);
       status = k.transposed
                    ? dnnl_sgemm('N', 'N', rows, keys, p_.depth, p_.alpha, q, q_ld_, base + key, k.ld, 0.0f, s, keys)

@@ -21,6 +21,7 @@
 #include "cpu_runtime/attention_engine.h"
 #include "cpu_runtime/fused_body.h"
 #include "ir/float16.h"
+#include "ir/permutation.h"
 #include "patterns/attention.h"
 #include "patterns/composite.h"
 
@@ -38,7 +39,9 @@ using attention::Rotary;
 std::optional<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& input, std::vector<int64_t> target,
                                                   bool allow_zero) {
   int64_t total = 1, known = 1;
-  for (int64_t dim : input) total *= dim;
+  for (int64_t dim : input) {
+    if (__builtin_mul_overflow(total, dim, &total)) return std::nullopt;
+  }
   std::optional<size_t> inferred;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == 0 && !allow_zero) {
@@ -50,8 +53,7 @@ std::optional<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& in
       inferred = i;
       continue;
     }
-    if (target[i] < 0) return std::nullopt;
-    known *= target[i];
+    if (target[i] < 0 || __builtin_mul_overflow(known, target[i], &known)) return std::nullopt;
   }
   if (inferred) {
     if (known == 0 || total % known != 0) return std::nullopt;
@@ -63,6 +65,69 @@ std::optional<std::vector<int64_t>> ReshapeTarget(const std::vector<int64_t>& in
 }
 
 bool IsAttentionFloat(DataType dtype) { return dtype == DataType::kFloat || dtype == DataType::kFloat16; }
+
+// A strided view of a source tensor: element (i...) at offset + Σ i·stride (elements).
+struct StridedView {
+  std::vector<int64_t> dims, strides;
+  int64_t offset = 0;
+};
+
+// `dims` row-major, rows (the last dim) `ld` elements apart: a Split output is a column slice.
+StridedView Contiguous(const std::vector<int64_t>& dims, int64_t ld) {
+  StridedView view;
+  view.dims = dims;
+  view.strides.assign(dims.size(), 1);
+  int64_t stride = ld;
+  for (size_t axis = dims.size(); axis-- > 1;) {
+    view.strides[axis - 1] = stride;
+    stride *= dims[axis - 1];
+  }
+  return view;
+}
+
+// `view` reshaped to `target` (resolved), when a strided view can express it: every run of
+// source dims merged into one target dim must be contiguous among themselves (PyTorch's rule).
+std::optional<StridedView> Reshaped(const StridedView& view, const std::vector<int64_t>& target) {
+  StridedView out;
+  out.offset = view.offset;
+  out.dims = target;
+  out.strides.assign(target.size(), 0);
+  // Drop unit dims of the source; they can go anywhere.
+  std::vector<int64_t> dims, strides;
+  for (size_t i = 0; i < view.dims.size(); ++i) {
+    if (view.dims[i] != 1) dims.push_back(view.dims[i]), strides.push_back(view.strides[i]);
+  }
+  size_t source = 0;
+  for (size_t t = 0; t < target.size(); ++t) {
+    if (target[t] == 1) {
+      out.strides[t] = 0;
+      continue;
+    }
+    // Take source dims (each contiguous with the next) until their product is target[t], or
+    // split one source dim when target[t] divides it.
+    if (source >= dims.size()) return std::nullopt;
+    int64_t size = dims[source];
+    if (size % target[t] == 0 && size != target[t]) {  // split dims[source]
+      const int64_t inner = size / target[t];
+      out.strides[t] = strides[source] * inner;
+      dims[source] = inner;
+      continue;
+    }
+    int64_t product = size;
+    int64_t stride = strides[source];
+    ++source;
+    while (product < target[t] && source < dims.size()) {
+      if (strides[source - 1] != strides[source] * dims[source]) return std::nullopt;  // not contiguous
+      product *= dims[source];
+      stride = strides[source];
+      ++source;
+    }
+    if (product != target[t]) return std::nullopt;
+    out.strides[t] = stride;
+  }
+  if (source != dims.size()) return std::nullopt;
+  return out;
+}
 
 // A tensor the kernel reads: a Split output is a column slice of the combined input.
 struct Source {
@@ -104,7 +169,8 @@ class FusedAttentionKernel final : public FusedBodyKernel {
   Result<int> Compute(KernelContext& context) override {
     Shapes shapes;
     OperandPlan q, k, v;
-    if (!Combined(context, shapes) || !Plan(context, shapes, attention_.q, q) || !Plan(context, shapes, attention_.k, k) ||
+    if (!Combined(context, shapes) || !Plan(context, shapes, attention_.q, q) ||
+        !Plan(context, shapes, attention_.k, k, /*key_transposed=*/!attention_.op) ||
         !Plan(context, shapes, attention_.v, v)) {
       return 0;
     }
@@ -262,12 +328,13 @@ class FusedAttentionKernel final : public FusedBodyKernel {
 
   // The operand's matrices over its own heads (a repeat is applied by Repeated).
   bool Plan(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
-            OperandPlan& plan) const {
+            OperandPlan& plan, bool key_transposed = false) const {
     Source source;
     if (!SourceOf(context, shapes, operand, source)) return false;
     Operand& matrix = plan.matrix;
     matrix.base = source.data;
     matrix.dtype = source.dtype;
+    if (operand.layout == HeadLayout::kView) return PlanView(context, shapes, operand, source, key_transposed, plan);
     if (operand.layout != HeadLayout::kSplitHeads) {
       // [B,H,S,D], or K as [B,H,D,S]: contiguous heads.
       if (source.dims.size() != 4) return false;
@@ -303,6 +370,117 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     matrix.ld = source.ld;
     matrix.head_stride = matrix.columns;
     matrix.batch_stride = matrix.rows * matrix.ld;
+    plan.heads_first = {matrix.batch, matrix.heads, matrix.rows, matrix.columns};
+    return true;
+  }
+
+  // One layout step of a kView operand applied to `view`; false where it fails as the op would,
+  // or where a strided view cannot express a Reshape.
+  bool ApplyStep(const KernelContext& context, const Shapes& shapes, const AttentionViewStep& step,
+                 StridedView& view) const {
+    const int64_t rank = static_cast<int64_t>(view.dims.size());
+    switch (step.kind) {
+      case AttentionViewStep::Kind::kTranspose: {
+        if (static_cast<int64_t>(step.ints.size()) != rank || !IsPermutation(step.ints)) return false;
+        StridedView out = view;
+        for (size_t i = 0; i < step.ints.size(); ++i) {
+          out.dims[i] = view.dims[static_cast<size_t>(step.ints[i])];
+          out.strides[i] = view.strides[static_cast<size_t>(step.ints[i])];
+        }
+        view = std::move(out);
+        return true;
+      }
+      case AttentionViewStep::Kind::kUnsqueeze: {
+        const int64_t out_rank = rank + static_cast<int64_t>(step.ints.size());
+        std::vector<bool> inserted(static_cast<size_t>(out_rank), false);
+        for (int64_t axis : step.ints) {
+          std::optional<int64_t> at = NormalizedAxis(axis, out_rank);
+          if (!at || inserted[static_cast<size_t>(*at)]) return false;
+          inserted[static_cast<size_t>(*at)] = true;
+        }
+        StridedView out;
+        out.offset = view.offset;
+        size_t next = 0;
+        for (int64_t i = 0; i < out_rank; ++i) {
+          const bool fresh = inserted[static_cast<size_t>(i)];
+          out.dims.push_back(fresh ? 1 : view.dims[next]);
+          out.strides.push_back(fresh ? 0 : view.strides[next]);
+          if (!fresh) ++next;
+        }
+        view = std::move(out);
+        return true;
+      }
+      case AttentionViewStep::Kind::kSqueeze: {
+        std::vector<bool> removed(static_cast<size_t>(rank), false);
+        for (int64_t axis : step.ints) {
+          std::optional<int64_t> at = NormalizedAxis(axis, rank);
+          if (!at || view.dims[static_cast<size_t>(*at)] != 1) return false;
+          removed[static_cast<size_t>(*at)] = true;
+        }
+        StridedView out;
+        out.offset = view.offset;
+        for (int64_t i = 0; i < rank; ++i) {
+          if (removed[static_cast<size_t>(i)]) continue;
+          out.dims.push_back(view.dims[static_cast<size_t>(i)]);
+          out.strides.push_back(view.strides[static_cast<size_t>(i)]);
+        }
+        view = std::move(out);
+        return true;
+      }
+      case AttentionViewStep::Kind::kGather: {
+        std::optional<int64_t> axis = NormalizedAxis(step.axis, rank);
+        if (!axis) return false;
+        const int64_t size = view.dims[static_cast<size_t>(*axis)];
+        const int64_t index = step.index < 0 ? step.index + size : step.index;
+        if (index < 0 || index >= size) return false;
+        view.offset += index * view.strides[static_cast<size_t>(*axis)];
+        view.dims.erase(view.dims.begin() + *axis);
+        view.strides.erase(view.strides.begin() + *axis);
+        return true;
+      }
+      case AttentionViewStep::Kind::kReshape: {
+        std::optional<std::vector<int64_t>> target = Target(context, shapes, step.reshape);
+        if (!target) return false;
+        std::optional<std::vector<int64_t>> resolved = ReshapeTarget(view.dims, *target, step.reshape.allow_zero);
+        if (!resolved) return false;
+        std::optional<StridedView> reshaped = Reshaped(view, *resolved);
+        if (!reshaped) return false;
+        view = std::move(*reshaped);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // A kView operand: its layout steps composed over the source into a 4-D strided view — [B,H,S,D],
+  // or [B,H,D,S] for K as the MatMul core reads it — whose features (or, for that K, its
+  // sequence) are contiguous.
+  bool PlanView(const KernelContext& context, const Shapes& shapes, const AttentionOperand& operand,
+                const Source& source, bool key_transposed, OperandPlan& plan) const {
+    StridedView view = Contiguous(source.dims, source.ld);
+    for (const AttentionViewStep& step : operand.view) {
+      if (!ApplyStep(context, shapes, step, view)) return false;
+    }
+    if (view.dims.size() != 4) return false;
+    Operand& matrix = plan.matrix;
+    matrix.batch = view.dims[0];
+    matrix.heads = view.dims[1];
+    matrix.batch_stride = view.strides[0];
+    matrix.head_stride = view.strides[1];
+    const size_t sequence = key_transposed ? 3 : 2, features = key_transposed ? 2 : 3;
+    matrix.rows = view.dims[sequence];
+    matrix.columns = view.dims[features];
+    if (view.strides[features] == 1 || matrix.columns == 1) {
+      matrix.ld = view.strides[sequence];
+      matrix.transposed = false;
+    } else if (view.strides[sequence] == 1 || matrix.rows == 1) {
+      matrix.ld = view.strides[features];  // stored [D, S]: element (s, d) at d·ld + s
+      matrix.transposed = true;
+    } else {
+      return false;  // neither axis contiguous: no matrix the GEMM reads
+    }
+    if (view.strides[0] < 0 || view.strides[1] < 0 || matrix.ld <= 0) return false;
+    matrix.base = source.data + view.offset * static_cast<int64_t>(BitsOf(source.dtype) / 8);
     plan.heads_first = {matrix.batch, matrix.heads, matrix.rows, matrix.columns};
     return true;
   }
@@ -428,15 +606,26 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       }
     }
     if (attention_.merge) {
-      shapes.merged_context = {batch, queries, heads, dv};
+      // The context transposed by the merge's perm (the features stay innermost), stored
+      // contiguously, then reshaped: each context dim's stride in that order.
+      const std::vector<int64_t>& perm = attention_.merge_perm;
+      if (perm.size() != 4 || !IsPermutation(perm) || perm[3] != 3) return false;
+      shapes.merged_context.assign(4, 0);
+      for (size_t i = 0; i < 4; ++i) shapes.merged_context[i] = shapes.context[static_cast<size_t>(perm[i])];
       std::optional<std::vector<int64_t>> target = Target(context, shapes, *attention_.merge);
       if (!target) return false;
       std::optional<std::vector<int64_t>> merged = ReshapeTarget(shapes.merged_context, *target, attention_.merge->allow_zero);
-      out_dims = {batch, queries, heads * dv};
-      if (merged != out_dims) return false;
-      problem.out_batch_stride = queries * heads * dv;
-      problem.out_head_stride = dv;
-      problem.out_ld = heads * dv;
+      if (!merged) return false;
+      out_dims = *merged;
+      int64_t strides[4] = {0, 0, 0, 0};
+      int64_t stride = 1;
+      for (size_t i = 4; i-- > 0;) {
+        strides[perm[i]] = stride;
+        stride *= shapes.merged_context[i];
+      }
+      problem.out_batch_stride = strides[0];
+      problem.out_head_stride = strides[1];
+      problem.out_ld = strides[2];
     } else {
       problem.out_batch_stride = heads * queries * dv;
       problem.out_head_stride = queries * dv;

@@ -39,6 +39,7 @@ constexpr int64_t kMaxMlOpset = kNewestMlOpset;
 // level nests three messages (graph, node, attribute). 400 admits about 130 levels; the
 // loader and every pass recurse once per level, and a 1 MiB stack holds that.
 constexpr int kMaxMessageDepth = 400;
+constexpr int kReadBlockBytes = 4 << 20;
 
 Status ParseFailure() {
   return InvalidModel("not a valid ONNX model (protobuf parsing failed: truncated, not a model, or "
@@ -478,7 +479,8 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOpti
   onnx::ModelProto proto;
   bool parsed;
   {
-    google::protobuf::io::FileInputStream stream(fd);
+    // 4 MiB reads: the default 8 KiB blocks cost a BERT-base load 50k read calls.
+    google::protobuf::io::FileInputStream stream(fd, kReadBlockBytes);
     google::protobuf::io::CodedInputStream coded(&stream);
     coded.SetTotalBytesLimit(INT32_MAX);
     coded.SetRecursionLimit(kMaxMessageDepth);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <utility>
 
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
 #include "ir/atomic_file.h"
 #include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
@@ -16,6 +18,9 @@
 
 namespace fusionopt {
 namespace {
+
+constexpr int kWriteBlockBytes = 4 << 20;
+
 
 namespace fs = std::filesystem;
 
@@ -293,8 +298,12 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
     return Unsupported("the model is over 2 GiB even with external data; lower the threshold");
   }
   FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, AtomicFile::CreateFor(path));
-  if (!proto.SerializeToFileDescriptor(model_file->fd())) {
-    return IoError("cannot write '" + path + "'");
+  {
+    // 4 MiB writes: the default 8 KiB blocks cost a BERT-base save 50k write calls (a second).
+    google::protobuf::io::FileOutputStream stream(model_file->fd(), kWriteBlockBytes);
+    if (!proto.SerializeToZeroCopyStream(&stream) || !stream.Flush()) {
+      return IoError("cannot write '" + path + "'" + (stream.GetErrno() != 0 ? std::string(": ") + std::strerror(stream.GetErrno()) : ""));
+    }
   }
   report.model_bytes = proto.ByteSizeLong();
   if (data_file) {

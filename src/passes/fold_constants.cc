@@ -7,8 +7,8 @@
 //
 // A node folds when every input is a constant — an initializer callers cannot override, a
 // Constant node, or a value this sweep already folded, so chains fold in one sweep in graph
-// order — or when it reads only the static part of a shape: Shape, Size, and a Gather of
-// selected dims from a Shape, where inference knows those dims (the BERT-style model's shape
+// order — or when it reads only the static part of a shape: Shape, Size, and a Gather or
+// one-axis Slice of selected dims from a Shape, where inference knows those dims (the BERT-style model's shape
 // arithmetic stays where its dims are symbolic). The results are initializers under the same
 // names, computed by the CPU runtime's own kernel for the node (constant_evaluation.h), so
 // they hold exactly the bits inference would have produced. Operands and producers nothing
@@ -119,6 +119,35 @@ TensorPtr GatherOfKnownDims(const Node& gather, const Model& model) {
   return Int64Tensor(indices->dims(), values);
 }
 
+// Slice(Shape(x), start, end) (one axis, step 1) picking only dims inference knows: the
+// exporters' Shape(k)[-1:] and [:-2] (torchvision's 1/√D, the dynamo exporter's views).
+TensorPtr SliceOfKnownDims(const Node& slice, const Model& model) {
+  const Value* data = slice.input(0);
+  if (data == nullptr || data->producer() == nullptr || slice.inputs().size() < 3) return nullptr;
+  const Node& shape = *data->producer();
+  if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
+  std::optional<std::vector<Dim>> dims = ShapeResult(shape);
+  if (!dims) return nullptr;
+  auto single = [&](size_t input) -> std::optional<int64_t> {
+    if (input >= slice.inputs().size() || slice.input(input) == nullptr) return std::nullopt;
+    TensorPtr tensor = FoldableConstant(*slice.input(input), model);
+    std::optional<std::vector<int64_t>> values = tensor ? tensor->AsInt64s() : std::nullopt;
+    if (!values || values->size() != 1) return std::nullopt;
+    return values->front();
+  };
+  std::optional<int64_t> start = single(1), end = single(2);
+  if (!start || !end) return nullptr;
+  if (slice.inputs().size() > 3 && slice.input(3) != nullptr && single(3) != 0 && single(3) != -1) return nullptr;
+  if (slice.inputs().size() > 4 && slice.input(4) != nullptr && single(4) != 1) return nullptr;
+  const auto count = static_cast<int64_t>(dims->size());
+  auto clamp = [count](int64_t position) {
+    if (position < 0) position += count;
+    return std::clamp<int64_t>(position, 0, count);
+  };
+  const int64_t first = clamp(*start), last = std::max(first, clamp(*end));
+  return KnownDimsTensor(std::vector<Dim>(dims->begin() + first, dims->begin() + last));
+}
+
 // The node's single result when it depends only on dims inference knows; null otherwise.
 TensorPtr StaticShapeResult(const Node& node, const Model& model) {
   if (node.op_type() == "Shape") {
@@ -133,6 +162,7 @@ TensorPtr StaticShapeResult(const Node& node, const Model& model) {
     return Int64Tensor({}, {size});
   }
   if (node.op_type() == "Gather") return GatherOfKnownDims(node, model);
+  if (node.op_type() == "Slice") return SliceOfKnownDims(node, model);
   return nullptr;
 }
 

@@ -20,8 +20,11 @@
 // (GPT-2's causal mask, recorded as causal when sliced from a constant lower-triangular
 // buffer), or none (ViT); the dynamo exporter's guard Where(IsNaN(p), 0, p) after the
 // Softmax; rotary embedding on Q and K (rotate_half by Slice or Split, or RotaryEmbedding-23);
-// grouped-query K and V repeated by Unsqueeze / Expand / Reshape; and at opset 23 the core as
-// one Attention node with the same operand forms around it.
+// grouped-query K and V repeated by Unsqueeze / Expand / Reshape; any other chain of layout ops
+// (Transpose, Reshape, Squeeze, Unsqueeze, Gather of a scalar) where those forms stop at one,
+// composed by the kernel into a strided view (torchvision's packed in-projection); a head merge
+// by any perm that keeps the features innermost; and at opset 23 the core as one Attention node
+// with the same operand forms around it.
 //
 // Checked for every candidate (a near miss is reported with its reason): the matcher's checks
 // (perms, constant scales and fill, the softmax over the last axis, a mask that may broadcast
@@ -171,6 +174,9 @@ class DimProver {
     for (const AttentionOperandMatch* operand : {&match_.q, &match_.k, &match_.v}) {
       if (operand->split && operand->split->reshape == &reshape) return &*operand->split;
       if (operand->repeat && operand->repeat->reshape == &reshape) return &operand->repeat->reshape_shape;
+      for (const ViewStepMatch& step : operand->view) {
+        if (step.node == &reshape && step.reshape) return &*step.reshape;
+      }
     }
     return match_.merge && match_.merge->reshape == &reshape ? &*match_.merge : nullptr;
   }
@@ -307,6 +313,9 @@ void CountForms(const AttentionMatch& match, PassContext& context) {
   if (match.k.repeat || match.v.repeat) context.Count("repeated_kv");
   if (match.guard != nullptr) context.Count("nan_guards");
   if (match.attention_op != nullptr) context.Count("attention_ops");
+  if (match.q.layout == HeadLayout::kView || match.k.layout == HeadLayout::kView || match.v.layout == HeadLayout::kView) {
+    context.Count("layout_views");
+  }
   switch (match.mask_kind) {
     case AttentionMaskKind::kNone: context.Count("unmasked"); break;
     case AttentionMaskKind::kAdditive: context.Count("additive_masks"); break;

@@ -28,6 +28,7 @@
 #include "passes/merge_reshapes.h"
 #include "passes/merge_summed_contractions.h"
 #include "passes/share_duplicate_initializers.h"
+#include "passes/sink_views.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -49,6 +50,9 @@ const std::vector<std::string>& LevelOne() {
       // and before the weight folds, whose Conv → BN patterns an Identity or Dropout between
       // them would hide. merge-reshapes next: a removed no-op can join two layout ops.
       "eliminate-no-ops",
+      // A Reshape between a contraction and its elementwise epilogue (GPT-2's Conv1D: Gemm,
+      // Reshape to 3-D, GELU, Reshape back) moves below the epilogue, next to the view after it.
+      "sink-views",
       "merge-reshapes",
       // BatchNormalization before Mul/Add folding: a Conv → BN → Mul → Add chain folds BN
       // first, then the affine layer after it, into the same weights.
@@ -125,6 +129,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<EliminateDeadCode>(1),
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
+      Describe<SinkViews>(1),
       Describe<MergeReshapes>(1),
       Describe<FoldBatchNorm>(1),
       Describe<FoldScaleIntoConv>(1),

@@ -197,8 +197,8 @@ struct OperandSearch {
 // nodes of the pattern that read it (the core, or the last step taken).
 class OperandWalker {
  public:
-  OperandWalker(Value* operand, Node& reader, Role role, bool key_transposed_by_core, int64_t opset)
-      : initial_(operand), value_(operand), readers_{&reader}, role_(role), key_transposed_(key_transposed_by_core),
+  OperandWalker(Value* operand, Node& reader, Role role, bool key_transposed_by_core, bool views, int64_t opset)
+      : views_(views), initial_(operand), value_(operand), readers_{&reader}, role_(role), key_transposed_(key_transposed_by_core),
         opset_(opset) {
     out_.layout = role == Role::kKey && key_transposed_ ? HeadLayout::kHeadsFirstTransposed : HeadLayout::kHeadsFirst;
     out_.source = operand;
@@ -206,6 +206,27 @@ class OperandWalker {
 
   OperandSearch Walk() {
     if (role_ != Role::kValue) PeelScales();
+    Value* scaled = value_;
+    const AttentionOperandMatch with_scales = out_;
+    OperandSearch staged = Staged();
+    const AttentionOperandMatch& found = staged.operand;
+    // A source the head-split forms stop at although a layout op computes it: only transposes
+    // (or nothing) were taken, and the rest of the chain is other layout ops.
+    const bool stops_at_layout = staged.near_miss.empty() && !found.split && !found.rotary && !found.repeat &&
+                                 found.split_output < 0 && found.source != nullptr && IsLayoutStep(found.source->producer());
+    // A near miss of the head-split forms (a perm or target that is not a head split) stands:
+    // a view would take a chain the matcher found malformed.
+    if (views_ && stops_at_layout) {
+      // What the head-split forms do not describe may still be a chain of layout ops the
+      // kernel reads through (torchvision's packed in-projection, unflattened and gathered).
+      OperandSearch view = View(scaled, with_scales);
+      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+    }
+    return staged;
+  }
+
+ private:
+  OperandSearch Staged() {
     std::vector<Node*> outer = Transposes();
     const bool repeated = role_ != Role::kQuery && ReadRepeat();
     std::vector<Node*> middle = repeated ? Transposes() : std::vector<Node*>{};
@@ -216,7 +237,50 @@ class OperandWalker {
     return Layout(inner, Concatenated(outer, middle));
   }
 
- private:
+  static bool IsLayoutStep(const Node* node) {
+    if (node == nullptr || node->inputs().empty() || node->input(0) == nullptr || node->outputs().size() != 1) {
+      return false;
+    }
+    if (IsOp(node, "Transpose")) {
+      std::optional<std::vector<int64_t>> perm = node->GetInts("perm");
+      return perm.has_value() && IsPermutation(*perm);
+    }
+    if (IsOp(node, "Reshape")) return node->inputs().size() == 2;
+    if (IsOp(node, "Squeeze") || IsOp(node, "Unsqueeze")) {
+      return node->GetInts("axes").has_value() || (node->inputs().size() == 2 && ConstantInts(node->input(1)));
+    }
+    if (IsOp(node, "Gather")) {
+      TensorPtr index = node->inputs().size() == 2 ? ConstantValueOf(*node->input(1), true) : nullptr;
+      return index != nullptr && index->dims().empty() && index->AsInt64s().has_value();
+    }
+    return false;
+  }
+
+  // The layout ops under `scaled`, down to the first other op: every intermediate must be read
+  // only by the pattern (the match's final check; another operand may share the chain).
+  OperandSearch View(Value* scaled, const AttentionOperandMatch& with_scales) {
+    OperandSearch search;
+    AttentionOperandMatch operand;
+    operand.scales = with_scales.scales;
+    operand.prescale = with_scales.prescale;
+    operand.layout = HeadLayout::kView;
+    Value* value = scaled;
+    std::vector<ViewStepMatch> steps;  // core side first
+    while (IsLayoutStep(value->producer()) && steps.size() < 32) {
+      Node* node = value->producer();
+      ViewStepMatch step;
+      step.node = node;
+      if (IsOp(node, "Reshape")) step.reshape = ReadReshape(*node, opset_);
+      steps.push_back(std::move(step));
+      value = node->input(0);
+    }
+    std::reverse(steps.begin(), steps.end());
+    operand.view = std::move(steps);
+    operand.source = value;
+    search.operand = std::move(operand);
+    return search;
+  }
+
   static std::vector<Node*> Concatenated(std::vector<Node*> a, const std::vector<Node*>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -492,6 +556,7 @@ class OperandWalker {
   }
 
   AttentionOperandMatch out_;
+  bool views_;
   Value* initial_;
   Value* value_;
   std::unordered_set<const Node*> readers_;
@@ -500,8 +565,9 @@ class OperandWalker {
   int64_t opset_;
 };
 
-OperandSearch WalkOperand(Value* operand, Node& reader, Role role, bool key_transposed_by_core, int64_t opset) {
-  return OperandWalker(operand, reader, role, key_transposed_by_core, opset).Walk();
+OperandSearch WalkOperand(Value* operand, Node& reader, Role role, bool key_transposed_by_core, bool views,
+                          int64_t opset) {
+  return OperandWalker(operand, reader, role, key_transposed_by_core, views, opset).Walk();
 }
 
 // The MatMul computing Q·Kᵀ behind `value`: the MatMul itself, or a Mul/Div with it as the
@@ -576,9 +642,10 @@ bool ReadMerge(AttentionMatch& match, int64_t opset) {
     context = first->output(0);
   }
   Node* transpose = SoleReader(context);
-  if (!IsOp(transpose, "Transpose") || transpose->GetInts("perm") != std::optional<std::vector<int64_t>>(kSplitPerm)) {
-    return false;
-  }
+  std::optional<std::vector<int64_t>> perm = IsOp(transpose, "Transpose") ? transpose->GetInts("perm") : std::nullopt;
+  // [0,2,1,3] as exporters merge heads, or any perm that keeps the features innermost
+  // (torchvision's [2,0,1,3] to [S,B,H,D]): the kernel writes the context in that order.
+  if (!perm || perm->size() != 4 || !IsPermutation(*perm) || (*perm)[3] != 3) return false;
   Value* transposed = transpose->output(0);
   Node* reshape = nullptr;
   for (const Use& use : transposed->uses()) {
@@ -591,8 +658,8 @@ bool ReadMerge(AttentionMatch& match, int64_t opset) {
   for (const Use& use : transposed->uses()) {
     if (!readers.count(use.node)) return false;
   }
-  if (auto entries = Entries(merge.parts); entries && entries->size() != 3) return false;
   match.merge_view = std::move(view);
+  match.merge_perm = *perm;
   match.merge_transpose = transpose;
   match.merge = std::move(merge);
   return true;
@@ -662,6 +729,10 @@ void CollectMembers(AttentionMatch& match) {
       nodes.insert(nodes.end(), operand->split->chain.begin(), operand->split->chain.end());
     }
     if (operand->rotary) nodes.insert(nodes.end(), operand->rotary->nodes.begin(), operand->rotary->nodes.end());
+    for (const ViewStepMatch& step : operand->view) {
+      nodes.push_back(step.node);
+      if (step.reshape) nodes.insert(nodes.end(), step.reshape->chain.begin(), step.reshape->chain.end());
+    }
     if (const auto& repeat = operand->repeat) {
       nodes.insert(nodes.end(), {repeat->unsqueeze, repeat->expand, repeat->reshape});
       nodes.insert(nodes.end(), repeat->expand_shape.chain.begin(), repeat->expand_shape.chain.end());
@@ -877,7 +948,11 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
   return parts;
 }
 
-AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
+namespace {
+
+// The match with operands read through layout-op views where the head-split forms do not
+// describe them (`views`), or without.
+AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
   AttentionMatch match;
   std::optional<AttentionSearch> failed;
   if (IsOp(&anchor, "Softmax")) {
@@ -904,7 +979,7 @@ AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
                            Walk{&match.k, score_reader->input(1), score_reader, Role::kKey},
                            Walk{&match.v, value_reader->input(value_index), value_reader, Role::kValue}}) {
     if (walk.value == nullptr) return {};
-    OperandSearch search = WalkOperand(walk.value, *walk.reader, walk.role, key_transposed, opset);
+    OperandSearch search = WalkOperand(walk.value, *walk.reader, walk.role, key_transposed, views, opset);
     if (!search.near_miss.empty()) return NearMiss(search.near_miss);
     *walk.operand = std::move(search.operand);
   }
@@ -956,6 +1031,17 @@ AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
   AttentionSearch search;
   search.match = std::move(match);
   return search;
+}
+
+}  // namespace
+
+AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
+  AttentionSearch with_views = MatchWith(anchor, opset, /*views=*/true);
+  if (with_views.match) return with_views;
+  // A view that reaches into values read elsewhere fails the match: without views such an
+  // operand is read as it is.
+  AttentionSearch without = MatchWith(anchor, opset, /*views=*/false);
+  return without.match || !without.near_miss.empty() ? without : with_views;
 }
 
 }  // namespace fusionopt

@@ -58,6 +58,8 @@ enum class HeadLayout {
   kSplitHeads,            // [B,S,H·D] reshaped to [B,S,H,D] (or [B,S,H,D] itself), transposed inside
   kHeadsFirst,            // [B,H,S,D] as it is (K: transposed inside by [0,1,3,2])
   kHeadsFirstTransposed,  // K only: [B,H,D,Sk] as it is
+  kView,                  // any chain of layout ops from the source (`view`), composed at run time
+                          // into a strided [B,H,S,D] view (K read by the MatMul core: [B,H,D,S])
 };
 
 enum class AttentionMaskKind { kNone, kAdditive, kBoolean };
@@ -101,8 +103,16 @@ struct RepeatMatch {
   HeadReshapeMatch reshape_shape;
 };
 
+// One layout op of a kView operand: Transpose, Reshape (with its target), Squeeze, Unsqueeze,
+// or Gather of a constant scalar index (a packed projection's Q, K or V).
+struct ViewStepMatch {
+  Node* node = nullptr;
+  std::optional<HeadReshapeMatch> reshape;
+};
+
 struct AttentionOperandMatch {
   HeadLayout layout = HeadLayout::kHeadsFirst;
+  std::vector<ViewStepMatch> view;        // kView, source side first
   Value* source = nullptr;  // what the pattern reads ([B,S,W], [B,S,H,D] or the 4-D operand)
   std::optional<HeadReshapeMatch> split;  // kSplitHeads from [B,S,W]
   std::vector<Node*> transposes;          // source side first
@@ -150,6 +160,7 @@ struct AttentionMatch {
 
   std::optional<HeadReshapeMatch> merge_view;  // a Reshape of the context to its own shape first
   Node* merge_transpose = nullptr;  // the head merge, when inside
+  std::vector<int64_t> merge_perm;  // its perm: [0,2,1,3], or any that keeps the features last
   std::optional<HeadReshapeMatch> merge;
 
   Value* output = nullptr;
@@ -211,8 +222,17 @@ struct AttentionRepeat {
   AttentionReshape expand_shape, reshape_shape;
 };
 
+struct AttentionViewStep {
+  enum class Kind { kTranspose, kReshape, kSqueeze, kUnsqueeze, kGather };
+  Kind kind = Kind::kTranspose;
+  std::vector<int64_t> ints;  // Transpose's perm, Squeeze's / Unsqueeze's axes
+  int64_t axis = 0, index = 0;  // Gather
+  AttentionReshape reshape;   // kReshape
+};
+
 struct AttentionOperand {
   HeadLayout layout = HeadLayout::kHeadsFirst;
+  std::vector<AttentionViewStep> view;  // kView, source side first
   int input = -1;         // body input read, unless split_output >= 0
   int split_output = -1;  // the combined Split's output read
   std::optional<AttentionReshape> split;
@@ -252,7 +272,10 @@ struct FusedAttention {
   // a runtime sees (mask_kind says what the match's types said).
   std::optional<AttentionOpCore> op;
   std::optional<AttentionReshape> merge_view;  // resolves to the context's own [B,H,Sq,Dv]
-  std::optional<AttentionReshape> merge;  // the output is [B,Sq,H·D] when set, else [B,H,Sq,D]
+  // The output is the context transposed by `merge_perm` and reshaped to `merge`'s target when
+  // set ([0,2,1,3] and [B,Sq,H·D] as exporters merge heads), else [B,H,Sq,D].
+  std::vector<int64_t> merge_perm;
+  std::optional<AttentionReshape> merge;
   int result_output = 0;
 };
 

@@ -1,5 +1,6 @@
 // Recognising an outlined attention body (attention.h): the match, found in the body,
 // described by the body's inputs and the constants it holds, for a kernel.
+#include "ir/constant_value.h"
 #include "patterns/attention.h"
 #include "patterns/matcher_support.h"
 
@@ -116,6 +117,46 @@ std::optional<AttentionRepeat> DescribeRepeat(const Graph& body, const Attention
   return described;
 }
 
+// A layout step's constant arguments: a Transpose's perm, Squeeze / Unsqueeze axes (attribute
+// or constant input), a Gather's axis and scalar index, a Reshape's target.
+std::optional<AttentionViewStep> DescribeViewStep(const Graph& body, const AttentionMatch& match,
+                                                  const ViewStepMatch& step) {
+  const Node& node = *step.node;
+  AttentionViewStep described;
+  auto constant_ints = [](const Value* value) -> std::optional<std::vector<int64_t>> {
+    TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, /*initializers_overridable=*/true) : nullptr;
+    return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
+  };
+  const std::string& op = node.op_type();
+  if (op == "Transpose") {
+    described.kind = AttentionViewStep::Kind::kTranspose;
+    std::optional<std::vector<int64_t>> perm = node.GetInts("perm");
+    if (!perm) return std::nullopt;
+    described.ints = *perm;
+  } else if (op == "Reshape") {
+    described.kind = AttentionViewStep::Kind::kReshape;
+    if (!step.reshape) return std::nullopt;
+    std::optional<AttentionReshape> reshape = DescribeReshape(body, match, *step.reshape);
+    if (!reshape) return std::nullopt;
+    described.reshape = std::move(*reshape);
+  } else if (op == "Squeeze" || op == "Unsqueeze") {
+    described.kind = op == "Squeeze" ? AttentionViewStep::Kind::kSqueeze : AttentionViewStep::Kind::kUnsqueeze;
+    std::optional<std::vector<int64_t>> axes = node.GetInts("axes");
+    if (!axes) axes = constant_ints(node.inputs().size() == 2 ? node.input(1) : nullptr);
+    if (!axes) return std::nullopt;
+    described.ints = *axes;
+  } else if (op == "Gather") {
+    described.kind = AttentionViewStep::Kind::kGather;
+    std::optional<std::vector<int64_t>> index = constant_ints(node.input(1));
+    if (!index || index->size() != 1) return std::nullopt;
+    described.axis = node.GetInt("axis", 0);
+    described.index = index->front();
+  } else {
+    return std::nullopt;
+  }
+  return described;
+}
+
 std::optional<AttentionOperand> DescribeOperand(const Graph& body, const AttentionMatch& match,
                                                 const AttentionOperandMatch& operand) {
   AttentionOperand described;
@@ -134,6 +175,11 @@ std::optional<AttentionOperand> DescribeOperand(const Graph& body, const Attenti
   if (operand.repeat) {
     described.repeat = DescribeRepeat(body, match, *operand.repeat);
     if (!described.repeat) return std::nullopt;
+  }
+  for (const ViewStepMatch& step : operand.view) {
+    std::optional<AttentionViewStep> view = DescribeViewStep(body, match, step);
+    if (!view) return std::nullopt;
+    described.view.push_back(std::move(*view));
   }
   return described;
 }
@@ -181,6 +227,7 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
     if (!described.merge_view) return std::nullopt;
   }
   if (match.merge) {
+    described.merge_perm = match.merge_perm;
     described.merge = DescribeReshape(body, match, *match.merge);
     if (!described.merge) return std::nullopt;
   }

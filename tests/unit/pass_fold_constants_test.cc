@@ -64,6 +64,40 @@ graph main (float[2,3,4] %x) -> (float[6,4] %y)
   CHECK(statistics.counters["nodes_folded"] == 3);
 }
 
+TEST_CASE("fold-constants folds a Slice of a shape's static dims, not one that reaches a symbol", "[passes]") {
+  // Shape(x)[-1:] is [64] although N is symbolic (torchvision's 1/√D); Shape(x)[:1] is N.
+  ExpectRewrite(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,64] %x) -> (int64[1] %d, int64[1] %n)
+  init int64[1] %minus_one = [-1]
+  init int64[1] %zero = [0]
+  init int64[1] %one = [1]
+  init int64[1] %end = [9223372036854775807]
+{
+  %s = Shape(%x) @shape
+  %last = Slice(%s, %minus_one, %end) @last
+  %d = Identity(%last) @d
+  %first = Slice(%s, %zero, %one) @first
+  %n = Identity(%first) @n
+}
+)",
+                kPass, R"(
+ir_version 8
+opset "" 17
+graph main (float[N,64] %x) -> (int64[1] %d, int64[1] %n)
+  init int64[1] %zero = [0]
+  init int64[1] %one = [1]
+  init int64[1] %last = [64]
+{
+  %s = Shape(%x) @shape
+  %d = Identity(%last) @d
+  %first = Slice(%s, %zero, %one) @first
+  %n = Identity(%first) @n
+}
+)");
+}
+
 TEST_CASE("fold-constants folds only the static dims of a symbolic shape", "[passes]") {
   // Dim 2 (64) is known, dim 0 (N) is not: the Gather of dim 2 folds, the one of dim 0 and
   // the Concat reading it stay.

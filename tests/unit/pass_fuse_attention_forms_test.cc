@@ -215,3 +215,72 @@ graph main (float[B,S,8] %q, float[B,S,8] %k, float[B,S,8] %v, bool[B,1,1,S] %ma
   CHECK(attention.q.layout == HeadLayout::kSplitHeads);
   CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
 }
+
+namespace {
+
+// nn.MultiheadAttention as torchvision's ViT runs it, sequence first: one packed in-projection
+// [S,B,3E], unflattened to [S,B,3,E] (as [1,S,B,3,E]), moved to [3,S,B,E], squeezed and
+// gathered into Q, K and V, each reshaped to [S,B·H,D], transposed to [B·H,S,D] and reshaped to
+// [B,H,S,D]; the context transposed to [S,B,H,D] and reshaped to [S·B,E]. `k_index` varies the
+// near miss (K gathered from Q's slot).
+std::string PackedProjection(const std::string& k_index = "%one") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[5,2,24] %packed) -> (float[10,8] %context)
+  init int64[5] %unflatten = [1, 5, 2, 3, 8]
+  init int64[1] %squeeze_axes = [3]
+  init int64[] %zero = [0]
+  init int64[] %one = [1]
+  init int64[] %two = [2]
+  init int64[3] %heads_shape = [5, 4, 4]
+  init int64[4] %split = [2, 2, 5, 4]
+  init int64[2] %merged = [-1, 8]
+  init float[] %root = [0.7071068]
+{
+  %u = Reshape(%packed, %unflatten) @unflatten
+  %t = Transpose(%u) {perm: [3, 1, 2, 0, 4]} @move
+  %sq = Squeeze(%t, %squeeze_axes) @squeeze
+  %q0 = Gather(%sq, %zero) {axis: 0} @select_q
+  %k0 = Gather(%sq, )" + k_index + R"() {axis: 0} @select_k
+  %v0 = Gather(%sq, %two) {axis: 0} @select_v
+  %q1 = Reshape(%q0, %heads_shape) @q_view
+  %q2 = Transpose(%q1) {perm: [1, 0, 2]} @q_transpose
+  %q3 = Reshape(%q2, %split) @q_split
+  %k1 = Reshape(%k0, %heads_shape) @k_view
+  %k2 = Transpose(%k1) {perm: [1, 0, 2]} @k_transpose
+  %k3 = Reshape(%k2, %split) @k_split
+  %v1 = Reshape(%v0, %heads_shape) @v_view
+  %v2 = Transpose(%v1) {perm: [1, 0, 2]} @v_transpose
+  %v3 = Reshape(%v2, %split) @v_split
+  %kt = Transpose(%k3) {perm: [0, 1, 3, 2]} @key_transpose
+  %qs = Mul(%q3, %root) @q_scale
+  %ks = Mul(%kt, %root) @k_scale
+  %s = MatMul(%qs, %ks) @scores
+  %p = Softmax(%s) {axis: -1} @softmax
+  %o = MatMul(%p, %v3) @context_product
+  %ot = Transpose(%o) {perm: [2, 0, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: torchvision's packed in-projection read through its layout ops, merged sequence first",
+          "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(PackedProjection());
+  CHECK(rewritten.Counter("layout_views") == 1);
+  CHECK(rewritten.Counter("head_merges") == 1);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(attention.q.layout == HeadLayout::kView);
+  CHECK(attention.k.layout == HeadLayout::kView);
+  CHECK(attention.v.layout == HeadLayout::kView);
+  CHECK(attention.q.view.size() == 7);  // unflatten, move, squeeze, gather, view, transpose, split
+  CHECK(attention.merge_perm == std::vector<int64_t>{2, 0, 1, 3});
+}
+
+TEST_CASE("fuse-attention: layout views are only as good as the run's shapes; K from Q's slot still computes K·K", "[attention]") {
+  // K gathered from slot 0 as Q is: still attention (of Q with itself), read through views.
+  auto [rewritten, attention] = ExpectAttention(PackedProjection("%zero"));
+  CHECK(attention.k.layout == HeadLayout::kView);
+}

@@ -93,6 +93,9 @@ Result<Addressing> AddressOf(const FusedAttention& attention, const AttentionOpe
   if (operand.rotary) {
     return Unsupported("rotary embedding inside the attention is not generated for CUDA yet (" + std::string(role) + ")");
   }
+  if (operand.layout == HeadLayout::kView) {
+    return Unsupported(std::string(role) + " read through a chain of layout ops is not generated for CUDA yet");
+  }
   int64_t heads = geometry.heads;
   if (operand.repeat) {
     const int64_t own = operand.repeat->source_heads;  // known in a typed body
@@ -115,6 +118,7 @@ Result<Addressing> AddressOf(const FusedAttention& attention, const AttentionOpe
       out.batch_size = dims[0], out.seq_size = dims[1];
       out.batch = dims[1] * ld, out.head = out.depth_size, out.seq = ld, out.depth = 1;
       break;
+    case HeadLayout::kView:  // refused above
     case HeadLayout::kHeadsFirst:
     case HeadLayout::kHeadsFirstTransposed: {
       if (dims.size() != 4 || dims[1] != heads || operand.split_output >= 0) {
@@ -337,6 +341,9 @@ Status PlanOutput(const FusedAttention& attention, const Value& output, KernelPl
   const Geometry& g = plan.geometry;
   const int64_t dv = plan.v.depth_size;
   std::vector<int64_t> expected;
+  if (attention.merge && attention.merge_perm != std::vector<int64_t>{0, 2, 1, 3}) {
+    return Unsupported("a head merge other than [B,Sq,H·D] is not generated for CUDA yet");
+  }
   if (attention.merge) {
     expected = {g.batch, g.queries, g.heads * dv};
     plan.out_batch = g.queries * g.heads * dv, plan.out_head = dv, plan.out_seq = g.heads * dv;
