@@ -192,7 +192,9 @@ Result<Side> PrepareSide(std::unique_ptr<Model> model, const BenchOptions& optio
     session_options.cuda_graph = options.cuda_graph;
     FUSIONOPT_ASSIGN_OR_RETURN(side.on_cuda, cuda::CudaSession::Create(*side.model, session_options));
   } else {
-    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, {.threads = options.threads}));
+    cpu::SessionOptions session_options;
+    session_options.threads = options.threads;
+    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, session_options));
   }
   return side;
 }

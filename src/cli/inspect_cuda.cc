@@ -32,6 +32,7 @@ ordered_json PlanJson(const std::string& path, int arch, const cuda::CudaPlanSum
           {"kernels", plan.kernels},
           {"launches_per_inference", plan.launches_per_inference},
           {"unsupported", plan.unsupported},
+          {"fused_nodes_inlined", plan.fused_nodes_inlined},
           {"peak_intermediate_bytes", plan.peak_intermediate_bytes},
           {"workspace_bytes", plan.workspace_bytes},
           {"nodes", nodes}};
@@ -43,10 +44,11 @@ void PrintPlan(const cuda::CudaPlanSummary& plan, int arch) {
     std::string how = node.unsupported.empty() ? node.implementation : "UNSUPPORTED: " + node.unsupported;
     std::printf("%-40s %-36s %8u  %s\n", node.node.c_str(), node.op.c_str(), node.launches, OneLine(how).c_str());
   }
-  std::printf("sm_%d: %lld kernels, %lld launches per inference, %lld nodes unsupported; intermediates peak at "
-              "%.2f MB, workspace %.2f MB\n",
+  std::printf("sm_%d: %lld kernels, %lld launches per inference, %lld nodes unsupported, %lld fused nodes run as "
+              "their body's ops; intermediates peak at %.2f MB, workspace %.2f MB\n",
               arch, static_cast<long long>(plan.kernels), static_cast<long long>(plan.launches_per_inference),
-              static_cast<long long>(plan.unsupported), plan.peak_intermediate_bytes / 1e6, plan.workspace_bytes / 1e6);
+              static_cast<long long>(plan.unsupported), static_cast<long long>(plan.fused_nodes_inlined),
+              plan.peak_intermediate_bytes / 1e6, plan.workspace_bytes / 1e6);
 }
 
 }  // namespace

@@ -148,7 +148,10 @@ Result<Executed> TimeRuns(const RunOptions& options, RunOnce&& run_once) {
 }
 
 int RunOnCpu(const RunOptions& options, const Model& model) {
-  auto session = cpu::Session::Create(model, {.threads = options.threads, .fused_kernels = !options.op_by_op});
+  cpu::SessionOptions session_options;
+  session_options.threads = options.threads;
+  session_options.fused_kernels = !options.op_by_op;
+  auto session = cpu::Session::Create(model, session_options);
   if (!session.ok()) return ReportError(options.model, session.status());
   auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());

@@ -27,7 +27,9 @@ Result<Prepared> Prepare(const std::string& path, int threads, bool cuda) {
   if (cuda) {
     FUSIONOPT_ASSIGN_OR_RETURN(prepared.on_cuda, cuda::CudaSession::Create(*prepared.model, {}));
   } else {
-    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, {.threads = threads}));
+    cpu::SessionOptions session_options;
+    session_options.threads = threads;
+    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, session_options));
   }
   return prepared;
 }

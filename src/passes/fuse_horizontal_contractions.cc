@@ -36,6 +36,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/op_class.h"
 #include "passes/attribute_equality.h"
 #include "passes/constant_operand.h"
 #include "passes/fold_rewrites.h"
@@ -225,6 +226,19 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
     members[i].tail = readers[i]->output(0);
   }
   return true;
+}
+
+// Why merging `members` would cost a member the epilogue fusion it has unmerged, or "": a tail
+// (what the Split would produce for it) read by an elementwise op of the standard domain.
+std::string WhyEpilogueLost(const std::vector<Member>& members) {
+  for (const Member& member : members) {
+    for (const Use& use : member.tail->uses()) {
+      if (IsStandardDomain(*use.node) && ClassifyOp(*use.node) == OpClass::kElementwise) {
+        return "a member continues with " + use.node->op_type() + " the others do not share (its epilogue fusion would be lost)";
+      }
+    }
+  }
+  return "";
 }
 
 // ---------------------------------------------------------------- the merged kernel
@@ -457,6 +471,13 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         std::vector<Member> group(std::make_move_iterator(candidates.begin() + begin),
                                   std::make_move_iterator(candidates.begin() + end));
         while (SinkOneStep(group, context.model(), output_rank)) {
+        }
+        // A member continuing with an elementwise op the others do not share would lose it:
+        // O2 fuses it into that member's own contraction, but not across the Split (ResNet's
+        // downsample beside the block's first 1×1, SwiGLU's gate beside its up projection).
+        if (std::string why = WhyEpilogueLost(group); !why.empty()) {
+          context.Rejected(*group[0].contraction, why);
+          continue;
         }
         std::vector<Node*> merged;
         for (const Member& member : group) {

@@ -23,6 +23,7 @@
 
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
+#include "passes/fold_rewrites.h"
 #include "passes/outline.h"
 
 namespace fusionopt::passes {
@@ -47,31 +48,34 @@ struct Region {
 std::optional<Region> RegionAfter(const Graph& graph, Value& viewed) {
   std::unordered_set<const Value*> inside = {&viewed};
   std::unordered_set<const Node*> members;
+  // A reader joins once every input is inside or a scalar constant: readers whose other inputs
+  // are not computed yet are reached again from those.
+  auto joins = [&](const Node* node) {
+    if (members.count(node) || node->graph() != &graph || !IsStandardDomain(*node) ||
+        ClassifyOp(*node) != OpClass::kElementwise || node->outputs().size() != 1 || node->output(0) == nullptr) {
+      return false;
+    }
+    return std::all_of(node->inputs().begin(), node->inputs().end(), [&](const Value* input) {
+      return input == nullptr || inside.count(input) || IsScalarConstant(input);
+    });
+  };
   std::vector<Node*> frontier;
-  for (const Use& use : viewed.uses()) frontier.push_back(use.node);
+  for (const Use& use : viewed.uses()) {
+    if (joins(use.node)) frontier.push_back(use.node);
+  }
   while (!frontier.empty()) {
     Node* node = frontier.back();
     frontier.pop_back();
-    if (members.count(node)) continue;
-    if (node->graph() != &graph || !IsStandardDomain(*node) || ClassifyOp(*node) != OpClass::kElementwise ||
-        node->outputs().size() != 1 || node->output(0) == nullptr) {
-      return std::nullopt;
-    }
-    bool closed = true;
-    for (const Value* input : node->inputs()) {
-      if (input != nullptr && !inside.count(input) && !IsScalarConstant(input)) closed = false;
-    }
-    if (!closed) return std::nullopt;  // an input from elsewhere: a view of it would be needed
+    if (!joins(node)) continue;
     members.insert(node);
     inside.insert(node->output(0));
     for (const Use& use : node->output(0)->uses()) {
-      // Readers whose other inputs are not ready yet join when they are reached again.
-      bool ready = true;
-      for (const Value* input : use.node->inputs()) {
-        if (input != nullptr && !inside.count(input) && !IsScalarConstant(input)) ready = false;
-      }
-      if (ready && ClassifyOp(*use.node) == OpClass::kElementwise) frontier.push_back(use.node);
+      if (joins(use.node)) frontier.push_back(use.node);
     }
+  }
+  // The view goes: every reader of it must be in the region.
+  for (const Use& use : viewed.uses()) {
+    if (!members.count(use.node)) return std::nullopt;
   }
   Region region;
   for (const auto& node : graph.nodes()) {
@@ -124,9 +128,11 @@ void Sink(Graph& graph, Node& view, const Region& region) {
   graph.DetachProducer(result);
   graph.TransferProducer(inner, producer, index);
   for (Node* node : region.nodes) {
-    if (node->output(0) != inner && node->output(0) != nullptr) {
-      node->output(0)->type().shape = input.shape();
-    }
+    Value* value = node->output(0);
+    if (value == inner || value == nullptr) continue;
+    value->type().shape = input.shape();
+    // A value_info the exporter wrote for the viewed shape would contradict the new one.
+    if (value->is_declared()) value->set_declared_type(value->type());
   }
   Node* moved = graph.CreateNode("Reshape", "", {inner, view.input(1)}, {nullptr}, UniqueNodeName(graph, view.name()));
   for (const Attribute& attribute : view.attributes()) moved->SetAttribute(attribute.CopyWithoutGraphs());

@@ -9,6 +9,7 @@
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
+#include "passes/inline_call.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cuda {
@@ -224,6 +225,35 @@ Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index,
 
 }  // namespace
 
+// A fused node the plugin has no kernel for (a form its generators do not take yet, such as
+// rotary embedding inside attention) runs as its body's standard ops: the call is inlined into
+// the specialized model, whose shapes are inferred again. Returns how many calls were inlined.
+Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model) {
+  FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
+  onnx::ModelProto proto;
+  FUSIONOPT_CHECK(proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
+  std::vector<Node*> unsupported;
+  size_t index = 0;
+  for (const auto& node : model.graph->nodes()) {
+    if (node->domain() == kFusionDomain) {
+      NodeDescription description;
+      int supported = 0;
+      if (Describe(model, proto, index, *node, description).ok() &&
+          api_.node_supported(context_, &description.desc, &supported) == FO_OK && supported == 0) {
+        unsupported.push_back(node.get());
+      }
+    }
+    ++index;
+  }
+  int64_t inlined = 0;
+  for (Node* node : unsupported) {
+    const Function* function = model.FindFunction(node->domain(), node->op_type());
+    if (function != nullptr && passes::InlineCall(*model.graph, *node, *function).done()) ++inlined;
+  }
+  if (inlined > 0) InferShapes(model);
+  return inlined;
+}
+
 // Plans every node in order. Storage is simulated as it will run: each value gets a storage
 // when produced (a view: its input's), and a storage whose last reader has run goes back to a
 // pool that later values of the same byte size draw from.
@@ -232,6 +262,7 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
   auto plan = std::make_unique<Prepared>();
   FUSIONOPT_ASSIGN_OR_RETURN(plan->model, Specialize(model_, feeds));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model));
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(*plan->model));
   FUSIONOPT_CHECK(plan->proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
   const Model& model = *plan->model;
