@@ -31,6 +31,15 @@
 // size or symbol as the input dim it is). The new Transpose then merges with a Transpose
 // before it like any other.
 //
+// A Transpose after a Reshape that only groups consecutive axes, after another Transpose, is
+// one Transpose and the Reshape: the second perm moves whole groups, so it moves their axes
+// in the first Transpose instead (the head merge after attention and the batch-first
+// transpose after it, once commute-transposes brought them together):
+//
+//   %t = Transpose(%x[B,H,S,D]) {perm: [2,0,1,3]}        %t = Transpose(%x) {perm: [0,2,1,3]}
+//   %r = Reshape(%t, [S,B,H·D])                    →      %y = Reshape(%t, [0,S,H·D])
+//   %y = Transpose(%r) {perm: [1,0,2]}
+//
 // Only intermediates read by the next op alone and that are no graph output are merged;
 // chains never cross into or out of subgraphs. The merged Transpose is the second one
 // rewritten in place; a merged view takes the last view's name and output. New shape and
@@ -361,6 +370,78 @@ bool MergeTransposeThroughReshapes(Graph& graph, Node& split, PassContext& conte
   return true;
 }
 
+// The input axes each output dim of a Reshape from `in` to `out` is made of, when every output
+// dim is provably the product of consecutive input dims (known sizes multiply; a symbol stands
+// alone for the same symbol); nullopt otherwise. Input 1s may join any group.
+std::optional<std::vector<std::vector<int64_t>>> ReshapeGroups(const Shape& in, const Shape& out) {
+  std::vector<std::vector<int64_t>> groups(out.size());
+  size_t next = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    if (out[j].is_symbolic()) {
+      while (next < in.size() && in[next].is_known() && in[next].value == 1) groups[j].push_back(static_cast<int64_t>(next++));
+      if (next == in.size() || !ProvablySameDim(in[next], out[j])) return std::nullopt;
+      groups[j].push_back(static_cast<int64_t>(next++));
+      continue;
+    }
+    if (!out[j].is_known()) return std::nullopt;
+    int64_t product = 1;
+    while (product < out[j].value && next < in.size()) {
+      if (!in[next].is_known() || in[next].value == 0) return std::nullopt;
+      product *= in[next].value;
+      groups[j].push_back(static_cast<int64_t>(next++));
+    }
+    if (product != out[j].value) return std::nullopt;
+  }
+  for (; next < in.size(); ++next) {
+    if (groups.empty() || !in[next].is_known() || in[next].value != 1) return std::nullopt;
+    groups.back().push_back(static_cast<int64_t>(next));
+  }
+  return groups;
+}
+
+// Transpose(Reshape(Transpose(x, p1)), p2), where the Reshape only groups consecutive axes, as
+// Reshape(Transpose(x, q)): p2 permutes the groups, so q moves their axes along and composes
+// with p1 — the head merge after attention with the batch-first transpose that follows it.
+bool MergeTransposeThroughGrouping(Graph& graph, Node& second, const Model& model, PassContext& context) {
+  Node* reshape = SoleFeeder(graph, second);
+  Node* first = reshape != nullptr && IsOpOfDefault(reshape, "Reshape") ? SoleFeeder(graph, *reshape) : nullptr;
+  if (first == nullptr || !IsTranspose(*first) || first->input(0) == nullptr || second.output(0) == nullptr) return false;
+  const Value& x = *first->input(0);
+  auto inner = PermOf(*first);
+  auto outer = PermOf(second);
+  const Value& grouped = *reshape->output(0);
+  if (!inner || !outer || !IsPermutation(*inner) || !IsPermutation(*outer) || !x.shape() || !grouped.shape() ||
+      !second.output(0)->shape() || inner->size() != x.shape()->size() || outer->size() != grouped.shape()->size()) {
+    return false;
+  }
+  auto groups = ReshapeGroups(*first->output(0)->shape(), *grouped.shape());
+  if (!groups) return false;
+  std::vector<int64_t> composed;
+  for (int64_t group : *outer) {
+    for (int64_t axis : (*groups)[static_cast<size_t>(group)]) composed.push_back((*inner)[static_cast<size_t>(axis)]);
+  }
+  Shape transposed;
+  for (int64_t axis : composed) transposed.push_back((*x.shape())[static_cast<size_t>(axis)]);
+  auto target = ShapeOperand(transposed, *second.output(0)->shape());
+  if (!target) return false;
+  Value& output = *second.output(0);
+  Value* permuted = graph.CreateValue(graph.UniqueName(output.name() + "_transposed"));
+  permuted->type().dtype = output.dtype();
+  Node* transpose = graph.CreateNode("Transpose", "", {first->input(0)}, {permuted}, first->name());
+  Attribute attribute;
+  attribute.name = "perm";
+  attribute.kind = AttributeKind::kInts;
+  attribute.ints = composed;
+  transpose->SetAttribute(std::move(attribute));
+  Node* merged = graph.CreateNode("Reshape", "", {permuted, AddInts(graph, model, output.name() + "_shape", *target)},
+                                  {nullptr}, second.name());
+  ReplaceViews(graph, {first, reshape, &second}, *merged, output);
+  context.Matched();
+  context.Count("transposes_through_groupings");
+  MergeTransposes(graph, *transpose, context);
+  return true;
+}
+
 // Whether `node`'s output continues a view chain (merged when the chain's end is reached).
 bool FeedsAnotherView(const Graph& graph, const Node& node) {
   const Value* output = node.output(0);
@@ -378,7 +459,10 @@ Result<bool> MergeReshapes::RunOnGraph(Graph& graph, PassContext& context) {
   for (const auto& node : graph.nodes()) order.push_back(node.get());
   for (Node* node : order) {
     if (IsTranspose(*node)) {
-      changed = MergeTransposes(graph, *node, context) || changed;
+      bool merged = MergeTransposes(graph, *node, context);
+      bool regrouped = !merged && MergeTransposeThroughGrouping(graph, *node, context.model(), context);
+      changed = merged || regrouped || changed;
+      inserted = inserted || regrouped;
     } else if (IsView(*node) && !FeedsAnotherView(graph, *node)) {
       bool merged = MergeTransposeThroughReshapes(graph, *node, context) || MergeViewChain(graph, *node, context);
       changed = merged || changed;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "passes/commute_transposes.h"
 #include "passes/eliminate_common_subexpressions.h"
 #include "passes/eliminate_dead_code.h"
 #include "passes/eliminate_no_ops.h"
@@ -53,6 +54,9 @@ const std::vector<std::string>& LevelOne() {
       // A Reshape between a contraction and its elementwise epilogue (GPT-2's Conv1D: Gemm,
       // Reshape to 3-D, GELU, Reshape back) moves below the epilogue, next to the view after it.
       "sink-views",
+      // A Transpose between a layout chain and the MatMul/Gemm by constant weights next to it
+      // (torchvision's nn.MultiheadAttention) crosses the contraction to join the chain.
+      "commute-transposes",
       "merge-reshapes",
       // BatchNormalization before Mul/Add folding: a Conv → BN → Mul → Add chain folds BN
       // first, then the affine layer after it, into the same weights.
@@ -130,6 +134,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
       Describe<SinkViews>(1),
+      Describe<CommuteTransposes>(1),
       Describe<MergeReshapes>(1),
       Describe<FoldBatchNorm>(1),
       Describe<FoldScaleIntoConv>(1),

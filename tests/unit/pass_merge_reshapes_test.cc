@@ -172,3 +172,32 @@ TEST_CASE("merge-reshapes leaves view chains it cannot merge exactly", "[passes]
                          "  %a = Reshape(%x, %two)\n  %y = Reshape(%d, %a)", "  init int64[1] %two = [2]\n"));
   }
 }
+
+TEST_CASE("merge-reshapes moves a Transpose after a grouping Reshape into the Transpose before it", "[passes]") {
+  // The head merge after attention [B,H,S,D] -> [S,B,H*D], then the batch-first transpose.
+  std::string before = Text(17, "float[N,2,3,4] %x) -> (float[N,3,8] %y",
+                            "  %t = Transpose(%x) {perm: [2, 0, 1, 3]} @merge_heads\n"
+                            "  %r = Reshape(%t, %merged) @merge\n"
+                            "  %y = Transpose(%r) {perm: [1, 0, 2]} @batch_first",
+                            "  init int64[3] %merged = [3, -1, 8]\n");
+  auto outcome = ExpectRewrite(before, Text(17, "float[N,2,3,4] %x) -> (float[N,3,8] %y",
+                                            "  %y_transposed = Transpose(%x) {perm: [0, 2, 1, 3]} @merge_heads\n"
+                                            "  %y = Reshape(%y_transposed, %y_shape) @batch_first",
+                                            "  init int64[3] %y_shape = [0, 3, 8]\n"));
+  CHECK(outcome.Counter("transposes_through_groupings") == 1);
+}
+
+TEST_CASE("merge-reshapes leaves a Transpose after a Reshape that does not group axes", "[passes]") {
+  SECTION("the Reshape splits a dim across groups") {
+    ExpectUnchanged(Text(17, "float[4,2,3,5] %x) -> (float[3,4,10] %y",
+                         "  %t = Transpose(%x) {perm: [0, 1, 2, 3]}\n  %r = Reshape(%t, %shape)\n"
+                         "  %y = Transpose(%r) {perm: [1, 0, 2]}",
+                         "  init int64[3] %shape = [4, 3, 10]\n"));
+  }
+  SECTION("a symbolic dim merged with a known one proves nothing") {
+    ExpectUnchanged(Text(17, "float[2,N,3] %x) -> (%y",
+                         "  %t = Transpose(%x) {perm: [1, 0, 2]}\n  %r = Reshape(%t, %shape)\n"
+                         "  %y = Transpose(%r) {perm: [1, 0]}",
+                         "  init int64[2] %shape = [-1, 3]\n"));
+  }
+}
