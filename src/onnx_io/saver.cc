@@ -21,6 +21,22 @@ namespace {
 
 constexpr int kWriteBlockBytes = 4 << 20;
 
+// The model file as protobuf's copying stream, so the adaptor's block size is ours: protobuf's
+// own FileOutputStream ignores the block size it is given (3.21) and writes 8 KiB at a time —
+// 53k write calls, over a second of system time, for a BERT-base save.
+class AtomicFileStream : public google::protobuf::io::CopyingOutputStream {
+ public:
+  explicit AtomicFileStream(AtomicFile& file) : file_(file) {}
+  bool Write(const void* buffer, int size) override {
+    status_ = file_.Write(static_cast<const uint8_t*>(buffer), static_cast<uint64_t>(size));
+    return status_.ok();
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  AtomicFile& file_;
+  Status status_ = Status::Ok();
+};
 
 namespace fs = std::filesystem;
 
@@ -299,10 +315,10 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
   }
   FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, AtomicFile::CreateFor(path));
   {
-    // 4 MiB writes: the default 8 KiB blocks cost a BERT-base save 50k write calls (a second).
-    google::protobuf::io::FileOutputStream stream(model_file->fd(), kWriteBlockBytes);
+    AtomicFileStream file_stream(*model_file);
+    google::protobuf::io::CopyingOutputStreamAdaptor stream(&file_stream, kWriteBlockBytes);
     if (!proto.SerializeToZeroCopyStream(&stream) || !stream.Flush()) {
-      return IoError("cannot write '" + path + "'" + (stream.GetErrno() != 0 ? std::string(": ") + std::strerror(stream.GetErrno()) : ""));
+      return file_stream.status().ok() ? IoError("cannot write '" + path + "'") : file_stream.status();
     }
   }
   report.model_bytes = proto.ByteSizeLong();
