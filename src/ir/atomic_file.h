@@ -30,11 +30,13 @@ class AtomicFile {
 
  private:
   AtomicFile(int fd, std::string temp_path, std::string destination);
+  void StartWritebackOfFullChunks();
 
   int fd_;
   std::string temp_path_;
   std::string destination_;
   uint64_t written_ = 0;
+  uint64_t writeback_started_ = 0;
   bool committed_ = false;
 };
 

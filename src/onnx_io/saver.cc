@@ -9,34 +9,16 @@
 #include <filesystem>
 #include <utility>
 
-#include <google/protobuf/io/zero_copy_stream_impl.h>
-
 #include "ir/atomic_file.h"
 #include "onnx_io/function_codec.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/proto_codec.h"
+#include "onnx_io/spliced_model_writer.h"
 
 namespace fusionopt {
 namespace {
 
-constexpr int kWriteBlockBytes = 4 << 20;
-
-// The model file as protobuf's copying stream, so the adaptor's block size is ours: protobuf's
-// own FileOutputStream ignores the block size it is given (3.21) and writes 8 KiB at a time —
-// 53k write calls, over a second of system time, for a BERT-base save.
-class AtomicFileStream : public google::protobuf::io::CopyingOutputStream {
- public:
-  explicit AtomicFileStream(AtomicFile& file) : file_(file) {}
-  bool Write(const void* buffer, int size) override {
-    status_ = file_.Write(static_cast<const uint8_t*>(buffer), static_cast<uint64_t>(size));
-    return status_.ok();
-  }
-  const Status& status() const { return status_; }
-
- private:
-  AtomicFile& file_;
-  Status status_ = Status::Ok();
-};
+constexpr uint64_t kHeldTensorBytes = 64 << 10;
 
 namespace fs = std::filesystem;
 
@@ -46,6 +28,41 @@ class InlineSink : public TensorSink {
     EncodeTensorDataInline(tensor, proto);
     return Status::Ok();
   }
+};
+
+// Inline too, but large raw tensors are held aside for the spliced writer, which streams
+// their bytes into the file instead of copying them into the proto first.
+class HoldingSink : public TensorSink {
+ public:
+  Status Store(const Tensor& tensor, onnx::TensorProto& proto) override {
+    bool raw = tensor.dtype() != DataType::kString && !tensor.typed_storage();
+    if (raw && tensor.nbytes() >= kHeldTensorBytes) {
+      held_[&proto] = &tensor;
+    } else {
+      EncodeTensorDataInline(tensor, proto);
+    }
+    return Status::Ok();
+  }
+
+  // Only the main graph's initializers are spliced; a held tensor anywhere else (a Constant's
+  // value, a subgraph's initializer) gets its bytes in the proto after all.
+  const HeldTensorBytes& KeepOnlyInitializersOf(onnx::GraphProto& graph) {
+    HeldTensorBytes kept;
+    for (onnx::TensorProto& proto : *graph.mutable_initializer()) {
+      auto found = held_.find(&proto);
+      if (found == held_.end()) continue;
+      kept.insert(*found);
+      held_.erase(found);
+    }
+    for (auto& [proto, tensor] : held_) EncodeTensorDataInline(*tensor, *proto);
+    held_.clear();
+    kept_ = std::move(kept);
+    return kept_;
+  }
+
+ private:
+  std::unordered_map<onnx::TensorProto*, const Tensor*> held_;
+  HeldTensorBytes kept_;
 };
 
 // Appends tensors at or above a size threshold to one data file (64-byte aligned so a
@@ -288,6 +305,7 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
 
   std::unique_ptr<AtomicFile> data_file;
   std::unique_ptr<TensorSink> sink;
+  HoldingSink* holding = nullptr;
   if (report.external_data) {
     std::string file_name = options.external_file_name.empty()
                                 ? fs::path(path).filename().string() + ".data"
@@ -303,25 +321,25 @@ Result<SaveReport> SaveModel(const Model& model, const std::string& path, const 
     uint64_t threshold = report.external_data_forced ? 1024 : options.external_threshold_bytes;
     sink = std::make_unique<ExternalSink>(*data_file, file_name, threshold);
   } else {
-    sink = std::make_unique<InlineSink>();
+    auto holding_sink = std::make_unique<HoldingSink>();
+    holding = holding_sink.get();
+    sink = std::move(holding_sink);
   }
 
   onnx::ModelProto proto;
   ProtoWriter writer(*sink);
   writer.write_inferred_value_info = options.write_inferred_value_info;
   FUSIONOPT_RETURN_IF_ERROR(writer.EncodeModel(model, proto));
-  if (proto.ByteSizeLong() >= (uint64_t{2} << 30)) {
-    return Unsupported("the model is over 2 GiB even with external data; lower the threshold");
-  }
+  constexpr uint64_t kProtobufLimit = uint64_t{2} << 30;
+  constexpr const char* kTooLarge = "the model is over 2 GiB even with external data; lower the threshold";
+  HeldTensorBytes no_held;
+  const HeldTensorBytes& held = holding ? holding->KeepOnlyInitializersOf(*proto.mutable_graph()) : no_held;
+  if (proto.ByteSizeLong() >= kProtobufLimit) return Unsupported(kTooLarge);
+  SplicedModel spliced(proto, held);
+  if (spliced.size() >= kProtobufLimit) return Unsupported(kTooLarge);
   FUSIONOPT_ASSIGN_OR_RETURN(auto model_file, AtomicFile::CreateFor(path));
-  {
-    AtomicFileStream file_stream(*model_file);
-    google::protobuf::io::CopyingOutputStreamAdaptor stream(&file_stream, kWriteBlockBytes);
-    if (!proto.SerializeToZeroCopyStream(&stream) || !stream.Flush()) {
-      return file_stream.status().ok() ? IoError("cannot write '" + path + "'") : file_stream.status();
-    }
-  }
-  report.model_bytes = proto.ByteSizeLong();
+  FUSIONOPT_RETURN_IF_ERROR(spliced.WriteTo(*model_file));
+  report.model_bytes = spliced.size();
   if (data_file) {
     report.external_bytes = data_file->size();
     // No tensor reached the threshold: leave no empty side file behind.

@@ -54,22 +54,53 @@ uint64_t HashTensorContent(const Tensor& tensor) {
   return hash;
 }
 
+uint64_t HashTensorSample(const Tensor& tensor) {
+  if (tensor.dtype() == DataType::kString) return 0;  // rare and small: hashed in full
+  auto bytes = tensor.bytes();
+  constexpr size_t kChunks = 64;
+  constexpr size_t kChunkBytes = 64;
+  if (bytes.size() <= kChunks * kChunkBytes) return HashBytes(bytes);
+  uint64_t hash = 0;
+  for (size_t chunk = 0; chunk < kChunks; ++chunk) {
+    size_t offset = chunk * (bytes.size() - kChunkBytes) / (kChunks - 1);
+    hash = HashBytes(bytes.subspan(offset, kChunkBytes), hash);
+  }
+  return hash;
+}
+
 Value* TensorContentIndex::FindOrAdd(Value* value, TensorPtr tensor) {
-  Bucket& bucket = by_shape_[HashShape(*tensor)];
-  if (!bucket.unhashed && bucket.by_content.empty()) {
-    bucket.unhashed = Entry{value, std::move(tensor)};
+  ShapeBucket& bucket = by_shape_[HashShape(*tensor)];
+  if (!bucket.unsampled && bucket.by_sample.empty()) {
+    bucket.unsampled = Entry{value, std::move(tensor)};
+    return nullptr;
+  }
+  if (bucket.unsampled) {
+    Entry lone = std::move(*bucket.unsampled);
+    bucket.unsampled.reset();
+    uint64_t lone_sample = HashTensorSample(*lone.tensor);
+    lone.tensor->ReleaseMappedPages();
+    bucket.by_sample[lone_sample].unhashed = std::move(lone);
+  }
+  uint64_t sample = HashTensorSample(*tensor);
+  tensor->ReleaseMappedPages();
+  return FindOrAddByContent(bucket.by_sample[sample], value, std::move(tensor));
+}
+
+Value* TensorContentIndex::FindOrAddByContent(SampleGroup& group, Value* value, TensorPtr tensor) {
+  if (!group.unhashed && group.by_content.empty()) {
+    group.unhashed = Entry{value, std::move(tensor)};
     return nullptr;
   }
   // Each mapped weight's pages are dropped once read, so hashing every weight of a model far
   // larger than memory keeps at most one tensor (or one compared pair) resident.
-  if (bucket.unhashed) {
-    Entry lone = std::move(*bucket.unhashed);
-    bucket.unhashed.reset();
+  if (group.unhashed) {
+    Entry lone = std::move(*group.unhashed);
+    group.unhashed.reset();
     uint64_t lone_hash = HashTensorContent(*lone.tensor);
     lone.tensor->ReleaseMappedPages();
-    bucket.by_content[lone_hash].push_back(std::move(lone));
+    group.by_content[lone_hash].push_back(std::move(lone));
   }
-  std::vector<Entry>& same_hash = bucket.by_content[HashTensorContent(*tensor)];
+  std::vector<Entry>& same_hash = group.by_content[HashTensorContent(*tensor)];
   tensor->ReleaseMappedPages();
   for (const Entry& entry : same_hash) {
     bool equal = entry.tensor->ContentEquals(*tensor);

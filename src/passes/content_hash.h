@@ -22,10 +22,15 @@ uint64_t HashBytes(std::span<const uint8_t> bytes, uint64_t seed = 0);
 // Hash of everything Tensor::ContentEquals compares: dtype, dims, bytes (strings by value).
 uint64_t HashTensorContent(const Tensor& tensor);
 
+// Hash of 64 evenly spread 64-byte chunks of a tensor's bytes (all of them when small):
+// weights that differ almost always differ there, so telling them apart reads 4 KiB each.
+uint64_t HashTensorSample(const Tensor& tensor);
+
 // Remembers constants and answers "which earlier value holds exactly this tensor?".
-// Tensors are bucketed by dtype and dims first and their bytes hashed only when a second
-// tensor of the same dtype and dims arrives, so a model whose weights all differ in shape
-// is never read.
+// Tensors are bucketed by dtype and dims first, then by a sample of their bytes, and hashed
+// in full only when a second tensor with the same dims and sample arrives: a model whose
+// weights all differ in shape is never read, and twelve layers of same-shaped random
+// weights are told apart from 4 KiB each rather than hashed whole.
 class TensorContentIndex {
  public:
   // The first value added with content equal to `tensor`; null after adding `value` as the
@@ -37,12 +42,18 @@ class TensorContentIndex {
     Value* value = nullptr;
     TensorPtr tensor;
   };
-  struct Bucket {
-    std::optional<Entry> unhashed;  // the bucket's only entry, until a second one comes
+  struct SampleGroup {
+    std::optional<Entry> unhashed;  // the group's only entry, until a second one comes
     std::unordered_map<uint64_t, std::vector<Entry>> by_content;
   };
+  struct ShapeBucket {
+    std::optional<Entry> unsampled;  // the bucket's only entry, until a second one comes
+    std::unordered_map<uint64_t, SampleGroup> by_sample;
+  };
 
-  std::unordered_map<uint64_t, Bucket> by_shape_;
+  Value* FindOrAddByContent(SampleGroup& group, Value* value, TensorPtr tensor);
+
+  std::unordered_map<uint64_t, ShapeBucket> by_shape_;
 };
 
 }  // namespace fusionopt::passes

@@ -165,3 +165,101 @@ TEST_CASE("a save into a missing folder fails without leaving files", "[onnx_io]
   REQUIRE(report.status().code() == ErrorCode::kIo);
   REQUIRE_FALSE(fs::exists("/tmp/fusionopt_no_such_dir"));
 }
+
+namespace {
+
+// TinyModel grown to exercise the spliced writer: raw initializers above and below the
+// splicing threshold, a large typed one, a large Constant value (not an initializer), and
+// fields on both sides of each splice point (tensor doc_string, graph doc_string, opsets).
+onnx::ModelProto ModelWithLargeTensors() {
+  onnx::ModelProto model = TinyModel();
+  auto* origin = model.add_metadata_props();
+  origin->set_key("origin");
+  origin->set_value("unit test");
+  auto* graph = model.mutable_graph();
+  graph->set_doc_string("after the initializers");
+  auto add_raw = [&](const std::string& name, int64_t floats) {
+    auto* tensor = graph->add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(1);
+    tensor->add_dims(floats);
+    std::string raw(static_cast<size_t>(floats) * 4, '\0');
+    for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<char>((i * 131) >> 3);
+    tensor->set_raw_data(raw);
+    tensor->set_doc_string("after raw_data");
+    return tensor;
+  };
+  add_raw("w_large", 100000);
+  add_raw("w_small", 10);
+  add_raw("w_unused_large", 40000);
+  auto* typed = graph->add_initializer();
+  typed->set_name("w_typed");
+  typed->set_data_type(1);
+  typed->add_dims(30000);
+  for (int i = 0; i < 30000; ++i) typed->add_float_data(static_cast<float>(i));
+  auto* constant = graph->add_node();
+  constant->set_op_type("Constant");
+  constant->add_output("c");
+  auto* value = constant->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(1);
+  value->mutable_t()->add_dims(50000);
+  value->mutable_t()->set_raw_data(std::string(200000, '\x3f'));
+  auto* concat = graph->add_node();
+  concat->set_op_type("Concat");
+  for (const char* input : {"w_large", "w_small", "w_typed", "c"}) concat->add_input(input);
+  concat->add_output("z");
+  auto* axis = concat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  graph->add_output()->set_name("z");
+  return model;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+}  // namespace
+
+TEST_CASE("large initializers are spliced into the file as protobuf would write them", "[onnx_io]") {
+  std::string bytes = ModelWithLargeTensors().SerializeAsString();
+  bytes += std::string("\xc0\x3e\x07", 3);  // an unknown field after everything
+  auto model = LoadModelFromBytes(bytes, ".");
+  REQUIRE(model.ok());
+  test_support::ScratchDir dir("io_test_spliced");
+  auto serialized = SerializeModel(**model);
+  REQUIRE(serialized.ok());
+  REQUIRE(serialized->size() == bytes.size());
+  REQUIRE(*serialized == bytes);
+  std::string saved = SaveToString(**model, dir.path());
+  REQUIRE(saved.size() == bytes.size());
+  REQUIRE(saved == bytes);
+}
+
+TEST_CASE("weights mapped from external data are spliced into an inline save", "[onnx_io]") {
+  test_support::ScratchDir dir("io_test_spliced_external");
+  auto model = LoadModelFromBytes(ModelWithLargeTensors().SerializeAsString(), dir.path().string());
+  REQUIRE(model.ok());
+  SaveOptions external;
+  external.external_data = true;
+  external.external_threshold_bytes = 1024;
+  REQUIRE(SaveModel(**model, (dir / "ext.onnx").string(), external).ok());
+  auto mapped = LoadModel((dir / "ext.onnx").string());
+  REQUIRE(mapped.ok());
+  REQUIRE((*mapped)->graph->FindValue("w_large")->initializer()->IsMapped());
+
+  auto report = SaveModel(**mapped, (dir / "inline.onnx").string());
+  REQUIRE(report.ok());
+  REQUIRE_FALSE(report->external_data);
+  std::string written = ReadFile(dir / "inline.onnx");
+  REQUIRE(report->model_bytes == written.size());
+  REQUIRE(written == SerializeModel(**mapped).value());
+  auto reloaded = LoadModel((dir / "inline.onnx").string());
+  REQUIRE(reloaded.ok());
+  REQUIRE((*reloaded)->graph->FindValue("w_large")->initializer()->ContentEquals(
+      *(*model)->graph->FindValue("w_large")->initializer()));
+}
