@@ -22,6 +22,11 @@ TensorPtr FoldableConstant(const Value& value, const Model& model);
 // A fresh initializer of `graph` named after `base` (made unique).
 Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor);
 
+// A Split of `input` along `axis` into pieces of `sizes`, appended to the graph with fresh
+// outputs: sizes as an input from opset 13, as the `split` attribute before.
+Node* CreateSplit(Graph& graph, Value* input, int64_t axis, const std::vector<int64_t>& sizes, int64_t opset,
+                  const std::string& name_stem);
+
 // Replaces the computed value `value` (produced by a node of `graph`, not a graph output) by
 // an initializer holding `tensor`, under the same name, and rewires every reader to it. The
 // producer loses that output; the caller removes the producer once all its outputs are gone.

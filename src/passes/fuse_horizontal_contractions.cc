@@ -366,26 +366,7 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
   }
 
   const int64_t axis = first.op_type() == "Conv" ? 1 : static_cast<int64_t>(output_rank) - 1;
-  std::vector<Value*> split_inputs = {created.back()->output(0)};
-  if (opset >= 13) {
-    split_inputs.push_back(AddInitializer(graph, first.name() + "_split",
-                                          std::make_shared<const Tensor>(Tensor::FromValues(
-                                              DataType::kInt64, {static_cast<int64_t>(widths.size())}, widths))));
-  }
-  Node* split = graph.CreateNode("Split", "", split_inputs, std::vector<Value*>(members.size(), nullptr),
-                                 UniqueNodeName(graph, first.name() + "_split"));
-  Attribute axis_attribute;
-  axis_attribute.name = "axis";
-  axis_attribute.kind = AttributeKind::kInt;
-  axis_attribute.i = axis;
-  split->SetAttribute(std::move(axis_attribute));
-  if (opset < 13) {
-    Attribute sizes;
-    sizes.name = "split";
-    sizes.kind = AttributeKind::kInts;
-    sizes.ints = widths;
-    split->SetAttribute(std::move(sizes));
-  }
+  Node* split = CreateSplit(graph, created.back()->output(0), axis, widths, opset, first.name() + "_split");
   created.push_back(split);
 
   Node* anchor = members[0].contraction;

@@ -30,6 +30,7 @@
 #include "passes/merge_summed_contractions.h"
 #include "passes/share_duplicate_initializers.h"
 #include "passes/sink_views.h"
+#include "passes/slices_to_split.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -51,6 +52,10 @@ const std::vector<std::string>& LevelOne() {
       // and before the weight folds, whose Conv → BN patterns an Identity or Dropout between
       // them would hide. merge-reshapes next: a removed no-op can join two layout ops.
       "eliminate-no-ops",
+      // Slices that cut a value into consecutive pieces (TorchScript's chunk) become the one
+      // Split the dynamo exporter writes, so that every pass after meets one form; their
+      // bounds are constants once folded.
+      "slices-to-split",
       // A Reshape between a contraction and its elementwise epilogue (GPT-2's Conv1D: Gemm,
       // Reshape to 3-D, GELU, Reshape back) moves below the epilogue, next to the view after it.
       "sink-views",
@@ -133,6 +138,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<EliminateDeadCode>(1),
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
+      Describe<SlicesToSplit>(1),
       Describe<SinkViews>(1),
       Describe<CommuteTransposes>(1),
       Describe<MergeReshapes>(1),

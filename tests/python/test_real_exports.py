@@ -61,7 +61,7 @@ EXPECTED = {
     "qwen2_dynamo18_sdpa": {"attention": 2, "kernels": 24},
     "roberta_dynamo18_eager": {"attention": 2, "kernels": 25},
     "roberta_dynamo18_sdpa": {"attention": 2, "kernels": 25},
-    "swin_dynamo18_eager": {"attention": 3, "kernels": 54},
+    "swin_dynamo18_eager": {"attention": 3, "kernels": 50},
     "t5_encoder_dynamo18_sdpa": {"attention": 2, "kernels": 23},
     "t5_encoder_torchscript17_sdpa": {"attention": 2, "kernels": 27},
     "vit_dynamo18_eager": {"attention": 2, "kernels": 21},
@@ -71,6 +71,10 @@ EXPECTED = {
     "vit_torchvision_torchscript17": {"attention": 2, "kernels": 22},
     "whisper_encoder_dynamo18_eager": {"attention": 2, "kernels": 23},
     "whisper_encoder_dynamo18_sdpa": {"attention": 2, "kernels": 23},
+    # TorchScript writes C2f's chunk as a Slice per piece, dynamo as one Split: slices-to-split
+    # makes them one form, so both exports reach the same count.
+    "yolov8n_dynamo18": {"attention": 0, "kernels": 88},
+    "yolov8n_torchscript17": {"attention": 0, "kernels": 88},
 }
 
 
