@@ -21,6 +21,10 @@
 // cost a kernel per member that O2 folds into each unmerged convolution). A member's value read by several nodes or being a graph output ends
 // the epilogue there; the Split produces that value under its own name.
 //
+// MatMul members of which some continue with a bias Add and the others with no epilogue at all
+// (Whisper's key projection has no bias) merge too: the others' columns add zeros, and no
+// further step moves below the Split.
+//
 // Legality: members read only the shared input and constants, so no path can join two of them
 // and merging never creates a cycle; contractions and the sunk ops are pure. At O3 the cost
 // model decides (PassContext::JudgeFusion over the members and their moved epilogues, the
@@ -57,6 +61,7 @@ struct Member {
   Value* tail = nullptr;                 // what the Split produces for this member
   std::vector<Node*> epilogue;           // nodes moved below the Split, in order
   std::vector<std::optional<ConstantOperand>> epilogue_biases;  // per epilogue node: an Add's constant addend
+  bool zero_bias = false;  // a MatMul without the bias Add the others have: its columns add zeros
 };
 
 // The axis of the weight that holds output channels, and of the output.
@@ -177,8 +182,54 @@ bool SinkSilu(std::vector<Member>& members) {
   return true;
 }
 
+// The bias Add reading `member`'s tail and its per-channel constant, when it has one.
+std::optional<std::pair<Node*, ConstantOperand>> BiasAddOf(const Member& member, const Model& model, size_t output_rank) {
+  Node* add = SoleReader(*member.tail);
+  if (add == nullptr || !IsStandardDomain(*add) || add->op_type() != "Add" || add->inputs().size() != 2 ||
+      add->outputs().size() != 1) {
+    return std::nullopt;
+  }
+  const size_t other = add->input(0) == member.tail ? 1 : 0;
+  if (add->input(1 - other) != member.tail) return std::nullopt;
+  std::optional<ConstantOperand> bias = ConstantInput(*add, other, model);
+  if (!bias || bias->dtype != member.weight.dtype || !PerChannelBias(*bias, member, output_rank)) return std::nullopt;
+  return std::pair{add, std::move(*bias)};
+}
+
+// MatMul members before any other step, some continuing with a bias Add and the others with
+// none (Whisper's key projection has no bias): the others' columns add zeros, so all merge.
+// The members' epilogues differ from here on, so no step follows. Whether it applied.
+bool SinkBiasWithZeros(std::vector<Member>& members, const Model& model, size_t output_rank) {
+  if (members[0].contraction->op_type() != "MatMul") return false;
+  std::vector<std::optional<std::pair<Node*, ConstantOperand>>> adds;
+  size_t biased = 0;
+  for (const Member& member : members) {
+    if (!member.epilogue.empty()) return false;
+    adds.push_back(BiasAddOf(member, model, output_rank));
+    if (!adds.back()) continue;
+    if (biased > 0) {
+      auto same_rank = std::find_if(adds.begin(), adds.end(), [](const auto& add) { return add.has_value(); });
+      if ((*same_rank)->second.dims.size() != adds.back()->second.dims.size()) return false;
+    }
+    ++biased;
+  }
+  if (biased == 0 || biased == members.size()) return false;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (!adds[i]) {
+      members[i].zero_bias = true;
+      continue;
+    }
+    members[i].epilogue.push_back(adds[i]->first);
+    members[i].epilogue_biases.push_back(std::move(adds[i]->second));
+    members[i].tail = adds[i]->first->output(0);
+  }
+  return true;
+}
+
 // Whether every member continues with the same epilogue step; if so, records it.
 bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output_rank) {
+  if (std::any_of(members.begin(), members.end(), [](const Member& member) { return member.zero_bias; })) return false;
+  if (SinkBiasWithZeros(members, model, output_rank)) return true;
   std::vector<Node*> readers;
   for (const Member& member : members) {
     Node* reader = SoleReader(*member.tail);
@@ -338,21 +389,26 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
   }
   std::vector<Node*> created = {AddNodeLike(graph, first, inputs, NewValue(graph, *first.output(0)))};
 
-  // Each epilogue node of member 0, re-created over the merged values: what member 0's nodes
-  // computed maps to what the merged nodes compute; an Add's per-channel constant is
-  // concatenated; any other operand (Clip's bounds) is shared by every member.
-  std::unordered_map<const Value*, Value*> merged_of = {{first.output(0), created.back()->output(0)}};
-  for (size_t step = 0; step < members[0].epilogue.size(); ++step) {
-    const Node& like = *members[0].epilogue[step];
+  // Each epilogue node of the first member that has one, re-created over the merged values:
+  // what its nodes computed maps to what the merged nodes compute; an Add's per-channel
+  // constant is concatenated (zeros for a zero-bias member); any other operand (Clip's bounds)
+  // is shared by every member.
+  const Member& pattern = *std::find_if(members.begin(), members.end(), [](const Member& m) { return !m.zero_bias; });
+  std::unordered_map<const Value*, Value*> merged_of;
+  for (const Member& member : members) merged_of[member.contraction->output(0)] = created.back()->output(0);
+  for (size_t step = 0; step < pattern.epilogue.size(); ++step) {
+    const Node& like = *pattern.epilogue[step];
     std::vector<Value*> step_inputs;
     for (size_t input = 0; input < like.inputs().size(); ++input) {
       Value* operand = like.input(input);
       auto mapped = merged_of.find(operand);
       if (mapped != merged_of.end()) {
         step_inputs.push_back(mapped->second);
-      } else if (const auto& bias0 = members[0].epilogue_biases[step]; bias0 && like.op_type() == "Add") {
+      } else if (const auto& bias0 = pattern.epilogue_biases[step]; bias0 && like.op_type() == "Add") {
         std::vector<const ConstantOperand*> biases;
-        for (const Member& member : members) biases.push_back(&*member.epilogue_biases[step]);
+        for (const Member& member : members) {
+          biases.push_back(member.zero_bias ? nullptr : &*member.epilogue_biases[step]);
+        }
         const size_t conv_inner = first.op_type() == "Conv" ? output_rank - 2 : 0;
         step_inputs.push_back(AddInitializer(graph, like.name() + "_bias_horizontal",
                                              Concatenate(biases, widths, bias0->dims.size() - 1 - conv_inner, dtype,
@@ -475,7 +531,9 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         }
         context.Matched();
         context.Count("contractions_merged", static_cast<int64_t>(group.size()));
-        context.Count("epilogue_nodes_moved", static_cast<int64_t>(group.size() * group[0].epilogue.size()));
+        int64_t moved = 0;
+        for (const Member& member : group) moved += static_cast<int64_t>(member.epilogue.size());
+        context.Count("epilogue_nodes_moved", moved);
         // The merged nodes run per inference like the members, so the cost model's launch-free
         // nodes stay right and the next group is judged without a whole-graph pass.
         const CostModel& costs = context.cost_model();

@@ -18,6 +18,7 @@
 #include "passes/fold_batchnorm.h"
 #include "passes/fold_constants.h"
 #include "passes/fold_scale_into_conv.h"
+#include "passes/fold_scale_into_matmul.h"
 #include "passes/fuse_attention.h"
 #include "passes/fuse_composites.h"
 #include "passes/fuse_contraction_epilogues.h"
@@ -67,6 +68,9 @@ const std::vector<std::string>& LevelOne() {
       // first, then the affine layer after it, into the same weights.
       "fold-batchnorm",
       "fold-scale-into-conv",
+      // The N-D MatMul's form (Whisper's and CLIP's query scaled after its projection): the
+      // query becomes a MatMul + bias like the key and value, which O3 then merges.
+      "fold-scale-into-matmul",
       // Branches summed (RepVGG-style 3×3 + 1×1 + identity, a detector's parallel 3×3s): one
       // contraction over the summed weights, once the folds above left each branch one
       // contraction with its final weights.
@@ -144,6 +148,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<MergeReshapes>(1),
       Describe<FoldBatchNorm>(1),
       Describe<FoldScaleIntoConv>(1),
+      Describe<FoldScaleIntoMatMul>(1),
       Describe<MergeSummedContractions>(1),
       Describe<MatMulAddToGemm>(1),
       Describe<ShareDuplicateInitializers>(1),

@@ -204,3 +204,35 @@ graph main (float[2,4] %x, float[2,4] %y) -> (float %a, float %b)
 )",
                   kPass, "");
 }
+
+TEST_CASE("fuse-horizontal-contractions gives a MatMul without a bias zeros beside the others' biases", "[passes]") {
+  // Whisper's projections: the key has no bias. Its output goes on to a Transpose (the head
+  // split), not an elementwise op, so nothing of its own is lost by merging.
+  const std::string whisper = R"(ir_version 8
+opset "" 17
+graph main (float[2,5,4] %x) -> (float %q, float %k, float %v)
+  init float[4,3] %wq = )" + Spread(12, 1) + R"(
+  init float[4,3] %wk = )" + Spread(12, 2) + R"(
+  init float[4,2] %wv = )" + Spread(8, 3) + R"(
+  init float[3] %bq = [0.5, -0.25, 1.0]
+  init float[2] %bv = [2.0, -2.0]
+{
+  %mq = MatMul(%x, %wq) @q_matmul
+  %mk = MatMul(%x, %wk) @k_matmul
+  %mv = MatMul(%x, %wv) @v_matmul
+  %q = Add(%mq, %bq) @q_add
+  %k = Transpose(%mk) {perm: [0, 2, 1]} @k_heads
+  %v = Add(%mv, %bv) @v_add
+}
+)";
+  auto model = ExpectRewriteOps(whisper, kPass, {"MatMul", "Add", "Split", "Transpose"});
+  const Node& add = **std::next(model->graph->nodes().begin());
+  auto bias = add.input(1)->initializer()->values<float>();
+  CHECK(std::vector<float>(bias.begin(), bias.end()) == std::vector<float>{0.5f, -0.25f, 1.0f, 0, 0, 0, 2.0f, -2.0f});
+  CHECK(Rewrite(whisper, kPass).Counter("epilogue_nodes_moved") == 2);
+
+  // The key continuing with Relu instead: merging would cost it its epilogue fusion.
+  std::string relu = whisper;
+  relu.replace(relu.find("Transpose(%mk) {perm: [0, 2, 1]} @k_heads"), 41, "Relu(%mk) @k_relu");
+  ExpectUnchanged(relu, kPass, "a member continues with Relu the others do not share (its epilogue fusion would be lost)");
+}
