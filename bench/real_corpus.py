@@ -232,12 +232,7 @@ def main():
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--markdown", type=Path, help="write the table here (it is printed too)")
     args = parser.parse_args()
-    folder = {"fixtures": corpus.FIXTURES, "full": corpus.FULL_SIZE}.get(args.corpus, Path(args.corpus))
-    entries = corpus.load(folder)
-    if args.only:
-        entries = [e for e in entries if any(e.name.startswith(o) or e.info["family"] == o for o in args.only)]
-    if not entries:
-        sys.exit(f"error: {folder}: no models (run `make real-models`)")
+    folder, entries = corpus.select(args.corpus, args.only)
     results = []
     for entry in entries:
         with tempfile.TemporaryDirectory() as folder_name:

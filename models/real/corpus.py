@@ -56,3 +56,15 @@ def load(folder=FIXTURES):
         return []
     models = json.loads(manifest.read_text())["models"]
     return [Entry(Path(folder) / info["file"], info) for info in models if (Path(folder) / info["file"]).exists()]
+
+
+def select(corpus_name, only=None):
+    """(folder, entries) for a script's --corpus (fixtures, full, or a folder with a manifest)
+    and --only (family names or model-name prefixes); exits with a message when none remain."""
+    folder = {"fixtures": FIXTURES, "full": FULL_SIZE}.get(corpus_name, Path(corpus_name))
+    entries = load(folder)
+    if only:
+        entries = [e for e in entries if any(e.name.startswith(o) or e.info["family"] == o for o in only)]
+    if not entries:
+        raise SystemExit(f"error: {folder}: no models (run `make real-models`)")
+    return folder, entries

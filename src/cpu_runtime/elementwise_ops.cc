@@ -45,6 +45,54 @@ inline float ErfFloat(float x) {
   return std::copysign(a >= 3.9f ? 1.0f : r, x);
 }
 
+// e^x for float lanes without a libm call, so loops over it vectorize: x = n·ln2 + r with
+// |r| ≤ ln2/2 (ln2 split Cody–Waite style), e^r by its Taylor series to r^7 (truncation below
+// 6e-9 relative), 2^n written into the exponent bits. Within 2 ulp of the exact value over the
+// normal range; above ln(FLT_MAX) +inf, below ln(FLT_MIN) 0 (no subnormal results); NaN stays
+// NaN. Every branch is computed and selected, which is what lets the loop vectorize.
+inline float ExpFloat(float x) {
+  constexpr float kHigh = 88.7228391f;  // ln(FLT_MAX)
+  constexpr float kLow = -87.3365447f;  // ln(FLT_MIN)
+  const float clamped = std::min(std::max(x, kLow), kHigh);  // NaN passes through both
+  const float rounding = 12582912.0f;                         // 1.5·2^23: adding it rounds to an integer
+  const float n = (clamped * 1.44269504f + rounding) - rounding;
+  const float r = (clamped - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float p =
+      ((((((1.0f / 5040 * r + 1.0f / 720) * r + 1.0f / 120) * r + 1.0f / 24) * r + 1.0f / 6) * r + 0.5f) * r + 1.0f) * r +
+      1.0f;
+  // 2^n with n in [-126, 128]: 2^min(n, 127), doubled once more for n = 128.
+  const float exponent = std::min(n == n ? n : 0.0f, 127.0f);
+  const int32_t bits = (static_cast<int32_t>(exponent) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const float result = p * scale * (n > 127.0f ? 2.0f : 1.0f);
+  if (x != x) return x;
+  return x > kHigh ? HUGE_VALF : (x < kLow ? 0.0f : result);
+}
+
+// 1 / (1 + e^-x) on float lanes through ExpFloat (within 4 ulp); at the other widths through
+// libm, split by sign so exp never overflows.
+template <typename T>
+T Sigmoid(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return 1.0f / (1.0f + ExpFloat(-x));
+  } else {
+    return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+  }
+}
+
+// GELU's tanh form 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³), computed as the equal
+// x·sigmoid(2u) on float lanes (no cancellation: the sigmoid multiplies x).
+template <typename T>
+T GeluTanh(T x) {
+  const T u = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
+  if constexpr (std::is_same_v<T, float>) {
+    return x / (1.0f + ExpFloat(-2.0f * u));
+  } else {
+    return T(0.5) * x * (T(1) + std::tanh(u));
+  }
+}
+
 template <typename T>
 T Erf(T x) {
   if constexpr (std::is_same_v<T, float>) {
@@ -79,12 +127,7 @@ bool FloatUnary(const Instr& in, T* d, const T* a, int n) {
     case Op::kAsinh: Unary(d, a, n, [](T x) { return std::asinh(x); }); return true;
     case Op::kAcosh: Unary(d, a, n, [](T x) { return std::acosh(x); }); return true;
     case Op::kAtanh: Unary(d, a, n, [](T x) { return std::atanh(x); }); return true;
-    case Op::kSigmoid:
-      // Split by sign so exp never overflows.
-      Unary(d, a, n, [](T x) {
-        return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
-      });
-      return true;
+    case Op::kSigmoid: Unary(d, a, n, [](T x) { return Sigmoid(x); }); return true;
     case Op::kSoftplus:
       Unary(d, a, n, [](T x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); });
       return true;
@@ -98,11 +141,7 @@ bool FloatUnary(const Instr& in, T* d, const T* a, int n) {
     case Op::kGeluErf:
       Unary(d, a, n, [](T x) { return T(0.5) * x * (T(1) + Erf(x * T(0.70710678118654752440))); });
       return true;
-    case Op::kGeluTanh:
-      Unary(d, a, n, [](T x) {
-        return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
-      });
-      return true;
+    case Op::kGeluTanh: Unary(d, a, n, [](T x) { return GeluTanh(x); }); return true;
     case Op::kLeakyRelu: Unary(d, a, n, [alpha](T x) { return x < 0 ? alpha * x : x; }); return true;
     case Op::kElu: Unary(d, a, n, [alpha](T x) { return x < 0 ? alpha * (std::exp(x) - T(1)) : x; }); return true;
     case Op::kSelu:  // alpha, gamma = beta

@@ -1,0 +1,44 @@
+"""The benchmark scripts issue 14 and 15 rely on run end to end on a committed fixture: the
+op-by-op profile comparison (bench/op_profile.py) reports each side's op types with times that
+add up to no more than the run, and bench/optimize_time.py reports a row per binary."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import fusionopt_testlib as lib
+
+FIXTURE = lib.REPO_ROOT / "models" / "real" / "fixtures" / "resnet_dynamo18.onnx"
+
+pytestmark = pytest.mark.skipif(not FIXTURE.exists(), reason="models/real/fixtures is missing")
+
+
+def run_script(name, *args, env_binary):
+    env = {"FUSIONOPT_BIN": str(env_binary), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, str(lib.REPO_ROOT / "bench" / name), *map(str, args)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_op_profile_reports_both_runtimes_op_types(fusionopt_bin, tmp_path):
+    out = tmp_path / "profile.json"
+    run_script("op_profile.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2", "--json", out,
+               env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    assert set(result["sides"]) == {"fusionopt -O0", "fusionopt -O3", "ORT ENABLE_ALL"}
+    for side, data in result["sides"].items():
+        assert data["ops"], f"{side}: no op types profiled"
+        assert data["median_ms"] > 0
+    # -O3 fuses the Relus into the convolutions; -O0 and ORT's profile show Conv itself.
+    assert "Relu" in result["sides"]["fusionopt -O0"]["ops"]
+    assert "Relu" not in result["sides"]["fusionopt -O3"]["ops"]
+    assert "Conv" in result["sides"]["ORT ENABLE_ALL"]["ops"]
+
+
+def test_optimize_time_reports_a_row_per_binary(fusionopt_bin):
+    table = run_script("optimize_time.py", FIXTURE, "--binary", fusionopt_bin, "--rounds", "2",
+                       env_binary=fusionopt_bin)
+    rows = [line for line in table.splitlines() if line.startswith(f"| `{fusionopt_bin}`")]
+    assert len(rows) == 1, table
