@@ -10,13 +10,16 @@ threads (issue 15: find every slow path).
 Per model: the median latency of each side, the time inside kernels per run, and the op types
 that take it (fusionopt's fused kinds against ORT's kernels, which may be its own fusions),
 slowest first. Both sides run warmup runs first; ORT's profile counts only the timed runs.
-Sides are measured one after the other, not interleaved: this finds slow paths, it is not a
-speed comparison (bench/cpu_vs_ort.py is).
+With --rounds N every side runs once per round, in turn, and the table gives the median of
+the round medians with their spread; --baseline-binary adds a second fusionopt build's sides
+(before/after a kernel change, measured in the same run). With one round the sides run one
+after the other: enough to find slow paths, not a speed comparison.
 """
 import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,17 +38,15 @@ OP_TYPE_ROW = re.compile(r"^\s*([0-9.]+)\s+[0-9.]+%\s+(\d+)\s+(\S+)\s*$")
 LATENCY = re.compile(r"latency_ms runs=\d+ min=[0-9.]+ median=([0-9.]+)")
 
 
-def fusionopt(*args):
-    done = subprocess.run([str(FUSIONOPT), *map(str, args)], capture_output=True, text=True)
+def fusionopt(binary, *args):
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"`fusionopt {' '.join(map(str, args))}` failed ({done.returncode}): {done.stderr.strip()}")
     return done.stdout + done.stderr
 
 
-def profile_fusionopt(model, feeds, level, args, work):
-    optimized = work / f"O{level}.onnx"
-    fusionopt(model, f"-O{level}", "-q", "-o", optimized)
-    text = fusionopt("run", optimized, "--threads", args.threads, "--warmup", args.warmup,
+def profile_fusionopt(binary, optimized, feeds, args, work):
+    text = fusionopt(binary, "run", optimized, "--threads", args.threads, "--warmup", args.warmup,
                      "--repeat", args.repeat, "--profile", *save_inputs(feeds, work))
     per_op, in_table = {}, False
     for line in text.splitlines():
@@ -59,7 +60,7 @@ def profile_fusionopt(model, feeds, level, args, work):
     return {"median_ms": float(latency.group(1)) if latency else None, "ops": per_op}
 
 
-def profile_ort(model, feeds, args, work):
+def ort_session(model, args, work):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = args.threads
@@ -67,7 +68,12 @@ def profile_ort(model, feeds, args, work):
     options.log_severity_level = 3
     options.enable_profiling = True
     options.profile_file_prefix = str(work / "ort_profile")
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
+def profile_ort(model, feeds, args, work):
+    # A session per round: ORT's profile covers a session's whole life.
+    session = ort_session(model, args, work)
     median = median_latency_ms(session, feeds, args.warmup, args.repeat)
     events = json.loads(Path(session.end_profiling()).read_text())
     runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
@@ -83,6 +89,40 @@ def profile_ort(model, feeds, args, work):
             "ops": {op: {"ms": round(v["ms"], 4), "nodes": len(v["nodes"])} for op, v in per_op.items()}}
 
 
+def aggregate(rounds):
+    """One side over its rounds: the median of the round medians with their spread, and each
+    op type's mean time."""
+    medians = [r["median_ms"] for r in rounds if r["median_ms"] is not None]
+    ops = defaultdict(lambda: {"ms": 0.0, "nodes": 0})
+    for r in rounds:
+        for op, v in r["ops"].items():
+            ops[op]["ms"] += v["ms"] / len(rounds)
+            ops[op]["nodes"] = v["nodes"]
+    return {"median_ms": statistics.median(medians) if medians else None,
+            "spread_ms": [min(medians), max(medians)] if medians else None,
+            "ops": {op: {"ms": round(v["ms"], 4), "nodes": v["nodes"]} for op, v in ops.items()}}
+
+
+def profile_model(entry, args, work):
+    """Every side, alternated over --rounds rounds."""
+    feeds = entry.feeds()
+    binaries = {"fusionopt": FUSIONOPT}
+    if args.baseline_binary:
+        binaries["baseline"] = args.baseline_binary
+    runners = {}
+    for tag, binary in binaries.items():
+        for level in args.levels:
+            optimized = work / f"{tag}_O{level}.onnx"
+            fusionopt(binary, entry.path, f"-O{level}", "-q", "-o", optimized)
+            runners[f"{tag} -O{level}"] = (lambda b=binary, o=optimized: profile_fusionopt(b, o, feeds, args, work))
+    runners["ORT ENABLE_ALL"] = lambda: profile_ort(entry.path, feeds, args, work)
+    rounds = defaultdict(list)
+    for _ in range(args.rounds):
+        for side, runner in runners.items():
+            rounds[side].append(runner())
+    return {side: aggregate(rounds[side]) for side in runners}
+
+
 def top(ops, count):
     ranked = sorted(ops.items(), key=lambda item: -item[1]["ms"])[:count]
     return [f"{op} {v['ms']:.2f} ({v['nodes']})" for op, v in ranked]
@@ -93,11 +133,14 @@ def markdown(results, count):
     for result in results:
         sides = result["sides"]
         lines.append(f"#### {result['model']}\n")
-        lines.append("| | median ms | ms in kernels | slowest op types: ms/run (nodes) |")
+        lines.append("| | median ms (spread over rounds) | ms in kernels | slowest op types: ms/run (nodes) |")
         lines.append("|---|---:|---:|---|")
         for side, data in sides.items():
             total = sum(v["ms"] for v in data["ops"].values())
-            median = f"{data['median_ms']:.2f}" if data["median_ms"] is not None else "–"
+            median = "–"
+            if data["median_ms"] is not None:
+                low, high = data["spread_ms"]
+                median = f"{data['median_ms']:.2f} ({low:.2f}–{high:.2f})"
             lines.append(f"| {side} | {median} | {total:.2f} | {'; '.join(top(data['ops'], count))} |")
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -111,6 +154,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1, help="alternations of every side")
+    parser.add_argument("--baseline-binary", type=Path,
+                        help="a second fusionopt build profiled beside FUSIONOPT_BIN (sides 'baseline -ON')")
     parser.add_argument("--top", type=int, default=6, help="op types listed per side")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
@@ -119,12 +165,8 @@ def main():
     entries = [e for e in entries if not e.name.endswith("_1layer")]
     results = []
     for entry in entries:
-        feeds = entry.feeds()
         with tempfile.TemporaryDirectory(prefix="fusionopt-op-profile-") as name:
-            work = Path(name)
-            sides = {f"fusionopt -O{level}": profile_fusionopt(entry.path, feeds, level, args, work)
-                     for level in args.levels}
-            sides["ORT ENABLE_ALL"] = profile_ort(entry.path, feeds, args, work)
+            sides = profile_model(entry, args, Path(name))
         results.append({"model": entry.name, "sides": sides})
         print(f"{entry.name}: " + ", ".join(f"{side} {data['median_ms']:.2f} ms" for side, data in sides.items()),
               flush=True)

@@ -53,23 +53,19 @@ std::optional<ConstantOperand> ConstantBeside(Node& node, const Value* value, co
   return ReadConstantOperand(node.input(other), model);
 }
 
-bool ReadOnlyBy(const Value* value, const Node& reader) {
-  return value != nullptr && !value->is_graph_output() && value->uses().size() == 1 && value->uses()[0].node == &reader;
-}
-
 // The chain the Mul `mul` ends, or why it is none (empty reason: not a candidate at all).
 std::variant<Chain, std::string> ChainBefore(Node& mul, const Model& model) {
   for (int side = 0; side < 2; ++side) {
     Value* product = mul.inputs().size() == 2 ? mul.input(side) : nullptr;
     Node* producer = product != nullptr ? product->producer() : nullptr;
-    if (producer == nullptr || !IsStandardDomain(*producer) || !ReadOnlyBy(product, mul)) continue;
+    if (producer == nullptr || !IsStandardDomain(*producer) || !OnlyReadBy(*product, mul)) continue;
     Chain chain;
     Node* matmul = producer;
     if (producer->op_type() == "Add") {
       for (int operand = 0; operand < 2 && chain.bias_add == nullptr; ++operand) {
         Node* candidate = producer->input(operand) ? producer->input(operand)->producer() : nullptr;
         if (candidate != nullptr && candidate->op_type() == "MatMul" && IsStandardDomain(*candidate) &&
-            ReadOnlyBy(candidate->output(0), *producer)) {
+            candidate->output(0) != nullptr && OnlyReadBy(*candidate->output(0), *producer)) {
           chain.bias_add = producer;
           matmul = candidate;
         }
@@ -82,6 +78,8 @@ std::variant<Chain, std::string> ChainBefore(Node& mul, const Model& model) {
     }
     std::optional<ConstantOperand> weight = ReadConstantOperand(matmul->input(1), model);
     if (!weight || weight->dims.size() != 2) return std::string("weights are not a constant 2-D B");
+    // A splat (ConstantOfShape) would be materialised whole; no exporter writes MatMul weights so.
+    if (weight->splat != nullptr) return std::string("weights are a ConstantOfShape splat");
     std::optional<ConstantOperand> scale = ConstantBeside(mul, product, model);
     if (!scale) return std::string("non-constant scale");
     chain.matmul = matmul;
@@ -129,14 +127,9 @@ std::string Fold(Graph& graph, Chain& chain, Node& mul) {
     unused.push_back(chain.bias->value);
     last = chain.bias_add;
   }
-  // The chain's last node produces the Mul's result under its name; the value it wrote goes.
-  Value* result = mul.output(0);
-  Value* replaced = last->output(0);
-  graph.DetachProducer(result);
-  graph.RemoveNode(&mul);
-  graph.DetachProducer(replaced);
-  graph.EraseValue(replaced);
-  graph.TransferProducer(result, last, 0);
+  // The chain's last node produces the Mul's result under its name; the Mul and the value the
+  // last node wrote go.
+  AdoptChainResult(graph, *last, 0, {&mul}, *mul.output(0));
   RemoveIfUnused(unused);
   return "";
 }

@@ -203,14 +203,14 @@ bool SinkBiasWithZeros(std::vector<Member>& members, const Model& model, size_t 
   if (members[0].contraction->op_type() != "MatMul") return false;
   std::vector<std::optional<std::pair<Node*, ConstantOperand>>> adds;
   size_t biased = 0;
+  std::optional<size_t> bias_rank;  // the biases are concatenated: one rank for all
   for (const Member& member : members) {
     if (!member.epilogue.empty()) return false;
     adds.push_back(BiasAddOf(member, model, output_rank));
     if (!adds.back()) continue;
-    if (biased > 0) {
-      auto same_rank = std::find_if(adds.begin(), adds.end(), [](const auto& add) { return add.has_value(); });
-      if ((*same_rank)->second.dims.size() != adds.back()->second.dims.size()) return false;
-    }
+    const size_t rank = adds.back()->second.dims.size();
+    if (bias_rank.value_or(rank) != rank) return false;
+    bias_rank = rank;
     ++biased;
   }
   if (biased == 0 || biased == members.size()) return false;
@@ -242,16 +242,9 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
   std::vector<ConstantOperand> biases;
   if (first.op_type() == "Add") {
     for (size_t i = 0; i < members.size(); ++i) {
-      const Node& add = *readers[i];
-      if (add.inputs().size() != 2) return false;
-      const size_t other = add.input(0) == members[i].tail ? 1 : 0;
-      if (add.input(1 - other) != members[i].tail) return false;
-      std::optional<ConstantOperand> bias = ConstantInput(add, other, model);
-      if (!bias || bias->dtype != members[i].weight.dtype || !PerChannelBias(*bias, members[i], output_rank) ||
-          (i > 0 && bias->dims.size() != biases[0].dims.size())) {
-        return false;
-      }
-      biases.push_back(std::move(*bias));
+      auto add = BiasAddOf(members[i], model, output_rank);
+      if (!add || (i > 0 && add->second.dims.size() != biases[0].dims.size())) return false;
+      biases.push_back(std::move(add->second));
     }
   } else {
     if (!SinkableActivations().count(first.op_type()) || first.input(0) != members[0].tail) return false;

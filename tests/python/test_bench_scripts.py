@@ -24,13 +24,14 @@ def run_script(name, *args, env_binary):
 
 def test_op_profile_reports_both_runtimes_op_types(fusionopt_bin, tmp_path):
     out = tmp_path / "profile.json"
-    run_script("op_profile.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2", "--json", out,
-               env_binary=fusionopt_bin)
+    run_script("op_profile.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2", "--rounds", "2",
+               "--baseline-binary", fusionopt_bin, "--json", out, env_binary=fusionopt_bin)
     (result,) = json.loads(out.read_text())
-    assert set(result["sides"]) == {"fusionopt -O0", "fusionopt -O3", "ORT ENABLE_ALL"}
+    assert set(result["sides"]) == {"fusionopt -O0", "fusionopt -O3", "baseline -O0", "baseline -O3", "ORT ENABLE_ALL"}
     for side, data in result["sides"].items():
         assert data["ops"], f"{side}: no op types profiled"
-        assert data["median_ms"] > 0
+        low, high = data["spread_ms"]
+        assert 0 < low <= data["median_ms"] <= high, f"{side}: median outside its rounds' spread"
     # -O3 fuses the Relus into the convolutions; -O0 and ORT's profile show Conv itself.
     assert "Relu" in result["sides"]["fusionopt -O0"]["ops"]
     assert "Relu" not in result["sides"]["fusionopt -O3"]["ops"]

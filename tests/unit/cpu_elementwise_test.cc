@@ -449,14 +449,24 @@ TEST_CASE("results do not depend on the thread count", "[cpu]") {
   }
 }
 
-TEST_CASE("float Erf stays within 4e-7 of the exact erf everywhere, NaN and infinities included", "[cpu]") {
-  // A dense grid over [-5, 5] plus tiny values, where relative error is hardest to keep.
+namespace {
+
+// i·step for i in [-steps, steps], then `extras`, then +inf, -inf and NaN (the last three).
+std::vector<float> GridThenInfinitiesAndNaN(int steps, float step, std::initializer_list<float> extras) {
   std::vector<float> values;
-  for (int i = -50000; i <= 50000; ++i) values.push_back(static_cast<float>(i) * 1e-4f);
-  for (float tiny : {1e-30f, 1e-12f, 3e-8f, -2e-6f}) values.push_back(tiny);
+  for (int i = -steps; i <= steps; ++i) values.push_back(static_cast<float>(i) * step);
+  values.insert(values.end(), extras);
   values.push_back(std::numeric_limits<float>::infinity());
   values.push_back(-std::numeric_limits<float>::infinity());
   values.push_back(std::numeric_limits<float>::quiet_NaN());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("float Erf stays within 4e-7 of the exact erf everywhere, NaN and infinities included", "[cpu]") {
+  // A dense grid over [-5, 5] plus tiny values, where relative error is hardest to keep.
+  std::vector<float> values = GridThenInfinitiesAndNaN(50000, 1e-4f, {1e-30f, 1e-12f, 3e-8f, -2e-6f});
   RtTensor x = Floats<float>({static_cast<int64_t>(values.size())}, values);
   auto outputs = Run(R"(
 ir_version 8
@@ -486,12 +496,8 @@ graph t (float[N] %x) -> (float[N] %y, float[N] %g)
 
 TEST_CASE("float Sigmoid and tanh-form GELU stay within 1e-6 of exact (GELU: plus its conditioning), NaN and infinities included", "[cpu]") {
   // A grid over [-100, 100] (beyond ±88 the exponential saturates), tiny values, and the edges.
-  std::vector<float> values;
-  for (int i = -100000; i <= 100000; ++i) values.push_back(static_cast<float>(i) * 1e-3f);
-  for (float tiny : {1e-30f, 1e-12f, 3e-8f, -2e-6f, 88.5f, -87.5f, 88.75f, -89.0f}) values.push_back(tiny);
-  values.push_back(std::numeric_limits<float>::infinity());
-  values.push_back(-std::numeric_limits<float>::infinity());
-  values.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> values =
+      GridThenInfinitiesAndNaN(100000, 1e-3f, {1e-30f, 1e-12f, 3e-8f, -2e-6f, 88.5f, -87.5f, 88.75f, -89.0f});
   RtTensor x = Floats<float>({static_cast<int64_t>(values.size())}, values);
   auto outputs = Run(R"(
 ir_version 8

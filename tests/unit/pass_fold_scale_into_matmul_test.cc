@@ -48,6 +48,19 @@ TEST_CASE("fold-scale-into-matmul leaves scales it cannot fold", "[passes]") {
   ExpectUnchanged(Projection("  %y = Mul(%m, %t) @scale\n", ", float[] %t"), kPass, "non-constant scale");
   ExpectUnchanged(Projection("  %y = Mul(%m, %rows) @scale\n"), kPass, "the scale is not per column");
   ExpectUnchanged(Projection("  %y = Mul(%m, %wide) @scale\n"), kPass, "the scale is not per column");
+  // Weights that are a ConstantOfShape splat would be materialised whole.
+  ExpectUnchanged(R"(ir_version 8
+opset "" 17
+graph main (float[2,5,4] %x) -> (float %y)
+  init int64[2] %dims = [4, 3]
+  init float[] %s = [0.125]
+{
+  %w = ConstantOfShape(%dims) {value: tensor float[1] [0.5]} @splat
+  %m = MatMul(%x, %w) @matmul
+  %y = Mul(%m, %s) @scale
+}
+)",
+                  kPass, "weights are a ConstantOfShape splat");
   // The MatMul's output is read by another node too: the unscaled value is still needed.
   ExpectUnchanged(Projection("  %p = Mul(%m, %s) @scale\n  %y = Add(%p, %m) @sum\n"), kPass, "");
 }

@@ -10,6 +10,7 @@
 #include "onnx_io/model_io.h"
 #include "pass_harness.h"
 #include "scratch_dir.h"
+#include "passes/content_hash.h"
 #include "passes/share_duplicate_initializers.h"
 
 using namespace fusionopt;
@@ -125,4 +126,28 @@ TEST_CASE("share-duplicate-initializers compares memory-mapped weights in place"
   auto reloaded = LoadModel(path);
   REQUIRE(reloaded.ok());
   CHECK((*reloaded)->graph->initializers().size() == 2);
+}
+
+TEST_CASE("the content index tells apart weights whose sampled bytes agree", "[passes]") {
+  // 100000 floats: the sample reads 64 chunks of 64 bytes; element 12345 (byte 49380) lies
+  // between two of them, so a change there leaves the sample equal and only the full
+  // comparison can tell the tensors apart.
+  std::vector<float> values(100000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) * 0.25f;
+  std::vector<float> changed = values;
+  changed[12345] += 1.0f;
+  auto tensor = [](const std::vector<float>& v) {
+    return std::make_shared<const Tensor>(Tensor::FromValues(DataType::kFloat, {static_cast<int64_t>(v.size())}, v));
+  };
+  TensorPtr original = tensor(values), near_copy = tensor(changed), copy = tensor(values);
+  REQUIRE(HashTensorSample(*original) == HashTensorSample(*near_copy));
+
+  Graph graph;
+  Value* a = graph.CreateValue("a");
+  Value* b = graph.CreateValue("b");
+  Value* c = graph.CreateValue("c");
+  TensorContentIndex index;
+  CHECK(index.FindOrAdd(a, original) == nullptr);
+  CHECK(index.FindOrAdd(b, near_copy) == nullptr);  // same sample, other bytes: kept apart
+  CHECK(index.FindOrAdd(c, copy) == a);
 }
