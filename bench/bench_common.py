@@ -115,3 +115,27 @@ def fusionopt_latency(binary, model, threads, warmup, repeat, extra_flags=()):
     if not median or not kernels:
         sys.exit(f"unexpected `fusionopt run` output for {model}:\n{done.stdout}\n{done.stderr}")
     return float(median.group(1)), int(kernels.group(1))
+
+
+def add_corpus_arguments(parser, rounds):
+    """The options every real-corpus script takes: which models, which fusionopt levels, and how
+    each side is timed (`rounds` is the script's default number of alternations)."""
+    parser.add_argument("--corpus", default="fixtures", help="fixtures, full, or a folder with a manifest.json")
+    parser.add_argument("--only", nargs="*", help="families or model names (prefix match)")
+    parser.add_argument("--levels", nargs="*", type=int, default=[0, 3])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=rounds, help="alternations of every side")
+    parser.add_argument("--json", type=pathlib.Path)
+    parser.add_argument("--markdown", type=pathlib.Path)
+
+
+def corpus_models(args):
+    """The corpus entries `args` (add_corpus_arguments) select, without the one-layer twins that
+    exist for per-layer kernel counts."""
+    sys.path.insert(0, str(ROOT / "models" / "real"))
+    import corpus  # noqa: E402  (numpy only; next to the corpus it reads)
+    _, entries = corpus.select(args.corpus, args.only)
+    return [entry for entry in entries if not entry.name.endswith("_1layer")]
+

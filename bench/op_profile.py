@@ -29,9 +29,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "models" / "real"))
-import corpus  # noqa: E402
-from bench_common import save_inputs, median_latency_ms  # noqa: E402
+from bench_common import add_corpus_arguments, corpus_models, median_latency_ms, save_inputs  # noqa: E402
 
 FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", ROOT / "build" / "fusionopt"))
 OP_TYPE_ROW = re.compile(r"^\s*([0-9.]+)\s+[0-9.]+%\s+(\d+)\s+(\S+)\s*$")
@@ -148,21 +146,12 @@ def markdown(results, count):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default="fixtures", help="fixtures, full, or a folder with a manifest.json")
-    parser.add_argument("--only", nargs="*", help="families or model names (prefix match)")
-    parser.add_argument("--levels", nargs="*", type=int, default=[0, 3])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=1, help="alternations of every side")
+    add_corpus_arguments(parser, rounds=1)
     parser.add_argument("--baseline-binary", type=Path,
                         help="a second fusionopt build profiled beside FUSIONOPT_BIN (sides 'baseline -ON')")
     parser.add_argument("--top", type=int, default=6, help="op types listed per side")
-    parser.add_argument("--json", type=Path)
-    parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
-    _, entries = corpus.select(args.corpus, args.only)
-    entries = [e for e in entries if not e.name.endswith("_1layer")]
+    entries = corpus_models(args)
     results = []
     for entry in entries:
         with tempfile.TemporaryDirectory(prefix="fusionopt-op-profile-") as name:

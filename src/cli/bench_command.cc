@@ -18,6 +18,7 @@
 #include "cli/bench.h"
 #include "cli/fail_safe.h"
 #include "cli/commands.h"
+#include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
 #include "cuda_runtime/backend/cuda_session.h"
@@ -419,6 +420,7 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
   command.add_option("--seed", options.feeds.seed, "Seed for the random inputs (default 0)");
   command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  AddThreadWaitOption(command);
   command.add_option("--target", options.target,
                      "Cost-model target for -O3's decisions and the predicted speed-up (default h100)");
   command.add_option("--json", options.json, "Write the figures as JSON (docs/bench.md)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/thread_wait.h"
 
 namespace {
 
@@ -108,6 +109,7 @@ int Main(int argc, char** argv) {
 // Errors travel as Status; an exception reaching here is a bug (or memory exhaustion), and
 // is still reported as one line with the internal-error code rather than a core dump.
 int main(int argc, char** argv) {
+  fusionopt::cli::ApplyThreadWait(argc, argv);
   try {
     return Main(argc, argv);
   } catch (const std::bad_alloc&) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
@@ -120,6 +121,7 @@ void AddRunOptions(CLI::App& command, RunOptions& options) {
   command.add_option("--seed", options.feeds.seed, "Seed for inputs not given (default 0)");
   command.add_option("--output-dir", options.output_dir, "Write output_<i>.pb files here");
   command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  AddThreadWaitOption(command);
   command.add_option("--warmup", options.warmup, "Untimed runs first (default 0)")->check(CLI::NonNegativeNumber);
   command.add_option("--repeat", options.repeat, "Timed runs; latency min/median/mean is printed (default 1)")
       ->check(CLI::Range(1, 1000000));
@@ -163,9 +165,10 @@ int RunOnCpu(const RunOptions& options, const Model& model) {
   });
   if (!executed.ok()) return ReportError(options.model, executed.status());
   executed->launches =
-      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB",
+      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB; "
+                  "idle threads {}",
                   stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
-                  stats.intermediate_traffic_bytes / 1e6);
+                  stats.intermediate_traffic_bytes / 1e6, ThreadWaitDescription());
   int code = ReportOutputs(options, *executed);
   if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat);
   return code;

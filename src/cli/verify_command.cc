@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/compare.h"
 #include "cuda_runtime/backend/cuda_session.h"
@@ -52,6 +53,7 @@ void AddVerifyOptions(CLI::App& command, VerifyOptions& options) {
   command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
   command.add_option("--input", options.feeds.input_files, "NAME=FILE for a fixed input; repeatable");
   command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  AddThreadWaitOption(command);
   command.add_option("--backend", options.backend,
                      "Where the candidate runs: cpu (default) or cuda; the reference always runs on the CPU runtime")
       ->check(CLI::IsMember({"cpu", "cuda"}));

@@ -164,6 +164,25 @@ std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Nod
   return ChainMatcher(info, opset).Match(contraction);
 }
 
+std::optional<HostEpilogueStep> HostEpilogueStep::TakeFrom(std::vector<PostOp>& post_ops) {
+  if (post_ops.empty() || post_ops.back().kind != PostOp::Kind::kEltwise ||
+      post_ops.back().algorithm != algorithm::eltwise_gelu_tanh) {
+    return std::nullopt;
+  }
+  post_ops.pop_back();
+  ew::ProgramBuilder builder({DataType::kFloat});
+  Result<int> gelu = builder.Emit(ew::Op::kGeluTanh, {builder.input(0)});
+  FUSIONOPT_CHECK(gelu.ok(), "tanh GELU takes a float register");
+  builder.AddOutput(gelu.value());
+  return HostEpilogueStep(builder.Finish("GeluTanh"));
+}
+
+Status HostEpilogueStep::Apply(RtTensor& output) const {
+  FUSIONOPT_CHECK(output.dtype() == DataType::kFloat, "the product is staged in float32");
+  // Each tile is read before it is written, so the pass may run in place.
+  return ew::Evaluate(program_, {&output}, {&output});
+}
+
 size_t ContractionInputs(const std::string& op_type) { return op_type == "MatMul" ? 2 : 3; }
 
 Result<std::unique_ptr<Kernel>> CreateContractionWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu_runtime/elementwise.h"
 #include "cpu_runtime/fused_body.h"
 #include "cpu_runtime/kernel.h"
 
@@ -103,6 +104,23 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
 // magnitude slower than the unfused primitive plus an elementwise pass — or, for a summed
 // residual, to its GEMM-based convolution, whose sum post-op is slow.
 void RejectSlowImplementation(const char* implementation, bool sums_residual = false);
+
+// The last step of a MatMul or Gemm epilogue when oneDNN 2.6 applies it inside the GEMM far
+// below memory speed, run instead as one in-place pass of the elementwise engine over the
+// row-major product. The tanh GELU is the one: 0.86 ms as a post-op on a [128, 3072] Gemm
+// output (2.2 ns an element) against 0.17 ms for the erf form (docs/benchmarks.md, issue 15).
+// Only the last step moves, so the steps before it still run as post-ops in their order.
+class HostEpilogueStep {
+ public:
+  // Takes the step off the end of `post_ops` when it is one; nullopt leaves them as they are.
+  static std::optional<HostEpilogueStep> TakeFrom(std::vector<PostOp>& post_ops);
+  // `output` is the float32 product with every post-op before this step applied.
+  Status Apply(RtTensor& output) const;
+
+ private:
+  explicit HostEpilogueStep(ew::Program program) : program_(std::move(program)) {}
+  ew::Program program_;
+};
 
 // Factories for the contraction kernels with post-ops (kernels_contraction_matmul.cc,
 // kernels_contraction_conv.cc).

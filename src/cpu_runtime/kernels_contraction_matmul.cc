@@ -138,6 +138,7 @@ class MatMulKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
     post_ops_ = std::move(post_ops);
+    host_step_ = HostEpilogueStep::TakeFrom(post_ops_);
     first_addend_ = ContractionInputs(info.node.op_type());
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
@@ -160,7 +161,7 @@ class MatMulKernel : public Kernel {
     }
     FUSIONOPT_ASSIGN_OR_RETURN(MatMulShape shape, ResolveMatMul(a.dims(), b.dims()));
     if (a.dtype() == DataType::kFloat || IsHalfPrecision(a.dtype())) return ComputeFloat32(context, a, b, shape);
-    if (!post_ops_.empty()) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
+    if (!post_ops_.empty() || host_step_) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
     if (a.dtype() != DataType::kDouble && !IsIntegerMatMulType(a.dtype())) {
       return Unsupported("MatMul does not support dtype " + std::string(NameOf(a.dtype())));
     }
@@ -204,6 +205,7 @@ class MatMulKernel : public Kernel {
         return Status::Ok();
       }));
     }
+    if (host_step_) FUSIONOPT_RETURN_IF_ERROR(host_step_->Apply(c));
     outputs.Finish();
     return Status::Ok();
   }
@@ -244,6 +246,7 @@ class MatMulKernel : public Kernel {
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
   std::vector<PostOp> post_ops_;
+  std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<Plan> plans_;
 };
@@ -300,6 +303,7 @@ class GemmKernel : public Kernel {
  public:
   Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
     post_ops_ = std::move(post_ops);
+    host_step_ = HostEpilogueStep::TakeFrom(post_ops_);
     first_addend_ = ContractionInputs(info.node.op_type());
     trans_a_ = info.node.GetInt("transA", 0) != 0;
     trans_b_ = info.node.GetInt("transB", 0) != 0;
@@ -328,7 +332,7 @@ class GemmKernel : public Kernel {
     const RtTensor* c = context.has_input(2) ? context.input(2) : nullptr;
     FUSIONOPT_ASSIGN_OR_RETURN(GemmShape shape, ResolveShape(a, b, c));
     if (a.dtype() == DataType::kFloat || IsHalfPrecision(a.dtype())) return ComputeFloat32(context, a, b, c, shape);
-    if (!post_ops_.empty()) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
+    if (!post_ops_.empty() || host_step_) return Unsupported("post-ops need float32, float16 or bfloat16 operands");
     return DispatchDirectType(a.dtype(), "Gemm", [&](auto zero) {
       using T = decltype(zero);
       RtTensor& y = context.Output(0, a.dtype(), {shape.m, shape.n});
@@ -424,6 +428,7 @@ class GemmKernel : public Kernel {
           return Status::Ok();
         }));
       }
+      if (host_step_) FUSIONOPT_RETURN_IF_ERROR(host_step_->Apply(y));
     }
     outputs.Finish();
     return Status::Ok();
@@ -464,6 +469,7 @@ class GemmKernel : public Kernel {
   bool constant_b_column_major_ = false;
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
   std::vector<PostOp> post_ops_;
+  std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<Plan> plans_;
 };

@@ -1,6 +1,7 @@
 """The benchmark scripts issue 14 and 15 rely on run end to end on a committed fixture: the
 op-by-op profile comparison (bench/op_profile.py) reports each side's op types with times that
-add up to no more than the run, and bench/optimize_time.py reports a row per binary."""
+add up to no more than the run, bench/optimize_time.py reports a row per binary, and
+bench/cpu_corpus.py times every side quiet and beside its background load."""
 import json
 import subprocess
 import sys
@@ -43,3 +44,23 @@ def test_optimize_time_reports_a_row_per_binary(fusionopt_bin):
                        env_binary=fusionopt_bin)
     rows = [line for line in table.splitlines() if line.startswith(f"| `{fusionopt_bin}`")]
     assert len(rows) == 1, table
+
+
+def test_cpu_corpus_times_every_side_quiet_and_loaded(fusionopt_bin, tmp_path):
+    out = tmp_path / "corpus.json"
+    table = run_script("cpu_corpus.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2", "--rounds", "2",
+                       "--load", "--load-limit", "120", "--json", out, env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    for load in ("quiet", "loaded"):
+        assert set(result[load]) == {"fusionopt -O0", "fusionopt -O3", "ORT"}
+        for side, data in result[load].items():
+            low, high = data["spread_ms"]
+            assert 0 < low <= data["p50_ms"] <= high, f"{load} {side}: p50 outside its rounds' spread"
+    ratios = result["ratios"]
+    assert ratios["o3_over_ort"] == pytest.approx(result["quiet"]["fusionopt -O3"]["p50_ms"] /
+                                                  result["quiet"]["ORT"]["p50_ms"])
+    assert ratios["slowdown_ratio"] == pytest.approx(ratios["slowdown_fusionopt"] / ratios["slowdown_ort"])
+    assert "geometric mean -O3 / ORT" in table and "| resnet_dynamo18 |" in table
+    # The background load is gone when the script ends.
+    assert "while time.monotonic()" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                          text=True).stdout

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cpu_runtime/elementwise.h"
+#include "cpu_runtime/elementwise_internal.h"
 #include "cpu_runtime/session.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
@@ -276,6 +277,7 @@ RtTensor Filled(DataType dtype, std::vector<int64_t> dims, F value) {
     double v = value(i);
     switch (dtype) {
       case DataType::kFloat: tensor.data<float>()[i] = static_cast<float>(v); break;
+      case DataType::kDouble: tensor.data<double>()[i] = v; break;
       case DataType::kFloat16: tensor.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
       case DataType::kInt32: tensor.data<int32_t>()[i] = static_cast<int32_t>(v); break;
       case DataType::kBool: tensor.data<uint8_t>()[i] = v != 0.0; break;
@@ -533,4 +535,38 @@ graph t (float[N] %x) -> (float[N] %s, float[N] %g)
   CHECK(std::isnan(s[inf + 2]));
   CHECK(g[inf] == std::numeric_limits<float>::infinity());
   CHECK(std::isnan(g[inf + 2]));  // -inf · sigmoid(-inf) is -inf · 0
+}
+
+TEST_CASE("the AVX2 build of the elementwise ops equals the baseline build bit for bit", "[cpu]") {
+  if (!ew::UseLanes(ew::Lanes::kAvx2)) {
+    WARN("skipped: this CPU has no AVX2");
+    return;
+  }
+  const ew::Lanes original = ew::ActiveLanes();
+  // Every float unary op with a defined domain here, two binaries and a select-free chain, on
+  // float, double and float16 registers (float16 runs on float lanes and rounds on store).
+  const std::vector<ew::Op> unary = {ew::Op::kNeg,  ew::Op::kAbs,      ew::Op::kSqrt,     ew::Op::kExp,
+                                     ew::Op::kLog,  ew::Op::kErf,      ew::Op::kTanh,     ew::Op::kSigmoid,
+                                     ew::Op::kRelu, ew::Op::kGeluErf,  ew::Op::kGeluTanh, ew::Op::kSoftplus,
+                                     ew::Op::kFloor, ew::Op::kHardSwish, ew::Op::kMish,   ew::Op::kSoftsign};
+  const std::vector<float> grid = GridThenInfinitiesAndNaN(20000, 0.0047f, {1e-30f, -1e-30f, 88.0f, -90.0f});
+  for (DataType dtype : {DataType::kFloat, DataType::kDouble, DataType::kFloat16}) {
+    for (ew::Op op : unary) {
+      ew::ProgramBuilder builder({dtype, dtype});
+      const int scaled = builder.Emit(ew::Op::kMul, {0, 1}).value();
+      builder.AddOutput(builder.Emit(op, {scaled}).value());
+      ew::Program program = builder.Finish("lanes");
+      RtTensor x = Filled(dtype, {static_cast<int64_t>(grid.size())}, [&](int64_t i) { return grid[i]; });
+      RtTensor scale = Filled(dtype, {1}, [](int64_t) { return 1.5; });
+      RtTensor baseline = RtTensor::Allocate(dtype, x.dims());
+      RtTensor wide = RtTensor::Allocate(dtype, x.dims());
+      REQUIRE(ew::UseLanes(ew::Lanes::kBaseline));
+      REQUIRE(ew::Evaluate(program, {&x, &scale}, {&baseline}).ok());
+      REQUIRE(ew::UseLanes(ew::Lanes::kAvx2));
+      REQUIRE(ew::Evaluate(program, {&x, &scale}, {&wide}).ok());
+      INFO("op " << static_cast<int>(op) << " dtype " << NameOf(dtype));
+      REQUIRE(std::memcmp(baseline.raw(), wide.raw(), baseline.nbytes()) == 0);
+    }
+  }
+  REQUIRE(ew::UseLanes(original));
 }

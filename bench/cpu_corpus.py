@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Issue 15's speed comparison: fusionopt's CPU runtime on its -O0 and -O3 files against ONNX
+Runtime ENABLE_ALL on the original, per model of the real-export corpus, on a quiet machine and
+beside a fixed background load, in one run.
+
+    .venv/bin/python bench/cpu_corpus.py --only gpt2 resnet                 # committed fixtures
+    .venv-export/bin/python bench/cpu_corpus.py --corpus full --rounds 3 --load \\
+        --json cpu_corpus.json --markdown cpu_corpus.md
+
+Every side (fusionopt -O0, fusionopt -O3, ORT) runs the same feeds with the same --threads,
+--warmup untimed runs and then --repeat timed ones; its figure is the median (p50). Sides
+alternate within each of --rounds rounds, and each table cell is the median of the round
+figures with their spread (min–max). With --load each round also runs every side beside the
+background load: one process that spins on one core for as long as the loaded half of the
+round lasts (started before, stopped after, bounded by --load-limit seconds), the way a
+neighbour's job takes a core on a shared server. The slowdown of a side is its loaded p50
+over its quiet p50; the figure of merit is fusionopt -O3's slowdown over ORT's.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import onnxruntime as ort
+
+from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, median_latency_ms, ort_session,
+                          run_fusionopt, save_inputs)
+
+FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY))
+LATENCY = re.compile(r"latency_ms runs=\d+ min=[0-9.]+ median=([0-9.]+)")
+SPIN = "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+
+
+def fusionopt(binary, *args):
+    return run_fusionopt(binary, *args).stdout
+
+
+@contextmanager
+def background_load(seconds):
+    """One busy core for the duration of the block (and never longer than `seconds`)."""
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN, str(seconds)])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def fusionopt_side(optimized, input_flags, args):
+    def measure():
+        text = fusionopt(FUSIONOPT, "run", optimized, "--threads", args.threads, "--warmup", args.warmup,
+                         "--repeat", args.repeat, *input_flags, *args.run_flags.split())
+        return float(LATENCY.search(text).group(1))
+    return measure
+
+
+def ort_side(model, feeds, args):
+    session = ort_session(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, args.threads)
+    return lambda: median_latency_ms(session, feeds, args.warmup, args.repeat)
+
+
+def summary(values):
+    return {"p50_ms": statistics.median(values), "spread_ms": [min(values), max(values)]}
+
+
+def measure_model(entry, args, work):
+    feeds = entry.feeds()
+    input_flags = save_inputs(feeds, work)
+    sides = {}
+    for level in args.levels:
+        optimized = work / f"O{level}.onnx"
+        fusionopt(FUSIONOPT, entry.path, f"-O{level}", "-q", "-o", optimized)
+        sides[f"fusionopt -O{level}"] = fusionopt_side(optimized, input_flags, args)
+    sides["ORT"] = ort_side(entry.path, feeds, args)
+    loads = ["quiet", "loaded"] if args.load else ["quiet"]
+    rounds = {(side, load): [] for side in sides for load in loads}
+    for _ in range(args.rounds):
+        for side, measure in sides.items():
+            rounds[(side, "quiet")].append(measure())
+        if args.load:
+            with background_load(args.load_limit):
+                for side, measure in sides.items():
+                    rounds[(side, "loaded")].append(measure())
+    return {load: {side: summary(rounds[(side, load)]) for side in sides} for load in loads}
+
+
+def ratios(result, levels):
+    top = f"fusionopt -O{max(levels)}"
+    quiet = result["quiet"]
+    figures = {"o3_over_ort": quiet[top]["p50_ms"] / quiet["ORT"]["p50_ms"]}
+    if 0 in levels:
+        figures["o3_over_o0"] = quiet[top]["p50_ms"] / quiet["fusionopt -O0"]["p50_ms"]
+    if "loaded" in result:
+        ours = result["loaded"][top]["p50_ms"] / quiet[top]["p50_ms"]
+        theirs = result["loaded"]["ORT"]["p50_ms"] / quiet["ORT"]["p50_ms"]
+        figures.update(slowdown_fusionopt=ours, slowdown_ort=theirs, slowdown_ratio=ours / theirs)
+    return figures
+
+
+def cell(summary_):
+    low, high = summary_["spread_ms"]
+    return f"{summary_['p50_ms']:.1f} ({low:.1f}–{high:.1f})"
+
+
+def markdown(results, args):
+    sides = [f"fusionopt -O{level}" for level in args.levels] + ["ORT"]
+    header = ["model"] + [f"{side} p50 ms" for side in sides] + ["-O3 / ORT"]
+    if 0 in args.levels:
+        header.append("-O3 / -O0")
+    if args.load:
+        header += [f"loaded {side} p50 ms" for side in ("fusionopt -O3", "ORT")]
+        header += ["slowdown -O3", "slowdown ORT", "ratio"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" + "---:|" * (len(header) - 1)]
+    for result in results:
+        row = [result["model"]] + [cell(result["quiet"][side]) for side in sides]
+        figures = result["ratios"]
+        row.append(f"{figures['o3_over_ort']:.2f}")
+        if 0 in args.levels:
+            row.append(f"{figures['o3_over_o0']:.2f}")
+        if args.load:
+            row += [cell(result["loaded"][side]) for side in ("fusionopt -O3", "ORT")]
+            row += [f"{figures[key]:.2f}" for key in ("slowdown_fusionopt", "slowdown_ort", "slowdown_ratio")]
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    for key, label in (("o3_over_ort", "-O3 / ORT"), ("o3_over_o0", "-O3 / -O0"), ("slowdown_ratio", "slowdown ratio")):
+        values = [r["ratios"][key] for r in results if key in r["ratios"]]
+        if values:
+            mean = math.exp(sum(map(math.log, values)) / len(values))
+            lines.append(f"- geometric mean {label}: {mean:.3f} over {len(values)} models (max {max(values):.2f})")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_corpus_arguments(parser, rounds=3)
+    parser.add_argument("--load", action="store_true", help="also measure beside one busy core")
+    parser.add_argument("--run-flags", default="", help="extra flags for `fusionopt run`, e.g. '--thread-wait spin'")
+    parser.add_argument("--load-limit", type=float, default=900, help="the busy loop's upper bound, seconds")
+    args = parser.parse_args()
+    entries = corpus_models(args)
+    results = []
+    for entry in entries:
+        with tempfile.TemporaryDirectory(prefix="fusionopt-cpu-corpus-") as name:
+            result = measure_model(entry, args, Path(name))
+        result = {"model": entry.name, **result}
+        result["ratios"] = ratios(result, args.levels)
+        results.append(result)
+        print(f"{entry.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratios"].items()), flush=True)
+    table = markdown(results, args)
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
