@@ -1,7 +1,8 @@
 """The benchmark scripts issue 14 and 15 rely on run end to end on a committed fixture: the
 op-by-op profile comparison (bench/op_profile.py) reports each side's op types with times that
-add up to no more than the run, bench/optimize_time.py reports a row per binary, and
-bench/cpu_corpus.py times every side quiet and beside its background load."""
+add up to no more than the run, bench/optimize_time.py reports a row per binary,
+bench/cpu_corpus.py times every side quiet and beside its background load, and
+bench/contractions.py compares one contraction per shape with MLAS."""
 import json
 import subprocess
 import sys
@@ -64,3 +65,18 @@ def test_cpu_corpus_times_every_side_quiet_and_loaded(fusionopt_bin, tmp_path):
     # The background load is gone when the script ends.
     assert "while time.monotonic()" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
                                                           text=True).stdout
+
+
+def test_contractions_compares_both_runtimes_per_shape(fusionopt_bin, tmp_path):
+    out = tmp_path / "contractions.json"
+    run_script("contractions.py", "--binary", fusionopt_bin, "--only", "bert qkv", "depthwise 3x3", "--warmup", "1",
+               "--repeat", "2", "--rounds", "2", "--json", out, env_binary=fusionopt_bin)
+    rows = json.loads(out.read_text())
+    assert [row["kind"] for row in rows] == ["gemm", "conv"]
+    assert rows[0]["gflop"] == pytest.approx(2 * 128 * 768 * 768 / 1e9)
+    for row in rows:
+        for side in ("fusionopt", "ort"):
+            low, high = row[side]["spread_ms"]
+            assert 0 < low <= row[side]["ms"] <= high
+            assert row[side]["gflops"] == pytest.approx(row["gflop"] * 1e3 / row[side]["ms"])
+        assert row["fusionopt_over_ort"] == pytest.approx(row["fusionopt"]["ms"] / row["ort"]["ms"])
