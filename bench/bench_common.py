@@ -5,6 +5,7 @@ Every side of a comparison is fed the same arrays: `make_inputs` draws them once
 `save_inputs` writes them as .npy files for `fusionopt run --input NAME=FILE.npy`, and the
 onnxruntime side gets the arrays themselves.
 """
+import json
 import pathlib
 import re
 import subprocess
@@ -138,4 +139,13 @@ def corpus_models(args):
     import corpus  # noqa: E402  (numpy only; next to the corpus it reads)
     _, entries = corpus.select(args.corpus, args.only)
     return [entry for entry in entries if not entry.name.endswith("_1layer")]
+
+
+def write_report(table, results, args):
+    """Prints the markdown table and writes it and the JSON results where --markdown / --json say."""
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
 

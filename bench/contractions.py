@@ -11,7 +11,6 @@ of the round medians with the spread. ORT runs at ENABLE_ALL, so a convolution g
 layout ORT would give it inside a model (with the reorders in and out that a lone node needs).
 """
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from bench_common import DEFAULT_BINARY, median_latency_ms, ort_session, run_fusionopt, save_inputs
+from bench_common import write_report, DEFAULT_BINARY, median_latency_ms, ort_session, run_fusionopt, save_inputs
 
 # (name, where the corpus has it, kind, shapes): gemm (m, k, n) with bias; conv (n, c, h, w,
 # out channels, kernel, stride, group) with bias.
@@ -131,11 +130,7 @@ def main():
             rows.append(measure(case, args, Path(name)))
         print(f"{case[0]}: fusionopt/ORT {rows[-1]['fusionopt_over_ort']:.2f}", flush=True)
     table = markdown(rows)
-    print(table)
-    if args.markdown:
-        args.markdown.write_text(table)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    write_report(table, rows, args)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ neighbour's job takes a core on a shared server. The slowdown of a side is its l
 over its quiet p50; the figure of merit is fusionopt -O3's slowdown over ORT's.
 """
 import argparse
-import json
 import math
 import os
 import re
@@ -30,7 +29,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, median_latency_ms, ort_session,
+from bench_common import (DEFAULT_BINARY, write_report, add_corpus_arguments, corpus_models, median_latency_ms, ort_session,
                           run_fusionopt, save_inputs)
 
 FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY))
@@ -154,11 +153,7 @@ def main():
         results.append(result)
         print(f"{entry.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratios"].items()), flush=True)
     table = markdown(results, args)
-    print(table)
-    if args.markdown:
-        args.markdown.write_text(table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    write_report(table, results, args)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
-from bench_common import add_corpus_arguments, corpus_models, median_latency_ms, save_inputs  # noqa: E402
+from bench_common import write_report, add_corpus_arguments, corpus_models, median_latency_ms, save_inputs  # noqa: E402
 
 FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", ROOT / "build" / "fusionopt"))
 OP_TYPE_ROW = re.compile(r"^\s*([0-9.]+)\s+[0-9.]+%\s+(\d+)\s+(\S+)\s*$")
@@ -160,11 +160,7 @@ def main():
         print(f"{entry.name}: " + ", ".join(f"{side} {data['median_ms']:.2f} ms" for side, data in sides.items()),
               flush=True)
     table = markdown(results, args.top)
-    print(table)
-    if args.markdown:
-        args.markdown.write_text(table)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    write_report(table, results, args)
 
 
 if __name__ == "__main__":
