@@ -165,10 +165,10 @@ int RunOnCpu(const RunOptions& options, const Model& model) {
   });
   if (!executed.ok()) return ReportError(options.model, executed.status());
   executed->launches =
-      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB; "
-                  "idle threads {}",
+      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB, "
+                  "{} activations handed on in convolution layouts; idle threads {}",
                   stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
-                  stats.intermediate_traffic_bytes / 1e6, ThreadWaitDescription());
+                  stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs, ThreadWaitDescription());
   int code = ReportOutputs(options, *executed);
   if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat);
   return code;

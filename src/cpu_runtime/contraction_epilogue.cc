@@ -261,7 +261,9 @@ Result<PostOpAddends> GatherAddends(const KernelContext& context, size_t first, 
     }
     if (layout->summed && addends.summed >= 0) return Unsupported("two residuals are no post-ops");
     if (layout->summed) addends.summed = static_cast<int>(addends.values.size());
-    addends.values.push_back(ToFloat32(addend, *context.allocator));
+    // A summed residual may stay in a convolution layout: the kernel brings it to its output's layout.
+    RtTensor value = ToFloat32(addend, *context.allocator);
+    addends.values.push_back(layout->summed ? value : onednn::RowMajor(value, *context.allocator));
     addends.layouts.push_back(std::move(*layout));
     addends.key.insert(addends.key.end(), addend.dims().begin(), addend.dims().end());
     addends.key.push_back(-1);

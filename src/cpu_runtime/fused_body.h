@@ -31,6 +31,8 @@ class FusedBodyKernel {
   // kernels that launched; or returns 0, with nothing written, when this run's dtypes or
   // shapes fall outside what the kernel implements — the body then runs op by op.
   virtual Result<int> Compute(KernelContext& context) = 0;
+  // Whether Compute takes inputs in convolution layouts and honours conv_layout_output (kernel.h).
+  virtual bool ReadsConvLayouts() const { return false; }
 };
 
 // Every node an elementwise op (or a scalar Constant): one elementwise program.

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cpu_runtime/conv_layout_views.h"
 #include "ir/constant_value.h"
 
 namespace fusionopt::cpu {
@@ -136,7 +137,7 @@ Result<std::optional<std::vector<int64_t>>> FusedProgram::OutputDims(
 }
 
 Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Allocator& allocator,
-                               std::vector<RtTensor>& outputs) {
+                               std::vector<RtTensor>& outputs, bool conv_layout_output) {
   FUSIONOPT_CHECK(inputs.size() == used_inputs_.size(), "one tensor per used input");
   std::vector<const RtTensor*> operands = inputs;
   for (const RtTensor& constant : constants_) operands.push_back(&constant);
@@ -144,6 +145,11 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
   for (const RtTensor* operand : operands) dtypes.push_back(operand->dtype());
   const ew::Program* program = ProgramFor(dtypes);
   if (program == nullptr) return false;
+  // Outputs a reorder cannot take (bool, integers) are computed row-major.
+  const bool float_outputs = std::all_of(program->outputs.begin(), program->outputs.end(), [&](int output) {
+    return program->register_dtypes[static_cast<size_t>(output)] == DataType::kFloat;
+  });
+  const layouts::Prepared prepared = layouts::PrepareOperands(operands, allocator, float_outputs);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> dims, OutputDims(operands));
   if (!dims) return false;
   if (outputs.size() < outputs_.size()) outputs.resize(outputs_.size());
@@ -154,6 +160,10 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
     targets.push_back(&outputs[i]);
   }
   FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, operands, targets));
+  const bool keep_layout = conv_layout_output && outputs_.size() == 1;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    outputs[i] = layouts::FinishResult(std::move(outputs[i]), prepared, keep_layout, allocator);
+  }
   return true;
 }
 

@@ -36,7 +36,10 @@ class FusedProgram {
   // Evaluates the program over the used inputs into freshly allocated outputs, in one pass.
   // Returns false, with nothing written, when the ops reject these dtypes or an output's
   // own broadcast shape is smaller than the others' (it reads only some of the inputs).
-  Result<bool> Run(const std::vector<const RtTensor*>& inputs, Allocator& allocator, std::vector<RtTensor>& outputs);
+  // Inputs in convolution layouts are read as they lie where they can be (conv_layout_views.h);
+  // the outputs stay in that layout only with `conv_layout_output`.
+  Result<bool> Run(const std::vector<const RtTensor*>& inputs, Allocator& allocator, std::vector<RtTensor>& outputs,
+                   bool conv_layout_output = false);
 
  private:
   FusedProgram() = default;

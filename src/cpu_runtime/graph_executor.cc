@@ -87,6 +87,7 @@ struct GraphExecutor::Step {
   std::vector<int> outputs;  // slot per output, -1 when omitted
   std::vector<int> release;  // slots whose last reader is this step
   bool on_host = false;      // integer shape arithmetic: runs, but launches no kernel
+  bool conv_layout_output = false;  // output 0 may be left in a convolution layout
 };
 
 GraphExecutor::GraphExecutor(const Graph& graph) : graph_(graph) {}
@@ -140,6 +141,7 @@ Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph
   for (const auto& node : graph.nodes()) FUSIONOPT_RETURN_IF_ERROR(executor->AddStep(*node, state));
   for (const Value* output : graph.outputs()) executor->output_slots_.push_back(executor->SlotFor(output));
   executor->PlanReleases();
+  if (context.conv_layouts) executor->PlanConvLayoutOutputs();
   executor->MarkIntermediates();
   return executor;
 }
@@ -224,6 +226,28 @@ void GraphExecutor::PlanReleases() {
   }
 }
 
+// A kernel that can leave output 0 in a convolution layout (rt_tensor.h) may do so where
+// every step reading it reads such layouts and no graph output is it: a run of convolutions
+// (and pools) then passes its activations on without a reorder, and the reorders happen where
+// the run meets other ops. A subgraph's captured values are read by its node's kernel, which reads row-major.
+void GraphExecutor::PlanConvLayoutOutputs() {
+  std::vector<int> readers(constants_.size(), 0), layout_readers(constants_.size(), 0);
+  for (const Step& step : steps_) {
+    const bool reads_layouts = step.kernel->ReadsConvLayouts();
+    for (int slot : step.inputs) {
+      if (slot < 0) continue;
+      ++readers[slot];
+      if (reads_layouts) ++layout_readers[slot];
+    }
+  }
+  for (int slot : output_slots_) readers[slot] = -1;
+  for (Step& step : steps_) {
+    if (!step.kernel->ReadsConvLayouts() || step.outputs.empty() || step.outputs[0] < 0) continue;
+    const int slot = step.outputs[0];
+    step.conv_layout_output = readers[slot] > 0 && readers[slot] == layout_readers[slot];
+  }
+}
+
 void GraphExecutor::MarkIntermediates() {
   intermediate_.assign(constants_.size(), false);
   for (const Step& step : steps_) {
@@ -279,6 +303,7 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   for (int slot : step.inputs) context.inputs.push_back(slot >= 0 ? &values[slot] : nullptr);
   context.outputs.assign(step.outputs.size(), RtTensor());
   context.launched = true;
+  context.conv_layout_output = step.conv_layout_output;
   const bool timed = stats.node_times != nullptr || stats.kernel_events != nullptr;
   const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   const int64_t launches_before = stats.kernels_launched;
@@ -312,6 +337,9 @@ Status GraphExecutor::RunStep(Step& step, std::vector<RtTensor>& values, KernelC
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     if (step.outputs[i] < 0) continue;
     FUSIONOPT_CHECK(context.outputs[i].defined(), DescribeNode(*step.node) + " left an output unset");
+    FUSIONOPT_CHECK(context.outputs[i].row_major() || (i == 0 && step.conv_layout_output),
+                    DescribeNode(*step.node) + " left an output in a convolution layout for readers of row-major ones");
+    if (!context.outputs[i].row_major()) ++stats.conv_layout_outputs;
     values[step.outputs[i]] = std::move(context.outputs[i]);
   }
   // A subgraph kernel's bodies count their own traffic; any other node that launched moved

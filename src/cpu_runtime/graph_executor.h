@@ -49,6 +49,8 @@ struct RunStats {
   // launched kernels wrote and read: the global-memory traffic fusion removes. A fused call
   // counts only its own inputs and outputs; a body run op by op counts its own values too.
   uint64_t intermediate_traffic_bytes = 0;
+  // Outputs kernels left in a convolution layout for the next convolution or pool (rt_tensor.h).
+  int64_t conv_layout_outputs = 0;
   // When set, each node's wall time adds here. An If/Loop/Scan's time includes its bodies,
   // whose nodes are listed as well.
   std::unordered_map<const Node*, NodeTiming>* node_times = nullptr;
@@ -78,6 +80,9 @@ struct PrepareContext {
   // preparation (GraphExecutor fills it): kernels see them as constants, like initializers, so
   // a ConstantOfShape weight is packed once rather than on every run.
   const std::unordered_map<const Value*, TensorPtr>* computed_ahead = nullptr;
+  // Whether kernels may hand tensors in convolution layouts to each other (rt_tensor.h); false keeps
+  // every value row-major (tests compare the two).
+  bool conv_layouts = true;
 
   // The constant `value` holds when kernels are prepared: an initializer, a Constant node's
   // value, or a value computed ahead; null otherwise.
@@ -127,6 +132,7 @@ class GraphExecutor {
   bool ComputeAhead(Step& step, KernelContext& context);
   void RecordComputedAhead(const Step& step, PrepareState& state);
   void PlanReleases();
+  void PlanConvLayoutOutputs();
   void MarkIntermediates();
   uint64_t IntermediateTraffic(const Step& step, const std::vector<RtTensor>& values) const;
   Status RunStep(Step& step, std::vector<RtTensor>& values, KernelContext& context, RunStats& stats);

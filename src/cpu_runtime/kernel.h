@@ -28,6 +28,9 @@ struct KernelContext {
   // Set before each run; a kernel that only made views of its inputs this time (a Split into
   // contiguous slices) clears it, so the run counts no launch.
   bool launched = true;
+  // Set when every reader of output 0 reads convolution layouts (rt_tensor.h): a kernel
+  // whose primitive writes that layout may then leave output 0 in it.
+  bool conv_layout_output = false;
 
   size_t num_inputs() const { return inputs.size(); }
   const RtTensor* input(size_t i) const { return i < inputs.size() ? inputs[i] : nullptr; }
@@ -59,6 +62,9 @@ class Kernel {
   virtual Status Compute(KernelContext& context) = 0;
   // Views (Reshape, Squeeze, Identity, ...) and host-side shape arithmetic launch nothing.
   virtual bool LaunchesKernel() const { return true; }
+  // True for kernels (convolutions, pooling) that take any input in a convolution layout — using it
+  // as is or reordering it themselves — and honour KernelContext::conv_layout_output.
+  virtual bool ReadsConvLayouts() const { return false; }
 };
 
 using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const KernelInfo&)>;

@@ -9,6 +9,11 @@
 // answer (squeezenet in ../shared/models); the direct kernels treat every channel alike.
 // double runs direct loops (kernels_contraction_conv_reference.cc). A fused node gives a Conv
 // an epilogue of post-ops (contraction_epilogue.h).
+//
+// Between convolutions the reorders go: an input in a convolution layout (rt_tensor.h) is
+// read as it lies, and where the executor allows it (every reader reads such layouts) the
+// output stays in the layout oneDNN wrote, as ORT's NCHWc transformer keeps activations
+// between its convolutions.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -94,6 +99,7 @@ memory::desc WeightsDesc(const ConvShape& shape, const std::vector<int64_t>& ker
 struct ConvPlan {
   dnnl::primitive primitive;
   onednn::LayoutBridge src, dst;
+  Layout dst_layout = Layout::kRowMajor;  // how the kernel hands the output on
   memory::desc weights_user, weights_chosen, bias;
   memory packed_weights;  // constant weights, already in weights_chosen
   // Set when oneDNN rejected the negative padding of a transposed convolution whose output
@@ -174,12 +180,16 @@ class ConvKernelBase : public Kernel {
     return Status::Ok();
   }
 
+  bool ReadsConvLayouts() const override { return true; }
+
   Status Compute(KernelContext& context) override {
     const char* op = transposed_ ? "ConvTranspose" : "Conv";
     if (!context.has_input(0) || !context.has_input(1)) return InvalidModel(std::string(op) + " needs X and W");
-    const RtTensor& x = *context.input(0);
-    const RtTensor& w = *context.input(1);
-    const RtTensor* b = context.has_input(2) ? context.input(2) : nullptr;
+    const RtTensor& x = *context.input(0);  // row-major or in a convolution layout
+    const RtTensor w = onednn::RowMajor(*context.input(1), *context.allocator);
+    const RtTensor b_row_major = context.has_input(2) ? onednn::RowMajor(*context.input(2), *context.allocator)
+                                                      : RtTensor();
+    const RtTensor* b = b_row_major.defined() ? &b_row_major : nullptr;
     if (w.dtype() != x.dtype() || (b != nullptr && b->dtype() != x.dtype())) {
       return InvalidModel(std::string(op) + " inputs have different dtypes: " + DescribeTensor(x) + ", " +
                           DescribeTensor(w) + (b ? ", " + DescribeTensor(*b) : ""));
@@ -216,9 +226,12 @@ class ConvKernelBase : public Kernel {
       RtTensor w32 = constant_w_.defined() ? constant_w_ : ToFloat32(w, *context.allocator);
       RtTensor b32;
       if (b != nullptr) b32 = constant_b_.defined() ? constant_b_ : ToFloat32(*b, *context.allocator);
+      // A convolution layout only where no float32 staging stands between the primitive and it.
+      const bool layout_output = context.conv_layout_output && x.dtype() == DataType::kFloat;
       FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded(std::string(op) + " " + DescribeTensor(x), [&] {
-        ConvPlan& plan = PlanFor(x.dims(), w.dims(), b32.defined(), shape, addends);
+        ConvPlan& plan = PlanFor(x, w.dims(), b32.defined(), shape, addends, layout_output);
         Execute(plan, x32, w32, b32, *context.allocator, y, addends);
+        y.set_layout(plan.dst_layout);
         return Status::Ok();
       }));
     }
@@ -246,28 +259,33 @@ class ConvKernelBase : public Kernel {
     return Status::Ok();
   }
 
-  ConvPlan& PlanFor(const std::vector<int64_t>& x_dims, const std::vector<int64_t>& w_dims, bool has_bias,
-                    const ConvShape& shape, const PostOpAddends& addends) {
-    std::vector<int64_t> key = x_dims;
+  ConvPlan& PlanFor(const RtTensor& x, const std::vector<int64_t>& w_dims, bool has_bias, const ConvShape& shape,
+                    const PostOpAddends& addends, bool layout_output) {
+    std::vector<int64_t> key = x.dims();
     key.insert(key.end(), w_dims.begin(), w_dims.end());
     key.push_back(has_bias);
+    key.push_back(static_cast<int64_t>(x.layout()));
+    key.push_back(layout_output);
     key.insert(key.end(), addends.key.begin(), addends.key.end());
     if (ConvPlan* plan = plans_.Find(key)) return *plan;
     ConvPlan plan;
+    const memory::desc src_user = onednn::LayoutOf(x);
     try {
-      BuildPrimitive(plan, x_dims, shape, has_bias, addends);
+      BuildPrimitive(plan, src_user, shape, has_bias, addends, layout_output);
     } catch (const dnnl::error&) {
       std::optional<ConvShape> natural = WithoutNegativePads(shape, plan.grown_offset);
-      // The cells around a grown output hold only the bias, without the epilogue.
+      // The cells around a grown output hold only the bias, without the epilogue; the
+      // embedding writes row-major.
       if (!natural || !post_ops_.empty()) throw;
-      BuildPrimitive(plan, x_dims, *natural, has_bias, addends);
+      BuildPrimitive(plan, src_user, *natural, has_bias, addends, /*layout_output=*/false);
       plan.natural_dims = natural->output_dims;
     }
     return plans_.Insert(std::move(key), std::move(plan));
   }
 
-  void BuildPrimitive(ConvPlan& plan, const std::vector<int64_t>& x_dims, const ConvShape& shape, bool has_bias,
-                      const PostOpAddends& addends) const {
+  void BuildPrimitive(ConvPlan& plan, const memory::desc& src_user, const ConvShape& shape, bool has_bias,
+                      const PostOpAddends& addends, bool layout_output) const {
+    const memory::dims x_dims = src_user.dims();
     const Window& window = shape.window;
     memory::dims strides, dilations, pad_begin, pad_end;
     for (size_t axis = 0; axis < window.rank(); ++axis) {
@@ -276,8 +294,8 @@ class ConvKernelBase : public Kernel {
       pad_begin.push_back(window.pad_begin[axis]);
       pad_end.push_back(window.pad_end[axis]);
     }
-    const memory::desc src_user = RowMajorDesc(x_dims), dst_user = RowMajorDesc(shape.output_dims);
-    const memory::desc src = onednn::AnyLayoutDesc(x_dims);
+    memory::desc dst_user = RowMajorDesc(shape.output_dims);
+    const memory::desc src = onednn::AnyLayoutDesc({x_dims.begin(), x_dims.end()});
     const memory::desc dst = onednn::AnyLayoutDesc(shape.output_dims);
     const memory::desc weights_user = WeightsDesc(shape, window.kernel, transposed_);
     const memory::desc weights = memory::desc(weights_user.dims(), memory::data_type::f32, memory::format_tag::any);
@@ -307,6 +325,8 @@ class ConvKernelBase : public Kernel {
       plan.weights_chosen = chosen.weights_desc();
       plan.primitive = dnnl::convolution_forward(chosen);
     }
+    plan.dst_layout = layout_output ? onednn::LayoutOfDesc(dst_chosen) : Layout::kRowMajor;
+    if (plan.dst_layout != Layout::kRowMajor) dst_user = dst_chosen;
     plan.src = onednn::LayoutBridge(src_user, src_chosen);
     plan.dst = onednn::LayoutBridge(dst_user, dst_chosen);
     plan.weights_user = weights_user;
@@ -337,7 +357,8 @@ class ConvKernelBase : public Kernel {
     if (addends.summed >= 0) {
       // The sum post-op adds the product to what the output holds: the residual, in the
       // output's layout.
-      const RtTensor& residual = addends.values[static_cast<size_t>(addends.summed)];
+      const RtTensor residual =
+          onednn::WithLayout(addends.values[static_cast<size_t>(addends.summed)], plan.dst_layout, allocator);
       if (plan.dst.reorders()) {
         dst = plan.dst.Input(residual.raw(), dst_scratch.raw());
       } else {

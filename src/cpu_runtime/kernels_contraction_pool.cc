@@ -3,7 +3,9 @@
 // float32 max/average pooling runs on oneDNN's pooling primitive. Direct loops cover what
 // it cannot: MaxPool's Indices output, LpPool, double and int8/uint8, average pooling whose
 // ceil_mode window runs past the padding with count_include_pad (oneDNN would divide by the
-// full kernel), and windows oneDNN rejects (padding as large as the kernel).
+// full kernel), and windows oneDNN rejects (padding as large as the kernel). An input in a
+// convolution layout (rt_tensor.h) is pooled as it lies, and the output stays in oneDNN's
+// layout where the executor allows it; the direct loops read it reordered to row-major.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -134,7 +136,8 @@ void DirectPool(const T* x, T* y, int64_t* indices, int64_t planes, const Window
 
 struct PoolPlan {
   dnnl::pooling_v2_forward primitive;
-  onednn::LayoutBridge src, dst;  // row-major <-> channel-blocked
+  onednn::LayoutBridge src, dst;  // the tensors' layouts <-> the primitive's
+  Layout dst_layout = Layout::kRowMajor;  // how the kernel hands the output on
 };
 
 class PoolKernel : public Kernel {
@@ -162,6 +165,8 @@ class PoolKernel : public Kernel {
     wants_indices_ = node.output(1) != nullptr;
     return Status::Ok();
   }
+
+  bool ReadsConvLayouts() const override { return true; }
 
   Status Compute(KernelContext& context) override {
     if (!context.has_input(0)) return InvalidModel("pooling needs an input");
@@ -217,7 +222,9 @@ class PoolKernel : public Kernel {
     RtTensor& y = outputs.Output(0, x.dtype(), output_dims);
     if (y.NumElements() > 0) {
       RtTensor x32 = ToFloat32(x, *context.allocator);
-      if (!RunOneDnn(x32, y, window, *context.allocator)) {
+      const bool layout_output = context.conv_layout_output && x.dtype() == DataType::kFloat;
+      if (!RunOneDnn(x32, y, window, *context.allocator, layout_output)) {
+        x32 = onednn::RowMajor(x32, *context.allocator);
         DirectPool<float>(x32.data<float>(), y.data<float>(), IndicesOutput(context, output_dims), x.dim(0) * x.dim(1),
                           window, options_);
       }
@@ -229,19 +236,22 @@ class PoolKernel : public Kernel {
   }
 
   // False when oneDNN cannot compute this pool exactly as ONNX defines it.
-  bool RunOneDnn(const RtTensor& x, RtTensor& y, const Window& window, Allocator& allocator) {
+  bool RunOneDnn(const RtTensor& x, RtTensor& y, const Window& window, Allocator& allocator, bool layout_output) {
     if (options_.kind == PoolKind::kLp || wants_indices_ || x.rank() > 5) return false;
     const bool include_pad = options_.kind == PoolKind::kAverage && options_.count_include_pad;
     if (include_pad && window.ExtendsPastPadding()) return false;
-    std::optional<PoolPlan>* cached = plans_.Find(x.dims());
+    std::vector<int64_t> key = x.dims();
+    key.push_back(static_cast<int64_t>(x.layout()));
+    key.push_back(layout_output);
+    std::optional<PoolPlan>* cached = plans_.Find(key);
     if (cached == nullptr) {
       std::optional<PoolPlan> made;
       try {
-        made = MakePlan(x.dims(), y.dims(), window, include_pad);
+        made = MakePlan(x, y.dims(), window, include_pad, layout_output);
       } catch (const dnnl::error&) {
         // e.g. padding as large as the kernel: remembered, so later runs go straight to the loop
       }
-      cached = &plans_.Insert(x.dims(), std::move(made));
+      cached = &plans_.Insert(std::move(key), std::move(made));
     }
     if (!cached->has_value()) return false;
     PoolPlan& plan = **cached;
@@ -255,11 +265,13 @@ class PoolKernel : public Kernel {
     } catch (const dnnl::error&) {
       return false;
     }
+    y.set_layout(plan.dst_layout);
     return true;
   }
 
-  PoolPlan MakePlan(const std::vector<int64_t>& x_dims, const std::vector<int64_t>& y_dims, const Window& window,
-                    bool include_pad) const {
+  PoolPlan MakePlan(const RtTensor& x, const std::vector<int64_t>& y_dims, const Window& window, bool include_pad,
+                    bool layout_output) const {
+    const std::vector<int64_t>& x_dims = x.dims();
     dnnl::memory::dims strides, kernel, dilation, pad_begin, pad_end;
     for (size_t axis = 0; axis < window.rank(); ++axis) {
       strides.push_back(window.stride[axis]);
@@ -271,15 +283,17 @@ class PoolKernel : public Kernel {
     const dnnl::algorithm algorithm = options_.kind == PoolKind::kMax ? dnnl::algorithm::pooling_max
                                       : include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding;
-    const dnnl::memory::desc src = onednn::ChannelBlockedDesc(x_dims);
+    const dnnl::memory::desc src = x.row_major() ? onednn::ChannelBlockedDesc(x_dims) : onednn::LayoutOf(x);
     dnnl::pooling_v2_forward::desc description(dnnl::prop_kind::forward_inference, algorithm, src,
                                                onednn::AnyLayoutDesc(y_dims), strides, kernel, dilation, pad_begin,
                                                pad_end);
     dnnl::pooling_v2_forward::primitive_desc chosen(description, onednn::Engine());
     PoolPlan plan;
     plan.primitive = dnnl::pooling_v2_forward(chosen);
-    plan.src = onednn::LayoutBridge(onednn::RowMajorDesc(x_dims), src);
-    plan.dst = onednn::LayoutBridge(onednn::RowMajorDesc(y_dims), chosen.dst_desc());
+    plan.dst_layout = layout_output ? onednn::LayoutOfDesc(chosen.dst_desc()) : Layout::kRowMajor;
+    plan.src = onednn::LayoutBridge(onednn::LayoutOf(x), src);
+    plan.dst = onednn::LayoutBridge(plan.dst_layout != Layout::kRowMajor ? chosen.dst_desc() : onednn::RowMajorDesc(y_dims),
+                                    chosen.dst_desc());
     return plan;
   }
 

@@ -1,5 +1,6 @@
 // Concat and Split: every row of the outer dims (those before the axis) is a run of
 // contiguous blocks, one per input (Concat) or output (Split), so both are row-wise memcpy.
+#include "cpu_runtime/conv_layout_views.h"
 #include "cpu_runtime/data_movement_common.h"
 #include "cpu_runtime/data_movement_kernels.h"
 #include "ir/legacy_opsets.h"
@@ -71,26 +72,59 @@ class ConcatKernel : public Kernel {
       return InvalidModel("axis " + std::to_string(axis_) + " is out of range for rank " + std::to_string(rank));
     }
     size_t axis = static_cast<size_t>(axis_ < 0 ? axis_ + rank : axis_);
-    std::vector<int64_t> sizes;
     for (size_t i = 0; i < context.num_inputs(); ++i) {
       const RtTensor* input = context.input(i);
       if (input == nullptr) return InvalidModel("input " + std::to_string(i) + " is missing");
       FUSIONOPT_RETURN_IF_ERROR(CheckMatches(first, *input, axis, i));
-      sizes.push_back(input->dim(axis));
     }
-    FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(first.dtype()));
-    std::vector<int64_t> dims = first.dims();
+    // Parts in one convolution layout join over their physical dims on the axis the logical
+    // one went to (a blocked layout's channels: the block index, its lanes alike in every
+    // part), where the other physical dims agree.
+    std::vector<const RtTensor*> parts = context.inputs;
+    layouts::Prepared prepared = layouts::PrepareOperands(parts, *context.allocator, first.dtype() == DataType::kFloat);
+    if (prepared.physical()) {
+      const std::vector<int64_t> mapped = layouts::PhysicalAxes(static_cast<int64_t>(axis), rank, prepared.layout);
+      if (JoinableOn(parts, static_cast<size_t>(mapped[0]))) {
+        axis = static_cast<size_t>(mapped[0]);
+      } else {
+        parts = context.inputs;
+        prepared = layouts::PrepareOperands(parts, *context.allocator, /*views_allowed=*/false);
+      }
+    }
+    RtTensor& out = context.outputs[0];
+    FUSIONOPT_RETURN_IF_ERROR(Join(parts, axis, *context.allocator, out));
+    out = layouts::FinishResult(std::move(out), prepared, context.conv_layout_output, *context.allocator);
+    return Status::Ok();
+  }
+
+  // Parts in convolution layouts are joined in place where they can be (conv_layout_views.h).
+  bool ReadsConvLayouts() const override { return true; }
+
+ private:
+  static bool JoinableOn(const std::vector<const RtTensor*>& parts, size_t axis) {
+    for (const RtTensor* part : parts) {
+      for (size_t k = 0; k < part->rank(); ++k) {
+        if (k != axis && part->dim(k) != parts[0]->dim(k)) return false;
+      }
+    }
+    return true;
+  }
+
+  static Status Join(const std::vector<const RtTensor*>& inputs, size_t axis, Allocator& allocator, RtTensor& out) {
+    std::vector<int64_t> sizes;
+    for (const RtTensor* input : inputs) sizes.push_back(input->dim(axis));
+    FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(inputs[0]->dtype()));
+    std::vector<int64_t> dims = inputs[0]->dims();
     dims[axis] = 0;
     for (int64_t size : sizes) dims[axis] += size;
-    RtTensor& out = context.Output(0, first.dtype(), dims);
+    out = allocator.Allocate(inputs[0]->dtype(), dims);
     std::vector<uint8_t*> parts;
-    for (size_t i = 0; i < context.num_inputs(); ++i) parts.push_back(context.input(i)->raw());
+    for (const RtTensor* input : inputs) parts.push_back(input->raw());
     RowBlocks blocks = BlocksOf(sizes, Product(dims, axis + 1), element_size);
     CopyBlocks(out.raw(), parts, blocks, Product(dims, 0, axis), /*to_joined=*/true, out.NumElements());
     return Status::Ok();
   }
 
- private:
   static Status CheckMatches(const RtTensor& first, const RtTensor& input, size_t axis, size_t index) {
     bool same = input.dtype() == first.dtype() && input.rank() == first.rank();
     for (size_t k = 0; same && k < first.rank(); ++k) same = k == axis || input.dim(k) == first.dim(k);

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "cpu_runtime/conv_layout_views.h"
 #include "cpu_runtime/elementwise_expr.h"
 #include "cpu_runtime/kernels.h"
 #include "ir/legacy_opsets.h"
@@ -163,11 +164,18 @@ class ElementwiseKernel : public Kernel {
     std::optional<DataType> cast_target;
     if (cast_like_) cast_target = context.input(1)->dtype();
     FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* program, ProgramFor(dtypes, registers, cast_target));
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
     DataType out_dtype = program->register_dtypes[static_cast<size_t>(program->outputs[0])];
+    const layouts::Prepared prepared =
+        layouts::PrepareOperands(present, *context.allocator, out_dtype == DataType::kFloat);
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
     RtTensor& output = context.Output(0, out_dtype, dims);
-    return ew::Evaluate(*program, present, {&output});
+    FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, present, {&output}));
+    output = layouts::FinishResult(std::move(output), prepared, context.conv_layout_output, *context.allocator);
+    return Status::Ok();
   }
+
+  // Operands in convolution layouts are read in place where they can be (conv_layout_views.h).
+  bool ReadsConvLayouts() const override { return true; }
 
  private:
   // Programs depend only on the input dtypes (and which optional inputs are present).

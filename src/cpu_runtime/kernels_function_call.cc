@@ -4,6 +4,7 @@
 
 #include "cpu_runtime/function_call.h"
 #include "cpu_runtime/fused_body.h"
+#include "cpu_runtime/onednn_common.h"
 #include "ir/constant_value.h"
 #include "ir/function_body.h"
 
@@ -82,6 +83,8 @@ class FunctionCallKernel final : public SubgraphKernel {
     return Status::Ok();
   }
 
+  bool ReadsConvLayouts() const override { return fused_ != nullptr && fused_->ReadsConvLayouts(); }
+
   const std::vector<const Value*>& implicit_inputs() const override {
     static const std::vector<const Value*> kNone;  // a body sees nothing but its arguments
     return kNone;
@@ -104,8 +107,9 @@ class FunctionCallKernel final : public SubgraphKernel {
         return Status::Ok();
       }
     }
+    // The body's kernels read row-major tensors.
     std::vector<RtTensor> inputs;
-    for (const RtTensor* input : context.inputs) inputs.push_back(*input);
+    for (const RtTensor* input : context.inputs) inputs.push_back(onednn::RowMajor(*input, *context.allocator));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<RtTensor> outputs,
                                executor_->Execute(std::move(inputs), {}, *context.allocator, stats));
     for (size_t i = 0; i < context.outputs.size(); ++i) context.outputs[i] = std::move(outputs[i]);

@@ -10,6 +10,7 @@
 #include "cpu_runtime/contraction_epilogue.h"
 #include "cpu_runtime/fused_body.h"
 #include "cpu_runtime/fused_program.h"
+#include "cpu_runtime/onednn_common.h"
 #include "ir/constant_value.h"
 
 namespace fusionopt::cpu {
@@ -62,9 +63,13 @@ class FusedContractionKernel final : public FusedBodyKernel {
         with_post_ops_(std::move(with_post_ops)),
         addends_(std::move(addends)) {}
 
+  // A Conv's kernels read convolution layouts; the two-kernel path reorders to row-major first.
+  bool ReadsConvLayouts() const override { return contraction_op_ == "Conv"; }
+
   Result<int> Compute(KernelContext& context) override {
     KernelContext inner;
     inner.allocator = context.allocator;
+    inner.conv_layout_output = context.conv_layout_output && context.outputs.size() == 1;
     for (const OperandSource& operand : operands_) {
       inner.inputs.push_back(operand.input >= 0 ? context.input(static_cast<size_t>(operand.input))
                              : operand.constant.defined() ? &operand.constant
@@ -72,6 +77,12 @@ class FusedContractionKernel final : public FusedBodyKernel {
     }
     inner.outputs.resize(1);
     if (with_post_ops_ != nullptr && TryPostOps(context, inner)) return 1;
+    std::vector<RtTensor> row_major;
+    onednn::ToRowMajorInputs(context, row_major);
+    for (size_t i = 0; i < operands_.size(); ++i) {
+      if (operands_[i].input >= 0) inner.inputs[i] = context.input(static_cast<size_t>(operands_[i].input));
+    }
+    inner.conv_layout_output = false;
 
     FUSIONOPT_ASSIGN_OR_RETURN(Kernel * contraction, contraction_->Get());
     FUSIONOPT_RETURN_IF_ERROR(contraction->Compute(inner));

@@ -14,9 +14,13 @@ class FusedElementwiseKernel final : public FusedBodyKernel {
   Result<int> Compute(KernelContext& context) override {
     std::vector<const RtTensor*> inputs;
     for (size_t index : program_->used_inputs()) inputs.push_back(context.input(index));
-    FUSIONOPT_ASSIGN_OR_RETURN(bool done, program_->Run(inputs, *context.allocator, context.outputs));
+    FUSIONOPT_ASSIGN_OR_RETURN(bool done,
+                               program_->Run(inputs, *context.allocator, context.outputs, context.conv_layout_output));
     return done ? 1 : 0;
   }
+
+  // Operands in convolution layouts are read in place where they can be (conv_layout_views.h).
+  bool ReadsConvLayouts() const override { return true; }
 
  private:
   std::unique_ptr<FusedProgram> program_;

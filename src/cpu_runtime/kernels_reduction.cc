@@ -8,10 +8,13 @@
 // run (ReduceSumSquare squares, ReduceLogSum takes the log). Reducing an empty set yields the
 // identity: 0 for sums, 1 for products, -inf/+inf (or the type's limits) for max/min, -inf
 // for the log reductions, NaN for a float mean.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "cpu_runtime/conv_layout_views.h"
 #include "cpu_runtime/kernels.h"
+#include "cpu_runtime/onednn_common.h"
 #include "cpu_runtime/reduction_common.h"
 #include "cpu_runtime/reduction_engine.h"
 
@@ -200,16 +203,51 @@ class ReduceKernel : public Kernel {
       for (int64_t axis = 0; axis < rank; ++axis) axes.push_back(axis);
     }
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> normalized, NormalizeAxes(axes, rank));
-    ReducePlan plan = PlanReduction(data->dims(), normalized, keepdims_);
+    RtTensor in_place;
+    const bool physical = ReadsPhysically(*data, normalized);
+    if (physical) {
+      in_place = layouts::PhysicalView(*data);
+      std::vector<int64_t> mapped;
+      for (int64_t axis : normalized) {
+        for (int64_t each : layouts::PhysicalAxes(axis, rank, data->layout())) mapped.push_back(each);
+      }
+      std::sort(mapped.begin(), mapped.end());
+      normalized = std::move(mapped);
+    } else if (!data->row_major()) {
+      in_place = onednn::RowMajor(*data, *context.allocator);
+    }
+    const RtTensor& source = in_place.defined() ? in_place : *data;
+    ReducePlan plan = PlanReduction(source.dims(), normalized, keepdims_);
     RtTensor& output = context.Output(0, data->dtype(), plan.output_dims);
-    return DispatchType<kAnyReduceType>(data->dtype(), [&](auto tag) {
+    FUSIONOPT_RETURN_IF_ERROR(DispatchType<kAnyReduceType>(data->dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      RunReduce(spec_.op, plan, DataOf<T>(*data), MutableDataOf<T>(output));
+      RunReduce(spec_.op, plan, DataOf<T>(source), MutableDataOf<T>(output));
       return Status::Ok();
-    });
+    }));
+    // Without keepdims the axes left keep their logical order (ReadsPhysically).
+    if (physical && keepdims_) {
+      layouts::Prepared prepared;
+      prepared.layout = data->layout();
+      output = layouts::FinishResult(std::move(output), prepared, context.conv_layout_output, *context.allocator);
+    }
+    return Status::Ok();
   }
 
+  // Data in convolution layouts is reduced in place (ReadsPhysically) or reordered.
+  bool ReadsConvLayouts() const override { return true; }
+
  private:
+  // Whether data in a convolution layout is reduced over its physical dims: with keepdims
+  // always (the result is in that layout again); without, when the axes left are in logical
+  // order there too — the channels reduced, or every spatial axis.
+  bool ReadsPhysically(const RtTensor& data, const std::vector<int64_t>& axes) const {
+    if (data.row_major()) return false;
+    if (keepdims_) return true;
+    const bool channels = std::find(axes.begin(), axes.end(), 1) != axes.end();
+    const size_t spatial = static_cast<size_t>(std::count_if(axes.begin(), axes.end(), [](int64_t a) { return a >= 2; }));
+    return channels || spatial == data.rank() - 2;
+  }
+
   const ReduceOpSpec& spec_;
   bool keepdims_ = true;
   bool axes_from_input_ = false;

@@ -31,14 +31,59 @@ dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims) {
 }
 
 dnnl::memory::desc ChannelBlockedDesc(const std::vector<int64_t>& dims) {
-  using tag = dnnl::memory::format_tag;
   const auto isa = static_cast<int>(dnnl::get_effective_cpu_isa());
   const bool wide = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return DescIn(dims, wide ? Layout::kBlocked16 : Layout::kBlocked8);
+}
+
+dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout) {
+  using tag = dnnl::memory::format_tag;
+  if (layout == Layout::kRowMajor) return RowMajorDesc(dims);
+  FUSIONOPT_CHECK(dims.size() >= 3 && dims.size() <= 5, "convolution layouts have 1 to 3 spatial axes");
+  static const tag kLast[] = {tag::nwc, tag::nhwc, tag::ndhwc};
   static const tag kNarrow[] = {tag::nCw8c, tag::nChw8c, tag::nCdhw8c};
   static const tag kWide[] = {tag::nCw16c, tag::nChw16c, tag::nCdhw16c};
-  FUSIONOPT_CHECK(dims.size() >= 3 && dims.size() <= 5, "channel-blocked layouts have 1 to 3 spatial axes");
   const size_t index = dims.size() - 3;
-  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, wide ? kWide[index] : kNarrow[index]);
+  const tag format = layout == Layout::kChannelsLast ? kLast[index]
+                     : layout == Layout::kBlocked8   ? kNarrow[index]
+                                                     : kWide[index];
+  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, format);
+}
+
+Layout LayoutOfDesc(const dnnl::memory::desc& desc) {
+  const dnnl::memory::dims dims = desc.dims();
+  if (dims.size() < 3 || dims.size() > 5 || desc.data_type() != dnnl::memory::data_type::f32) return Layout::kRowMajor;
+  const std::vector<int64_t> logical(dims.begin(), dims.end());
+  if (desc == RowMajorDesc(logical)) return Layout::kRowMajor;
+  if (desc == DescIn(logical, Layout::kChannelsLast)) return Layout::kChannelsLast;
+  if (dims[1] % 16 == 0 && desc == DescIn(logical, Layout::kBlocked16)) return Layout::kBlocked16;
+  if (dims[1] % 8 == 0 && desc == DescIn(logical, Layout::kBlocked8)) return Layout::kBlocked8;
+  return Layout::kRowMajor;
+}
+
+dnnl::memory::desc LayoutOf(const RtTensor& tensor) { return DescIn(tensor.dims(), tensor.layout()); }
+
+RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator) {
+  if (tensor.layout() == layout) return tensor;
+  FUSIONOPT_CHECK(tensor.dtype() == DataType::kFloat, "only float32 tensors take convolution layouts");
+  RtTensor copy = allocator.Allocate(tensor.dtype(), tensor.dims());
+  copy.set_layout(layout);
+  if (tensor.NumElements() == 0) return copy;
+  dnnl::memory source = Wrap(LayoutOf(tensor), tensor.raw());
+  dnnl::memory target = Wrap(LayoutOf(copy), copy.raw());
+  dnnl::reorder(source, target).execute(Stream(), source, target);
+  Stream().wait();
+  return copy;
+}
+
+void ToRowMajorInputs(KernelContext& context, std::vector<RtTensor>& keep) {
+  keep.clear();
+  keep.reserve(context.inputs.size());  // no reallocation: the context points into it
+  for (const RtTensor*& input : context.inputs) {
+    if (input == nullptr || input->row_major()) continue;
+    keep.push_back(RowMajor(*input, *context.allocator));
+    input = &keep.back();
+  }
 }
 
 dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {

@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "cpu_runtime/allocator.h"
+#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/rt_tensor.h"
 #include "ir/status.h"
 
 namespace fusionopt::cpu::onednn {
@@ -32,6 +35,21 @@ dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims);
 // primitives without a layout choice (pooling) run fast on; on row-major data oneDNN's
 // pooling falls back to a scalar loop an order of magnitude slower. Rank 3 to 5.
 dnnl::memory::desc ChannelBlockedDesc(const std::vector<int64_t>& dims);
+// float32 `dims` (N, C, spatial...) laid out as `layout` (rt_tensor.h).
+dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout);
+// Which Layout `desc` is (row-major first, where a shape makes several coincide), for the
+// float32 (N, C, spatial...) descs of rank 3 to 5; kRowMajor for anything else, which the
+// caller then reorders to row-major. Blocks must hold whole channels (no padding).
+Layout LayoutOfDesc(const dnnl::memory::desc& desc);
+// How `tensor`'s float32 elements lie.
+dnnl::memory::desc LayoutOf(const RtTensor& tensor);
+// `tensor` itself when it already lies as `layout`, else a reordered copy.
+RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator);
+inline RtTensor RowMajor(const RtTensor& tensor, Allocator& allocator) {
+  return WithLayout(tensor, Layout::kRowMajor, allocator);
+}
+// Points each channel-blocked input of `context` at a row-major copy held in `keep`.
+void ToRowMajorInputs(KernelContext& context, std::vector<RtTensor>& keep);
 
 // A memory object over bytes the runtime owns; oneDNN never frees them.
 dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data);

@@ -30,6 +30,7 @@ int64_t RtTensor::NumElements() const {
 }
 
 RtTensor RtTensor::Reshaped(std::vector<int64_t> dims) const {
+  FUSIONOPT_CHECK(row_major(), "only a row-major tensor has views");
   RtTensor view(dtype_, std::move(dims), storage_);
   FUSIONOPT_CHECK(view.NumElements() == NumElements(), "a view keeps the element count");
   return view;

@@ -4,6 +4,14 @@
 // cost nothing. Intermediate storage comes from the Allocator's pool and goes back to it when
 // the last tensor (or view) referring to it dies, which is what makes liveness-based buffer
 // reuse automatic. Constants wrap the IR's Tensor bytes without copying.
+//
+// A float32 (N, C, spatial...) tensor may lie in a convolution layout instead of row-major —
+// channels last (nhwc) or channels in blocks of 8 or 16 (nChw8c, nChw16c), whichever oneDNN's
+// convolutions run on for this CPU — so convolutions in a row pass activations on without a
+// reorder each side (ORT keeps NCHWc the same way). Only kernels that say they read such
+// layouts (Kernel::ReadsConvLayouts) ever see one: the executor lets a kernel write it only
+// where every reader is one of them (graph_executor.cc). The dims stay the logical
+// (N, C, spatial...) ones, and the byte size the row-major one (blocks are never padded).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +25,8 @@
 #include "ir/tensor.h"
 
 namespace fusionopt::cpu {
+
+enum class Layout : uint8_t { kRowMajor, kChannelsLast, kBlocked8, kBlocked16 };
 
 class RtTensor {
  public:
@@ -37,6 +47,10 @@ class RtTensor {
   int64_t NumElements() const;
   uint64_t nbytes() const { return ByteSizeOf(dtype_, static_cast<uint64_t>(NumElements())); }
 
+  Layout layout() const { return layout_; }
+  bool row_major() const { return layout_ == Layout::kRowMajor; }
+  void set_layout(Layout layout) { layout_ = layout; }
+
   uint8_t* raw() const { return storage_.get(); }
   template <typename T>
   T* data() const {
@@ -56,6 +70,7 @@ class RtTensor {
   DataType dtype_ = DataType::kUndefined;
   std::vector<int64_t> dims_;
   std::shared_ptr<uint8_t> storage_;
+  Layout layout_ = Layout::kRowMajor;
 };
 
 std::string DimsToString(const std::vector<int64_t>& dims);  // "[1,3,224,224]"

@@ -2,6 +2,9 @@
 
 #include <omp.h>
 
+#include <cstdlib>
+#include <string_view>
+
 namespace fusionopt::cpu {
 
 struct Session::Plan {
@@ -21,6 +24,17 @@ Session::~Session() = default;
 const std::vector<const Value*>& Session::inputs() const { return plan_->inputs; }
 const std::vector<const Value*>& Session::outputs() const { return plan_->outputs; }
 
+namespace {
+
+// FUSIONOPT_CPU_LAYOUTS=row-major turns the convolution-layout hand-off off for a whole process:
+// benchmarks measure what it buys with the same binary.
+bool RowMajorOnlyRequested() {
+  const char* layouts = std::getenv("FUSIONOPT_CPU_LAYOUTS");
+  return layouts != nullptr && std::string_view(layouts) == "row-major";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::Create(const Model& model, const SessionOptions& options) {
   if (options.threads > 0) omp_set_num_threads(options.threads);
   auto plan = std::make_unique<Plan>();
@@ -29,6 +43,7 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
   const Graph& graph = *model.graph;
   PrepareContext context{model, model.ir_version >= 4};
   context.fused_kernels = options.fused_kernels;
+  context.conv_layouts = options.conv_layouts && !RowMajorOnlyRequested();
   if (options.run_fused) context.run_fused = &plan->run_fused;
   if (options.fused_output_hook) context.fused_output_hook = &plan->fused_output_hook;
   FUSIONOPT_ASSIGN_OR_RETURN(plan->executor, GraphExecutor::Prepare(graph, context));

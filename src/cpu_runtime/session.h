@@ -29,6 +29,10 @@ struct SessionOptions {
   std::function<bool(const Node& call)> run_fused;
   // Test hook (null in production): PrepareContext::fused_output_hook.
   std::function<void(const Node& call, KernelContext& context)> fused_output_hook;
+  // Convolutions and pools hand activations to each other in their own layouts
+  // (PrepareContext::conv_layouts); false keeps every value row-major, as does
+  // FUSIONOPT_CPU_LAYOUTS=row-major in the environment.
+  bool conv_layouts = true;
 };
 
 struct NamedTensor {

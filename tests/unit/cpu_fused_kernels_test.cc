@@ -8,10 +8,6 @@ using namespace fusionopt::fused_test;
 
 namespace {
 
-std::string Init(const std::string& type, const std::string& name, int count, uint32_t seed) {
-  return "  init " + type + " %" + name + " = " + Literal(count, seed) + "\n";
-}
-
 const std::string kHeader = "ir_version 8\nopset \"\" 20\n";
 // Opset 17: ReduceMean's axes as an attribute, as the decomposed norms spell it.
 const std::string kNormHeader = "ir_version 8\nopset \"\" 17\n";

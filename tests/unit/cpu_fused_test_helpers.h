@@ -79,6 +79,11 @@ inline std::string Literal(int count, uint32_t seed) {
   return text.str();
 }
 
+// An IR text initializer line: `type` %`name` holding `count` seeded values.
+inline std::string Init(const std::string& type, const std::string& name, int count, uint32_t seed) {
+  return "  init " + type + " %" + name + " = " + Literal(count, seed) + "\n";
+}
+
 struct Outcome {
   std::vector<cpu::NamedTensor> outputs;
   cpu::RunStats stats;
