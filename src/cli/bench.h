@@ -78,6 +78,8 @@ struct BenchResult {
   bool verified = false;
   // What the fail-safe check (passes/fusion_check.h) undid before timing: "node (function)".
   std::vector<std::string> undone_fusions;
+  // What the measured fusion decisions (passes/fusion_timing.h) undid: slower fused here.
+  std::vector<std::string> slower_fusions;
   SideFigures original;
   SideFigures optimized;
   double speedup = 0;                       // original p50 / optimized p50

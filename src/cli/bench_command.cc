@@ -26,6 +26,7 @@
 #include "onnx_io/model_io.h"
 #include "passes/cost_model.h"
 #include "passes/target_profiles.h"
+#include "cli/measured_fusions.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -329,15 +330,34 @@ Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::
   return OptimizeAt(options, options.level, kinds);
 }
 
+Result<std::vector<cpu::NamedTensor>> FeedsFor(const Model& model, const FeedOptions& options) {
+  std::vector<const Value*> inputs;
+  for (const Value* input : model.graph->inputs()) {
+    if (!input->is_initializer()) inputs.push_back(input);
+  }
+  return MakeFeeds(inputs, options);
+}
+
+// On the CPU backend, before anything is checked or timed: the fusions whose fused kernels run
+// slower here than their members are undone (passes/fusion_timing.h), so -O3 never loses to
+// the ops it fused. Their descriptions go to `undone` when given.
+Status UndoSlowerFusionsForBench(const BenchOptions& options, int level, Model& optimized,
+                                 std::vector<std::string>* undone) {
+  if (options.no_fusion_timing || level < 2) return Status::Ok();
+  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(optimized, options.feeds));
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report,
+                             UndoSlowerFusionsHere(optimized, std::move(feeds), options.threads));
+  if (undone != nullptr) {
+    for (const passes::TimedFusion& fusion : report.undone) undone->push_back(DescribeSlowerFusion(fusion));
+  }
+  return Status::Ok();
+}
+
 // The fail-safe check on the CPU runtime before anything is timed: fusions whose kernels make
 // an output differ are undone (and listed in the result), so the speed-up reported is that of
 // a model that computes what the original does; a difference no undo removes is an error.
 Status CheckAndRepair(const BenchOptions& options, const Model& original, Model& optimized, BenchResult& result) {
-  std::vector<const Value*> inputs;
-  for (const Value* input : original.graph->inputs()) {
-    if (!input->is_initializer()) inputs.push_back(input);
-  }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, MakeFeeds(inputs, options.feeds));
+  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(original, options.feeds));
   cpu::Tolerance tolerance;  // verify's defaults, as CompareOutputs
   FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport report,
                              RunFailSafeCheck(original, optimized, {std::move(feeds)}, tolerance, options.threads,
@@ -359,6 +379,8 @@ int RunCompareLevels(const BenchOptions& options) {
     std::map<std::string, std::string> kinds;
     auto model = OptimizeAt(options, level, kinds);
     if (!model.ok()) return ReportError(options.model, model.status());
+    Status timed = UndoSlowerFusionsForBench(options, level, **model, nullptr);
+    if (!timed.ok()) return ReportError(options.model, timed.WithContext("-O" + std::to_string(level)));
     auto side = PrepareSide(std::move(*model), options, /*cuda=*/false);
     if (!side.ok()) return ReportError(options.model, side.status().WithContext("-O" + std::to_string(level)));
     sides.push_back(std::move(*side));
@@ -430,6 +452,8 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
   command.add_option("--fail-if-slower", options.fail_if_slower, "Exit 6 when the speed-up is below this ratio")
       ->check(CLI::PositiveNumber);
   command.add_flag("--no-verify", options.no_verify, "Skip the output check (report a speed-up even if outputs differ)");
+  command.add_flag("--no-fusion-timing", options.no_fusion_timing,
+                   "CPU backend: keep every fusion the cost model chose instead of undoing those slower here");
   command.add_option("--backend", options.backend, "auto (default), cpu or cuda")
                       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   command.add_flag("--cuda-graph", options.cuda_graph,
@@ -494,6 +518,10 @@ int RunBench(const BenchOptions& options) {
   const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
   if (!optimized_model.ok()) return ReportError(optimized_label, optimized_model.status());
   BenchResult result;
+  if (!cuda && options.optimized.empty()) {
+    Status timed = UndoSlowerFusionsForBench(options, options.level, **optimized_model, &result.slower_fusions);
+    if (!timed.ok()) return ReportError(options.model, timed);
+  }
   if (!options.no_verify) {
     Status checked = CheckAndRepair(options, **original_model, **optimized_model, result);
     if (!checked.ok()) return ReportError(optimized_label, checked);

@@ -130,6 +130,12 @@ void PrintBenchSummary(const BenchResult& result) {
     std::printf("undone: %zu fusion(s) whose kernels made outputs differ, timed unfused: %s\n",
                 result.undone_fusions.size(), OneLine(undone).c_str());
   }
+  if (!result.slower_fusions.empty()) {
+    std::string slower;
+    for (const auto& fusion : result.slower_fusions) slower += (slower.empty() ? "" : ", ") + fusion;
+    std::printf("timed: %zu fusion(s) slower fused on this CPU than their members, undone: %s\n",
+                result.slower_fusions.size(), OneLine(slower).c_str());
+  }
   std::printf("%-10s %8s %8s %10s %11s %9s %9s %9s %9s %9s %11s\n", "", "kernels", "nodes", "peak MB",
               "traffic MB", "min ms", "p50 ms", "p90 ms", "p99 ms", "mean ms", "infer/s");
   for (const auto& [label, side] : {std::pair<const char*, const SideFigures*>{"original", &result.original},
@@ -185,6 +191,7 @@ std::string BenchJson(const BenchResult& result) {
       {"seed", result.seed},
       {"verified", result.verified},
       {"undone_fusions", result.undone_fusions},
+      {"slower_fusions", result.slower_fusions},
       {"original", SideJson(result.original)},
       {"optimized", SideJson(result.optimized)},
       {"speedup", result.speedup},

@@ -42,6 +42,8 @@ struct OptimizeOptions {
   std::string report;
   bool check_each_pass = false;
   std::string target = "h100";    // the cost model's profile (passes/target_profiles.h)
+  // With target cpu: keep every fusion untimed (passes/fusion_timing.h).
+  bool no_fusion_timing = false;
   std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
   std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
   // --verify: the fail-safe check (passes/fusion_check.h) before anything is written.
@@ -103,6 +105,8 @@ struct BenchOptions {
   std::string backend = "auto";
   bool cuda_graph = false;      // CUDA: time replays of one captured inference per side
   bool compare_levels = false;  // one row per level O0..O3 instead of original vs optimized
+  // CPU backend: keep every fusion the cost model chose, untimed (passes/fusion_timing.h).
+  bool no_fusion_timing = false;
 };
 
 void AddRunOptions(CLI::App& command, RunOptions& options);

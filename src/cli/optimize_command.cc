@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/fail_safe.h"
+#include "cli/measured_fusions.h"
 #include "cli/optimize_summary.h"
 #include "ir/atomic_file.h"
 #include "text_format/text_format.h"
@@ -98,13 +99,26 @@ Result<passes::FusionCheckReport> VerifyOptimized(const OptimizeOptions& options
                           /*announce_match=*/true);
 }
 
-std::string ReportWithVerification(const passes::PipelineReport& report,
-                                   const std::optional<passes::FusionCheckReport>& check) {
+std::string ReportWithChecks(const passes::PipelineReport& report, const std::optional<passes::FusionTimingReport>& timing,
+                             const std::optional<passes::FusionCheckReport>& check) {
   std::string json = passes::ReportToJson(report);
-  if (!check) return json;
+  if (!check && !timing) return json;
   nlohmann::json combined = nlohmann::json::parse(json);
-  combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
+  if (timing) combined["fusion_timing"] = nlohmann::json::parse(passes::FusionTimingToJson(*timing));
+  if (check) combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
   return combined.dump(2);
+}
+
+// --target cpu: the fusions slower on this CPU than their members undone (fusion_timing.h).
+Result<std::optional<passes::FusionTimingReport>> TimeFusionsForCpu(const OptimizeOptions& options,
+                                                                    const passes::SymbolSizes& dims, Model& optimized) {
+  if (options.target != "cpu" || options.no_fusion_timing || options.level < 2) {
+    return std::optional<passes::FusionTimingReport>();
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, passes::SeededFeeds(optimized, dims, options.verify_seed));
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report,
+                             UndoSlowerFusionsHere(optimized, std::move(feeds), /*threads=*/0));
+  return std::optional<passes::FusionTimingReport>(std::move(report));
 }
 
 }  // namespace
@@ -137,7 +151,10 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--report", options.report, "Write per-pass statistics and every fusion as JSON");
   command.add_option("--target", options.target,
                      "Cost-model target: t4, a100, h100 (default), h200, or cpu (this machine, measured); "
-                     "at -O3 it decides every fusion");
+                     "at -O3 it decides every fusion; with cpu, each fused kernel is also timed here and a fusion "
+                     "slower than its members undone");
+  command.add_flag("--no-fusion-timing", options.no_fusion_timing,
+                   "With --target cpu: keep every fusion the cost model chose, untimed");
   command.add_option("--dim", options.dims, "Size of a symbolic dim for the cost model: SYMBOL=N (repeatable; default 1)");
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
@@ -177,6 +194,8 @@ int RunOptimize(const OptimizeOptions& options) {
   OptimizeSummary before = SummarizeForOptimize(**model);
   auto report = passes::RunPipeline(**model, *pipeline);
   if (!report.ok()) return ReportError(options.input, report.status());
+  auto timing = TimeFusionsForCpu(options, pipeline->dims, **model);
+  if (!timing.ok()) return ReportError(options.input, timing.status());
   std::optional<passes::FusionCheckReport> check;
   if (options.verify) {
     auto verified = VerifyOptimized(options, pipeline->dims, **model);
@@ -188,7 +207,7 @@ int RunOptimize(const OptimizeOptions& options) {
     check = std::move(*verified);
   }
   if (!options.report.empty()) {
-    Status written = WriteFileAtomically(options.report, ReportWithVerification(*report, check));
+    Status written = WriteFileAtomically(options.report, ReportWithChecks(*report, *timing, check));
     if (!written.ok()) return ReportError(options.report, written);
   }
   if (options.dump) std::cout << PrintModel(**model);

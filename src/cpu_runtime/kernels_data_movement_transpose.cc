@@ -3,15 +3,20 @@
 // One engine: after merging axes that stay neighbours, a permutation that keeps the
 // innermost source axis innermost is a strided copy of contiguous runs (memcpy); one that
 // moves it is copied in square tiles over (the source's inner axis, the output's inner axis),
-// so both the reads and the writes of a tile stay in cache.
+// so both the reads and the writes of a tile stay in cache. A channels-last input
+// (rt_tensor.h) is transposed through its physical view, so NCHW -> NHWC behind a convolution
+// (ConvNeXt's permute before its LayerNorm) and NHWC -> NCHW in front of one cost no copy.
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include <algorithm>
 #include <numeric>
 
+#include "cpu_runtime/conv_layout_views.h"
 #include "cpu_runtime/data_movement_common.h"
 #include "cpu_runtime/data_movement_kernels.h"
+#include "cpu_runtime/onednn_common.h"
 #include "ir/permutation.h"
 
 namespace fusionopt::cpu::data_movement {
@@ -147,12 +152,53 @@ class TransposeKernel : public Kernel {
     FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(data.dtype()));
     std::vector<int64_t> dims;
     for (int64_t axis : perm) dims.push_back(data.dim(axis));
-    RtTensor& out = context.Output(0, data.dtype(), dims);
-    TransposeBytes(out.raw(), data.raw(), element_size, data.dims(), perm);
+    if (data.layout() == Layout::kChannelsLast) return FromChannelsLast(context, data, perm, dims, element_size);
+    const RtTensor source = onednn::RowMajor(data, *context.allocator);
+    // NHWC -> NCHW in front of a convolution: the result is the input, read channels-last.
+    if (context.conv_layout_output && source.dtype() == DataType::kFloat && IsChannelsLastOf(perm) &&
+        !layouts::SameInBothLayouts(dims)) {
+      context.outputs[0] = RtTensor(source.dtype(), dims, source.storage());
+      context.outputs[0].set_layout(Layout::kChannelsLast);
+      context.launched = false;
+      return Status::Ok();
+    }
+    RtTensor& out = context.Output(0, source.dtype(), dims);
+    TransposeBytes(out.raw(), source.raw(), element_size, source.dims(), perm);
     return Status::Ok();
   }
 
+  bool ReadsConvLayouts() const override { return true; }
+
  private:
+  // Whether transposing by `perm` gives the tensor whose channels-last physical order is the
+  // input's row-major one: perm = (0, r-1, 1, ..., r-2).
+  static bool IsChannelsLastOf(const std::vector<int64_t>& perm) {
+    const int64_t rank = static_cast<int64_t>(perm.size());
+    if (rank < 3 || rank > 5 || perm[0] != 0 || perm[1] != rank - 1) return false;
+    for (int64_t axis = 2; axis < rank; ++axis) {
+      if (perm[static_cast<size_t>(axis)] != axis - 1) return false;
+    }
+    return true;
+  }
+
+  // A channels-last input transposed through its physical view; NCHW -> NHWC behind a
+  // convolution is that view itself, no copy.
+  static Status FromChannelsLast(KernelContext& context, const RtTensor& data, const std::vector<int64_t>& perm,
+                                 const std::vector<int64_t>& dims, size_t element_size) {
+    const RtTensor physical = layouts::PhysicalView(data);
+    const int64_t rank = static_cast<int64_t>(data.rank());
+    std::vector<int64_t> physical_perm;
+    for (int64_t axis : perm) physical_perm.push_back(layouts::PhysicalAxes(axis, rank, data.layout())[0]);
+    if (std::is_sorted(physical_perm.begin(), physical_perm.end())) {
+      context.outputs[0] = RtTensor(data.dtype(), dims, data.storage());
+      context.launched = false;
+      return Status::Ok();
+    }
+    RtTensor& out = context.Output(0, data.dtype(), dims);
+    TransposeBytes(out.raw(), physical.raw(), element_size, physical.dims(), physical_perm);
+    return Status::Ok();
+  }
+
   std::optional<std::vector<int64_t>> perm_;
 };
 

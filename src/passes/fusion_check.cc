@@ -15,6 +15,15 @@
 #include "passes/outline.h"
 
 namespace fusionopt::passes {
+
+void CollectFusedCalls(const Model& model, const Graph& graph, std::vector<Node*>& calls) {
+  for (const auto& node : graph.nodes()) {
+    const bool fused = node->domain() == kFusionDomain && model.FindFunction(node->domain(), node->op_type()) != nullptr;
+    if (fused) calls.push_back(node.get());
+    for (const Graph* subgraph : node->Subgraphs()) CollectFusedCalls(model, *subgraph, calls);
+  }
+}
+
 namespace {
 
 using Feeds = std::vector<cpu::NamedTensor>;
@@ -128,16 +137,6 @@ std::string DifferenceOn(const InputSet& set, const Feeds& expected, const Feeds
 
 // ---------------------------------------------------------------- the fused calls
 
-bool IsFusedCall(const Model& model, const Node& node) {
-  return node.domain() == kFusionDomain && model.FindFunction(node.domain(), node.op_type()) != nullptr;
-}
-
-void CollectFusedCalls(const Model& model, const Graph& graph, std::vector<Node*>& calls) {
-  for (const auto& node : graph.nodes()) {
-    if (IsFusedCall(model, *node)) calls.push_back(node.get());
-    for (const Graph* subgraph : node->Subgraphs()) CollectFusedCalls(model, *subgraph, calls);
-  }
-}
 
 // ---------------------------------------------------------------- the checker
 

@@ -74,6 +74,9 @@ Result<std::vector<cpu::NamedTensor>> SeededFeeds(const Model& model,
                                                   const std::map<std::string, int64_t, std::less<>>& symbols,
                                                   uint64_t seed);
 
+// The calls of ai.fusionopt functions `model` defines, in `graph` and its subgraphs, in order.
+void CollectFusedCalls(const Model& model, const Graph& graph, std::vector<Node*>& calls);
+
 // The report's JSON form (`--report`'s "verification" object, bench's JSON).
 std::string FusionCheckToJson(const FusionCheckReport& report);
 

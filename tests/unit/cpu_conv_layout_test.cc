@@ -104,11 +104,11 @@ TEST_CASE("an activation stays row-major when any reader needs it so", "[cpu][la
 }
 
 TEST_CASE("a residual summed into a row-major output is reordered from its convolution layout", "[cpu][layout]") {
-  // The fused Conv + residual + Relu feeds a Transpose, so it writes row-major while its
+  // The fused Conv + residual + Relu feeds a Softmax, so it writes row-major while its
   // residual (the pool's output) arrives in the pool's layout.
   std::string text = ResidualStage(32);
   text.replace(text.find("  %y = GlobalAveragePool(%r) @gap"), 33,
-               "  %q = Transpose(%r) {perm: [0, 1, 3, 2]} @transpose\n  %y = GlobalAveragePool(%q) @gap");
+               "  %q = Softmax(%r) {axis: 1} @softmax\n  %y = GlobalAveragePool(%q) @gap");
   auto model = OutlinedGroups(text, kStageGroups);
   const std::vector<NamedTensor> feeds = {{"x", Random(DataType::kFloat, {2, 16, 10, 10}, 58)}};
   Outcome handed_on = RunLayouts(*model, feeds, true);
@@ -207,4 +207,27 @@ TEST_CASE("physical views of convolution layouts map dims and axes both ways", "
   RtTensor blocked = RtTensor::Allocate(DataType::kFloat, logical);
   blocked.set_layout(Layout::kBlocked8);
   REQUIRE_FALSE(layouts::ElementwiseViews({&activation, &blocked}));  // two layouts
+}
+
+TEST_CASE("Transpose reads channels-last activations through their physical view", "[cpu][layout]") {
+  // ConvNeXt's block: depthwise Conv, permute to NHWC, a last-axis op, permute back, Conv;
+  // and a permutation that swaps the spatial axes, which copies.
+  const std::string text = kHeader + "graph main (float[2,16,6,6] %x) -> (float[2,16,6,6] %y, float[2,16,6,6] %z)\n" +
+                           Init("float[16,1,3,3]", "wd", 16 * 9, 71) + Init("float[16]", "bias", 16, 72) +
+                           Init("float[16,16,1,1]", "wp", 16 * 16, 73) + R"({
+  %d = Conv(%x, %wd) {kernel_shape: [3, 3], pads: [1, 1, 1, 1], group: 16} @depthwise
+  %t = Transpose(%d) {perm: [0, 2, 3, 1]} @to_nhwc
+  %u = Add(%t, %bias) @last_axis
+  %v = Transpose(%u) {perm: [0, 3, 1, 2]} @to_nchw
+  %y = Conv(%v, %wp) {kernel_shape: [1, 1]} @pointwise
+  %s = Transpose(%d) {perm: [0, 1, 3, 2]} @swap
+  %z = Relu(%s) @relu
+}
+)";
+  auto model = Parse(text);
+  const std::vector<NamedTensor> feeds = {{"x", Random(DataType::kFloat, {2, 16, 6, 6}, 74)}};
+  Outcome handed_on = RunLayouts(*model, feeds, true);
+  Outcome row_major = RunLayouts(*model, feeds, false);
+  REQUIRE(handed_on.stats.conv_layout_outputs > 0);
+  RequireIdentical(handed_on.outputs, row_major.outputs);
 }
