@@ -6,6 +6,7 @@ Every side of a comparison is fed the same arrays: `make_inputs` draws them once
 onnxruntime side gets the arrays themselves.
 """
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -94,14 +95,16 @@ def median_latency_ms(session, feeds, warmup, repeat):
     return float(np.median(times))
 
 
-def run_fusionopt(binary, *args):
-    """Runs the binary; exits the script with its stderr when it fails."""
-    return run_fusionopt_allowing(binary, (0,), *args)
+def run_fusionopt(binary, *args, env=None):
+    """Runs the binary (with `env` added to the environment); exits the script with its stderr
+    when it fails."""
+    return run_fusionopt_allowing(binary, (0,), *args, env=env)
 
 
-def run_fusionopt_allowing(binary, codes, *args):
+def run_fusionopt_allowing(binary, codes, *args, env=None):
     """Runs the binary; exits the script with its stderr unless its exit code is in `codes`."""
-    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None)
     if done.returncode not in codes:
         sys.exit(f"`fusionopt {' '.join(map(str, args))}` failed ({done.returncode}): {done.stderr.strip()}")
     return done

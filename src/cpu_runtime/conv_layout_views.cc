@@ -110,9 +110,9 @@ Prepared PrepareOperands(std::vector<const RtTensor*>& operands, Allocator& allo
   return prepared;
 }
 
-RtTensor FinishResult(RtTensor result, const Prepared& prepared, bool keep_layout, Allocator& allocator) {
-  if (!prepared.physical()) return result;
-  RtTensor logical = FromPhysical(std::move(result), prepared.layout);
+RtTensor FinishResult(RtTensor result, Layout layout, bool keep_layout, Allocator& allocator) {
+  if (layout == Layout::kRowMajor) return result;
+  RtTensor logical = FromPhysical(std::move(result), layout);
   return keep_layout ? logical : onednn::RowMajor(logical, allocator);
 }
 

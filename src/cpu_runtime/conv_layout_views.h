@@ -52,8 +52,9 @@ struct Prepared {
   bool physical() const { return layout != Layout::kRowMajor; }
 };
 Prepared PrepareOperands(std::vector<const RtTensor*>& operands, Allocator& allocator, bool views_allowed = true);
-// A result computed over prepared operands as the logical tensor, left in the convolution
-// layout only when `keep_layout` (the executor lets the kernel hand such a layout on).
-RtTensor FinishResult(RtTensor result, const Prepared& prepared, bool keep_layout, Allocator& allocator);
+// A result computed over the physical dims of `layout` (row-major: over the logical dims, as
+// it stays) as the logical tensor, left in `layout` only when `keep_layout` (the executor lets
+// the kernel hand such a layout on).
+RtTensor FinishResult(RtTensor result, Layout layout, bool keep_layout, Allocator& allocator);
 
 }  // namespace fusionopt::cpu::layouts

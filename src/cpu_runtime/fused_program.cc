@@ -162,7 +162,7 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
   FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, operands, targets));
   const bool keep_layout = conv_layout_output && outputs_.size() == 1;
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    outputs[i] = layouts::FinishResult(std::move(outputs[i]), prepared, keep_layout, allocator);
+    outputs[i] = layouts::FinishResult(std::move(outputs[i]), prepared.layout, keep_layout, allocator);
   }
   return true;
 }

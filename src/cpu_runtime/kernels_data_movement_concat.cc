@@ -93,7 +93,7 @@ class ConcatKernel : public Kernel {
     }
     RtTensor& out = context.outputs[0];
     FUSIONOPT_RETURN_IF_ERROR(Join(parts, axis, *context.allocator, out));
-    out = layouts::FinishResult(std::move(out), prepared, context.conv_layout_output, *context.allocator);
+    out = layouts::FinishResult(std::move(out), prepared.layout, context.conv_layout_output, *context.allocator);
     return Status::Ok();
   }
 
@@ -102,10 +102,8 @@ class ConcatKernel : public Kernel {
 
  private:
   static bool JoinableOn(const std::vector<const RtTensor*>& parts, size_t axis) {
-    for (const RtTensor* part : parts) {
-      for (size_t k = 0; k < part->rank(); ++k) {
-        if (k != axis && part->dim(k) != parts[0]->dim(k)) return false;
-      }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!CheckMatches(*parts[0], *parts[i], axis, i).ok()) return false;
     }
     return true;
   }

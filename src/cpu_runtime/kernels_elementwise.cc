@@ -170,7 +170,7 @@ class ElementwiseKernel : public Kernel {
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
     RtTensor& output = context.Output(0, out_dtype, dims);
     FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, present, {&output}));
-    output = layouts::FinishResult(std::move(output), prepared, context.conv_layout_output, *context.allocator);
+    output = layouts::FinishResult(std::move(output), prepared.layout, context.conv_layout_output, *context.allocator);
     return Status::Ok();
   }
 

@@ -10,7 +10,7 @@
 #include "cpu_runtime/contraction_epilogue.h"
 #include "cpu_runtime/fused_body.h"
 #include "cpu_runtime/fused_program.h"
-#include "cpu_runtime/onednn_common.h"
+#include "cpu_runtime/conv_layout_views.h"
 #include "ir/constant_value.h"
 
 namespace fusionopt::cpu {
@@ -77,8 +77,8 @@ class FusedContractionKernel final : public FusedBodyKernel {
     }
     inner.outputs.resize(1);
     if (with_post_ops_ != nullptr && TryPostOps(context, inner)) return 1;
-    std::vector<RtTensor> row_major;
-    onednn::ToRowMajorInputs(context, row_major);
+    const layouts::Prepared row_major =
+        layouts::PrepareOperands(context.inputs, *context.allocator, /*views_allowed=*/false);
     for (size_t i = 0; i < operands_.size(); ++i) {
       if (operands_[i].input >= 0) inner.inputs[i] = context.input(static_cast<size_t>(operands_[i].input));
     }

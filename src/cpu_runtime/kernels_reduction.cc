@@ -226,9 +226,7 @@ class ReduceKernel : public Kernel {
     }));
     // Without keepdims the axes left keep their logical order (ReadsPhysically).
     if (physical && keepdims_) {
-      layouts::Prepared prepared;
-      prepared.layout = data->layout();
-      output = layouts::FinishResult(std::move(output), prepared, context.conv_layout_output, *context.allocator);
+      output = layouts::FinishResult(std::move(output), data->layout(), context.conv_layout_output, *context.allocator);
     }
     return Status::Ok();
   }

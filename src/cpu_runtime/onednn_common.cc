@@ -76,16 +76,6 @@ RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator)
   return copy;
 }
 
-void ToRowMajorInputs(KernelContext& context, std::vector<RtTensor>& keep) {
-  keep.clear();
-  keep.reserve(context.inputs.size());  // no reallocation: the context points into it
-  for (const RtTensor*& input : context.inputs) {
-    if (input == nullptr || input->row_major()) continue;
-    keep.push_back(RowMajor(*input, *context.allocator));
-    input = &keep.back();
-  }
-}
-
 dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
   return dnnl::memory(desc, Engine(), const_cast<void*>(data));
 }

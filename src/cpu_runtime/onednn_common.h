@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "cpu_runtime/allocator.h"
-#include "cpu_runtime/kernel.h"
 #include "cpu_runtime/rt_tensor.h"
 #include "ir/status.h"
 
@@ -48,8 +47,6 @@ RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator)
 inline RtTensor RowMajor(const RtTensor& tensor, Allocator& allocator) {
   return WithLayout(tensor, Layout::kRowMajor, allocator);
 }
-// Points each channel-blocked input of `context` at a row-major copy held in `keep`.
-void ToRowMajorInputs(KernelContext& context, std::vector<RtTensor>& keep);
 
 // A memory object over bytes the runtime owns; oneDNN never frees them.
 dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data);

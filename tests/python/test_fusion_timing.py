@@ -1,0 +1,59 @@
+"""Measured fusion decisions (src/passes/fusion_timing.h) end to end on real exports:
+`optimize --target cpu` times every fused call here and reports it under "fusion_timing", and
+the model it writes computes what the export does; `--no-fusion-timing` and the GPU targets
+leave the cost model's choice untimed; `bench` on the CPU backend reports what it undid."""
+import json
+
+import onnx
+import pytest
+
+import fusionopt_testlib as lib
+
+FIXTURES = lib.REPO_ROOT / "models" / "real" / "fixtures"
+MODELS = ["resnet_dynamo18", "mobilenet_v3_dynamo18", "bert_dynamo18_sdpa"]
+
+
+def fused_calls(path):
+    return sum(node.domain == "ai.fusionopt" for node in onnx.load(str(path)).graph.node)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_target_cpu_times_every_fused_call_and_keeps_the_outputs(fusionopt, tmp_path, name):
+    source = FIXTURES / f"{name}.onnx"
+    out, report = tmp_path / "out.onnx", tmp_path / "report.json"
+    rc, _, stderr = fusionopt(source, "-O3", "--target", "cpu", "-o", out, "--report", report, timeout=300)
+    assert rc == 0, stderr
+    timing = json.loads(report.read_text())["fusion_timing"]
+    assert timing["timed_calls"] > 0
+    # Every call timed is either still fused or was inlined back (and named so).
+    assert fused_calls(out) == timing["timed_calls"] - len(timing["undone"])
+    for undone in timing["undone"]:
+        assert undone["function"].startswith("ai.fusionopt::")
+        assert undone["fused_ms"] > undone["members_ms"] > 0
+        assert f"undid {undone['node']}" in stderr
+    rc, _, stderr = fusionopt("verify", source, out, timeout=300)
+    assert rc == 0, stderr
+
+
+@pytest.mark.parametrize("flags", [("--target", "cpu", "--no-fusion-timing"), ("--target", "h100")])
+def test_without_timing_the_report_has_no_timing(fusionopt, tmp_path, flags):
+    out, report = tmp_path / "out.onnx", tmp_path / "report.json"
+    rc, _, stderr = fusionopt(FIXTURES / "resnet_dynamo18.onnx", "-O3", *flags, "-o", out, "--report", report)
+    assert rc == 0, stderr
+    assert "fusion_timing" not in json.loads(report.read_text())
+    assert fused_calls(out) > 0
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-fusion-timing",)])
+def test_bench_on_the_cpu_reports_the_fusions_timing_undid(fusionopt, tmp_path, flags):
+    out = tmp_path / "bench.json"
+    rc, stdout, stderr = fusionopt("bench", FIXTURES / "resnet_dynamo18.onnx", "--backend", "cpu", "--warmup", "1",
+                                   "--iters", "3", "--json", out, *flags, timeout=300)
+    assert rc == 0, stderr
+    result = json.loads(out.read_text())
+    assert isinstance(result["slower_fusions"], list)
+    if flags:
+        assert result["slower_fusions"] == []
+    for fusion in result["slower_fusions"]:
+        assert "ms fused vs" in fusion and "ms op by op" in fusion
+    assert ("timed:" in stdout) == bool(result["slower_fusions"])
