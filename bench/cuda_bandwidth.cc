@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cpu_runtime/inputs.h"
+#include "cpu_runtime/engine/inputs.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "text_format/text_format.h"
 #include "passes/pipeline.h"

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/graph.h"
 #include "cli/commands.h"
 #include "passes/cost_model.h"

@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "ir/atomic_file.h"
 #include "onnx_io/model_io.h"
@@ -338,9 +338,9 @@ Result<std::vector<cpu::NamedTensor>> FeedsFor(const Model& model, const FeedOpt
   return MakeFeeds(inputs, options);
 }
 
-// On the CPU backend, before anything is checked or timed: the fusions whose fused kernels run
-// slower here than their members are undone (passes/fusion_timing.h), so -O3 never loses to
-// the ops it fused. Their descriptions go to `undone` when given.
+// On the CPU backend, after the fail-safe check and before anything is timed: the fusions
+// whose fused kernels run slower here than their members are undone (passes/fusion_timing.h),
+// so -O3 never loses to the ops it fused. Their descriptions go to `undone` when given.
 Status UndoSlowerFusionsForBench(const BenchOptions& options, int level, Model& optimized,
                                  std::vector<std::string>* undone) {
   if (options.no_fusion_timing || level < 2) return Status::Ok();
@@ -518,13 +518,14 @@ int RunBench(const BenchOptions& options) {
   const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
   if (!optimized_model.ok()) return ReportError(optimized_label, optimized_model.status());
   BenchResult result;
-  if (!cuda && options.optimized.empty()) {
-    Status timed = UndoSlowerFusionsForBench(options, options.level, **optimized_model, &result.slower_fusions);
-    if (!timed.ok()) return ReportError(options.model, timed);
-  }
+  // Repaired before timed: a fusion whose kernel is wrong is undone as wrong, never timed.
   if (!options.no_verify) {
     Status checked = CheckAndRepair(options, **original_model, **optimized_model, result);
     if (!checked.ok()) return ReportError(optimized_label, checked);
+  }
+  if (!cuda && options.optimized.empty()) {
+    Status timed = UndoSlowerFusionsForBench(options, options.level, **optimized_model, &result.slower_fusions);
+    if (!timed.ok()) return ReportError(options.model, timed);
   }
   auto original = PrepareSide(std::move(*original_model), options, cuda);
   if (!original.ok()) return ReportError(options.model, original.status());

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/feeds.h"
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "ir/status.h"
 
 namespace CLI {

@@ -1,6 +1,6 @@
 #include "cli/feeds.h"
 
-#include "cpu_runtime/inputs.h"
+#include "cpu_runtime/engine/inputs.h"
 #include "onnx_io/tensor_files.h"
 
 namespace fusionopt::cli {

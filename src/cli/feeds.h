@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 
 namespace fusionopt::cli {
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/graph.h"
 #include "passes/fusion_timing.h"
 

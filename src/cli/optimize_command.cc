@@ -194,8 +194,7 @@ int RunOptimize(const OptimizeOptions& options) {
   OptimizeSummary before = SummarizeForOptimize(**model);
   auto report = passes::RunPipeline(**model, *pipeline);
   if (!report.ok()) return ReportError(options.input, report.status());
-  auto timing = TimeFusionsForCpu(options, pipeline->dims, **model);
-  if (!timing.ok()) return ReportError(options.input, timing.status());
+  // Verified before timed: a fusion whose kernel is wrong is undone as wrong, never timed.
   std::optional<passes::FusionCheckReport> check;
   if (options.verify) {
     auto verified = VerifyOptimized(options, pipeline->dims, **model);
@@ -206,6 +205,8 @@ int RunOptimize(const OptimizeOptions& options) {
     }
     check = std::move(*verified);
   }
+  auto timing = TimeFusionsForCpu(options, pipeline->dims, **model);
+  if (!timing.ok()) return ReportError(options.input, timing.status());
   if (!options.report.empty()) {
     Status written = WriteFileAtomically(options.report, ReportWithChecks(*report, *timing, check));
     if (!written.ok()) return ReportError(options.report, written);

@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 

@@ -2,9 +2,9 @@
 
 #include <memory>
 
-#include "cpu_runtime/allocator.h"
-#include "cpu_runtime/kernel.h"
-#include "cpu_runtime/rt_tensor.h"
+#include "cpu_runtime/engine/allocator.h"
+#include "cpu_runtime/engine/kernel.h"
+#include "cpu_runtime/engine/rt_tensor.h"
 
 namespace fusionopt::passes {
 namespace {

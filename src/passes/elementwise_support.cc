@@ -2,9 +2,9 @@
 
 #include <vector>
 
-#include "cpu_runtime/elementwise.h"
-#include "cpu_runtime/elementwise_expr.h"
-#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/elementwise/elementwise.h"
+#include "cpu_runtime/elementwise/expr.h"
+#include "cpu_runtime/engine/kernel.h"
 #include "ir/legacy_opsets.h"
 #include "ir/op_class.h"
 

@@ -39,7 +39,7 @@
 
 #include <unordered_set>
 
-#include "cpu_runtime/kernel.h"
+#include "cpu_runtime/engine/kernel.h"
 #include "ir/constant_value.h"
 #include "ir/legacy_opsets.h"
 #include "passes/epilogue_patterns.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "cpu_runtime/inputs.h"
+#include "cpu_runtime/engine/inputs.h"
 #include "ir/float16.h"
 #include "ir/op_class.h"
 #include "passes/eliminate_dead_code.h"

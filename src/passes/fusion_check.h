@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/compare.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/compare.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/graph.h"
 #include "ir/status.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/graph.h"
 #include "ir/status.h"
 

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/atomic_file.h"
 #include "text_format/text_format.h"
 

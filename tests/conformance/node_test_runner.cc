@@ -8,7 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "conformance_lists.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/proto_codec.h"
 

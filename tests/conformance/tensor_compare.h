@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "cpu_runtime/compare.h"
-#include "cpu_runtime/rt_tensor.h"
+#include "cpu_runtime/engine/compare.h"
+#include "cpu_runtime/engine/rt_tensor.h"
 
 namespace fusionopt::conformance {
 

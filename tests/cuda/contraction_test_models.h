@@ -9,7 +9,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/typed_body.h"
 #include "cuda_runtime/compile/nvrtc_compiler.h"

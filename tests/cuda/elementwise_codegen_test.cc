@@ -15,7 +15,7 @@
 #include <random>
 #include <utility>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cuda_runtime/codegen/elementwise_codegen.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
 #include "cuda_runtime/codegen/generate.h"

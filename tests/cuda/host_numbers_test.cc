@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "cpu_runtime/inputs.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/inputs.h"
+#include "cpu_runtime/engine/session.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"

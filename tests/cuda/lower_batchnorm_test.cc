@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "cpu_runtime/inputs.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/inputs.h"
+#include "cpu_runtime/engine/session.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"
 #include "cuda_runtime/codegen/typed_body.h"

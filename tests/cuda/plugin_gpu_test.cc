@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/inputs.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/inputs.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/float16.h"
 #include "ir/op_class.h"
 #include "plugin_test_support.h"

@@ -1,4 +1,4 @@
-"""Convolution layouts on real exports (src/cpu_runtime/rt_tensor.h): at -O3 the CPU runtime
+"""Convolution layouts on real exports (src/cpu_runtime/engine/rt_tensor.h): at -O3 the CPU runtime
 hands activations from convolution to convolution (and pool) in the layout oneDNN runs on,
 and the outputs are those of a run that keeps every value row-major
 (FUSIONOPT_CPU_LAYOUTS=row-major). `run -v` counts the hand-offs."""

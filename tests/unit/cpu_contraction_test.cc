@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "text_format/text_format.h"
 

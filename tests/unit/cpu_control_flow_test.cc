@@ -2,7 +2,7 @@
 // kernel counts per iteration, and the errors of malformed or unsupported bodies.
 #include <catch2/catch.hpp>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "text_format/text_format.h"
 

@@ -2,7 +2,7 @@
 // leaves its output in oneDNN's layout only where every reader reads such layouts, and a run
 // with the hand-off computes the same numbers as one that keeps every value row-major.
 #include "cpu_fused_test_helpers.h"
-#include "cpu_runtime/conv_layout_views.h"
+#include "cpu_runtime/onednn/conv_layout_views.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;

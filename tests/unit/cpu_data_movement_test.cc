@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "text_format/text_format.h"
 

@@ -6,8 +6,8 @@
 
 #include <map>
 
-#include "cpu_runtime/einsum.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/einsum/einsum.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "text_format/text_format.h"
 

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu_runtime/elementwise.h"
-#include "cpu_runtime/elementwise_internal.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/elementwise/elementwise.h"
+#include "cpu_runtime/elementwise/internal.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
 #include "text_format/text_format.h"

@@ -1,7 +1,7 @@
 // What a session computes ahead (from constants alone) and what it counts as a launch.
 #include <catch2/catch.hpp>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "cpu_runtime/reduction_math.h"
-#include "cpu_runtime/reduction_plan.h"
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/reduction/math.h"
+#include "cpu_runtime/reduction/plan.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
 #include "text_format/text_format.h"

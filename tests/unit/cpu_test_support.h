@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "ir/float16.h"
 #include "text_format/text_format.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "ir/op_class.h"
 #include "onnx_io/model_io.h"
 #include "pass_test_support.h"

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "ir/op_class.h"
 #include "pass_test_support.h"
 

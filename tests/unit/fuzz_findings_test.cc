@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "cpu_runtime/rt_tensor.h"
+#include "cpu_runtime/engine/rt_tensor.h"
 #include "ir/tensor.h"
 
 using namespace fusionopt;

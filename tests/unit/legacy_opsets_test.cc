@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/legacy_opsets.h"
 #include "shape_inference/shape_inference.h"

@@ -8,7 +8,7 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "text_format/text_format.h"
 #include "onnx_io/model_io.h"
 #include "passes/pipeline.h"

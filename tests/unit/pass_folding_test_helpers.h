@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "pass_test_support.h"
 
 namespace fusionopt::folding_test {

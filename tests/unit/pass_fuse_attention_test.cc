@@ -10,7 +10,7 @@
 #include <map>
 
 #include "attention_test_models.h"
-#include "cpu_runtime/compare.h"
+#include "cpu_runtime/engine/compare.h"
 #include "fusion_test_util.h"
 #include "patterns/attention.h"
 #include "text_format/text_format.h"

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "cpu_runtime/compare.h"
-#include "cpu_runtime/inputs.h"
+#include "cpu_runtime/engine/compare.h"
+#include "cpu_runtime/engine/inputs.h"
 #include "ir/function_body.h"
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"

@@ -12,13 +12,13 @@
 #include <utility>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
 #include "passes/target_profiles.h"
 
-// Not included here: cpu_runtime/compare.h's Comparison would clash with the fused-kernel
+// Not included here: cpu_runtime/engine/compare.h's Comparison would clash with the fused-kernel
 // tests' own; callers that pass tolerances include it.
 namespace fusionopt::cpu {
 struct Tolerance;

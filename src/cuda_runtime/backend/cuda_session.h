@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_runtime/session.h"
+#include "cpu_runtime/engine/session.h"
 #include "cuda_runtime/backend/plugin_api.h"
 #include "ir/graph.h"
 #include "ir/status.h"

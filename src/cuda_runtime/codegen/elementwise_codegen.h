@@ -2,7 +2,7 @@
 // kernel for any typed body whose nodes are all elementwise ops — a single standard op (the
 // unfused baseline) or a fused body from the passes, with one or several outputs and numpy
 // broadcasting. Same ops and the same numerics as the CPU runtime's elementwise engine
-// (cpu_runtime/elementwise_ops.cc), so CUDA results compare with CPU results within verify's
+// (cpu_runtime/elementwise/ops.cc), so CUDA results compare with CPU results within verify's
 // tolerances.
 //
 // What the generated kernel does:

@@ -1,5 +1,5 @@
 // The expression of every elementwise op the CUDA generator handles, written to compute what
-// the CPU engine's instruction computes (cpu_runtime/elementwise_ops.cc, kernels_elementwise.cc):
+// the CPU engine's instruction computes (cpu_runtime/elementwise/ops.cc, elementwise/kernels.cc):
 // the same NaN rules (Relu and Max keep NaN, HardSigmoid uses std::min/max semantics), the same
 // integer rules (division by zero gives 0, Mod's sign follows the divisor unless fmod=1,
 // wrap-around to narrow types), the same attribute defaults, and a rounding of every fp16/bf16

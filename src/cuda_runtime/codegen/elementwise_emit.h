@@ -1,6 +1,6 @@
 // Internals of the elementwise generator (elementwise_codegen.h): the C++ statements that
 // compute one element of a typed body, op by op. Each op's expression mirrors the CPU
-// engine's instruction of the same name (cpu_runtime/elementwise_ops.cc), including how it
+// engine's instruction of the same name (cpu_runtime/elementwise/ops.cc), including how it
 // treats NaN, division by zero and integer wrap-around.
 #pragma once
 

@@ -17,7 +17,7 @@
 // shared memory and no __syncthreads, and each CTA still has 128 threads. Longer rows take one
 // CTA each; reductions are warp shuffles, then one value per warp through shared memory.
 //
-// Numerics follow the CPU runtime (cpu_runtime/kernels_fused_rows.cc): fp32 accumulation for
+// Numerics follow the CPU runtime (cpu_runtime/fused/rows.cc): fp32 accumulation for
 // fp32, fp16 and bf16 storage; values rounded to the storage type where the body stores an
 // intermediate (the residual sum, the scaled and the masked logits, the scale and fill
 // constants); LayerNorm's variance as the mean of squared deviations from the mean (two passes

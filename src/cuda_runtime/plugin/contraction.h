@@ -1,6 +1,6 @@
 // The contraction family of the plugin: a typed body whose core is one MatMul, Gemm or 2-D
 // Conv, optionally followed by an elementwise epilogue (bias, activation, residual, scaling —
-// the bodies src/cpu_runtime/kernels_fused_contraction.cc accepts), or a plain MatMul / Gemm /
+// the bodies src/cpu_runtime/fused/contraction.cc accepts), or a plain MatMul / Gemm /
 // Conv. MatMul and Gemm run on cuBLASLt (bias / ReLU / tanh-GELU epilogues fused there),
 // Conv on cuDNN; whatever epilogue the library cannot fuse runs as one generated elementwise
 // kernel over the contraction's output. Everything else is Unsupported with a reason.

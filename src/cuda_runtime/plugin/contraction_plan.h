@@ -4,7 +4,7 @@
 // elementwise kernel over the library's result. Plain C++: no CUDA call, no CUDA header, so the
 // plan can be checked (and asserted in tests) on a machine without a GPU.
 //
-// Recognition mirrors src/cpu_runtime/kernels_fused_contraction.cc, so both runtimes accept the
+// Recognition mirrors src/cpu_runtime/fused/contraction.cc, so both runtimes accept the
 // same bodies: exactly one MatMul, Gemm or Conv of the default domain; its operands are body
 // inputs or constants (an operand computed in the body would be a prologue); every other node is
 // the epilogue. The library then absorbs, in body order, the steps it can fuse:

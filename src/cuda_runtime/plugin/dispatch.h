@@ -1,7 +1,7 @@
 // Which builder gets a node. Views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference
 // Dropout) are refused: the host aliases the input and never asks for them. A typed body
 // whose core is exactly one contraction (MatMul, Gemm, Conv of the default domain — the
-// bodies the CPU runtime's kernels_fused_contraction.cc takes) goes to the contraction family
+// bodies the CPU runtime's fused/contraction.cc takes) goes to the contraction family
 // (contraction.h: cuBLASLt / cuDNN); everything else — elementwise chains, row kernels,
 // attention (two MatMuls), data movement, pooling — to the code generators (generate.h),
 // built by DeviceContext::BuildGenerated. A family's Unsupported reason is passed on.

@@ -1,0 +1,298 @@
+#include "cpu_runtime/contraction/epilogue.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <unordered_set>
+
+#include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/onednn/common.h"
+#include "ir/constant_value.h"
+#include "patterns/composite.h"
+
+namespace fusionopt::cpu {
+namespace {
+
+using dnnl::algorithm;
+
+bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
+
+PostOp Eltwise(algorithm kind, float alpha = 0.0f, float beta = 0.0f) {
+  return PostOp{PostOp::Kind::kEltwise, kind, alpha, beta};
+}
+
+// A scalar the body holds as a Constant node (the outliner inlines scalars so).
+std::optional<float> ScalarConstant(const Value* value) {
+  if (value == nullptr || value->producer() == nullptr) return std::nullopt;
+  TensorPtr tensor = ConstantNodeValue(*value->producer());
+  if (tensor == nullptr || tensor->NumElements() != 1) return std::nullopt;
+  std::optional<std::vector<double>> values = tensor->AsDoubles();
+  if (!values) return std::nullopt;
+  return static_cast<float>(values->front());
+}
+
+// Clip(x, lo, hi) with constant bounds (attributes before opset 11).
+std::optional<std::vector<PostOp>> ClipPostOps(const Node& clip, int64_t opset) {
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (opset < 11) {
+    lo = clip.GetFloat("min", lo);
+    hi = clip.GetFloat("max", hi);
+  } else {
+    for (size_t i = 1; i < clip.inputs().size(); ++i) {
+      if (clip.input(i) == nullptr) continue;
+      std::optional<float> bound = ScalarConstant(clip.input(i));
+      if (!bound) return std::nullopt;
+      (i == 1 ? lo : hi) = *bound;
+    }
+  }
+  if (!(lo <= hi)) return std::nullopt;  // ONNX then gives hi everywhere; oneDNN's clip does not
+  return std::vector<PostOp>{Eltwise(algorithm::eltwise_clip, lo, hi)};
+}
+
+// The post-ops of a one-input activation reading the chain's value.
+std::optional<std::vector<PostOp>> ActivationPostOps(const Node& node, int64_t opset) {
+  const std::string& op = node.op_type();
+  if (op == "Relu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_relu)};
+  if (op == "LeakyRelu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_relu, node.GetFloat("alpha", 0.01f))};
+  if (op == "Elu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_elu, node.GetFloat("alpha", 1.0f))};
+  if (op == "Sigmoid") return std::vector<PostOp>{Eltwise(algorithm::eltwise_logistic)};
+  if (op == "Tanh") return std::vector<PostOp>{Eltwise(algorithm::eltwise_tanh)};
+  if (op == "HardSwish") return std::vector<PostOp>{Eltwise(algorithm::eltwise_hardswish)};
+  if (op == "HardSigmoid") {
+    return std::vector<PostOp>{
+        Eltwise(algorithm::eltwise_linear, node.GetFloat("alpha", 0.2f), node.GetFloat("beta", 0.5f)),
+        Eltwise(algorithm::eltwise_clip, 0.0f, 1.0f)};
+  }
+  if (op == "Gelu") {
+    const std::string approximate = node.GetString("approximate", "none");
+    if (approximate == "none") return std::vector<PostOp>{Eltwise(algorithm::eltwise_gelu_erf)};
+    if (approximate == "tanh") return std::vector<PostOp>{Eltwise(algorithm::eltwise_gelu_tanh)};
+    return std::nullopt;
+  }
+  if (op == "Clip") return ClipPostOps(node, opset);
+  return std::nullopt;
+}
+
+// Walks the epilogue from the product to the body's output, one post-op step at a time.
+class ChainMatcher {
+ public:
+  ChainMatcher(const FusedBodyInfo& info, int64_t opset) : info_(info), opset_(opset) {}
+
+  std::optional<PostOpChain> Match(const Node& contraction) {
+    const Graph& body = info_.body;
+    if (info_.call.outputs().size() != 1 || body.outputs().size() != 1) return std::nullopt;
+    consumed_.insert(&contraction);
+    const Value* value = contraction.output(0);
+    while (value != body.outputs()[0]) {
+      value = value->uses().size() == 1 ? Step(*value, *value->uses().front().node) : Composite(*value);
+      if (value == nullptr) return std::nullopt;
+    }
+    for (const auto& node : body.nodes()) {
+      if (!consumed_.count(node.get()) && ConstantNodeValue(*node) == nullptr) return std::nullopt;
+    }
+    return std::move(chain_);
+  }
+
+ private:
+  void Append(const std::vector<PostOp>& post_ops) {
+    chain_.post_ops.insert(chain_.post_ops.end(), post_ops.begin(), post_ops.end());
+  }
+
+  // `node`, the only reader of `value`: the value it gives, or null when it is no post-op.
+  const Value* Step(const Value& value, const Node& node) {
+    if (!IsDefaultDomain(node) || node.outputs().size() != 1 || node.output(0) == nullptr) return nullptr;
+    // A two-input Sum is an Add (light ResNet-50 writes its residuals that way).
+    const std::string op = node.op_type() == "Sum" && node.inputs().size() == 2 ? "Add" : node.op_type();
+    if (op == "Add" || op == "Mul") {
+      if (node.inputs().size() != 2) return nullptr;
+      const Value* other = node.input(0) == &value ? node.input(1) : node.input(0);
+      if (other == &value) return nullptr;
+      if (std::optional<float> constant = ScalarConstant(other)) {
+        Append({op == "Add" ? Eltwise(algorithm::eltwise_linear, 1.0f, *constant)
+                            : Eltwise(algorithm::eltwise_linear, *constant, 0.0f)});
+      } else {
+        const auto& formals = info_.body.inputs();
+        auto it = std::find(formals.begin(), formals.end(), other);
+        if (op != "Add" || it == formals.end()) return nullptr;
+        chain_.post_ops.push_back(PostOp{PostOp::Kind::kAdd});
+        chain_.addends.push_back(static_cast<size_t>(it - formals.begin()));
+      }
+    } else {
+      if (node.input(0) != &value) return nullptr;
+      std::optional<std::vector<PostOp>> post_ops = ActivationPostOps(node, opset_);
+      if (!post_ops) return nullptr;
+      Append(*post_ops);
+    }
+    consumed_.insert(&node);
+    return node.output(0);
+  }
+
+  // `value` read several times: a decomposed GELU or SiLU of it, whose nodes read all of it.
+  const Value* Composite(const Value& value) {
+    for (const auto& node : info_.body.nodes()) {
+      if (consumed_.count(node.get())) continue;
+      CompositeSearch search = MatchCompositeAt(*node, opset_);
+      if (!search.match || search.match->x != &value) continue;
+      const CompositeMatch& match = *search.match;
+      std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
+      for (const Use& use : value.uses()) {
+        if (!members.count(use.node)) return nullptr;
+      }
+      if (match.kind == CompositeKind::kSilu) {
+        Append({Eltwise(algorithm::eltwise_swish, 1.0f)});
+      } else if (match.kind == CompositeKind::kGelu) {
+        const bool erf = match.gelu_form == GeluForm::kErf;
+        Append({Eltwise(erf ? algorithm::eltwise_gelu_erf : algorithm::eltwise_gelu_tanh)});
+      } else {
+        return nullptr;
+      }
+      consumed_.insert(members.begin(), members.end());
+      return match.output;
+    }
+    return nullptr;
+  }
+
+  const FusedBodyInfo& info_;
+  int64_t opset_;
+  std::unordered_set<const Node*> consumed_;
+  PostOpChain chain_;
+};
+
+}  // namespace
+
+std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Node& contraction, int64_t opset) {
+  return ChainMatcher(info, opset).Match(contraction);
+}
+
+std::optional<HostEpilogueStep> HostEpilogueStep::TakeFrom(std::vector<PostOp>& post_ops) {
+  if (post_ops.empty() || post_ops.back().kind != PostOp::Kind::kEltwise ||
+      post_ops.back().algorithm != algorithm::eltwise_gelu_tanh) {
+    return std::nullopt;
+  }
+  post_ops.pop_back();
+  ew::ProgramBuilder builder({DataType::kFloat});
+  Result<int> gelu = builder.Emit(ew::Op::kGeluTanh, {builder.input(0)});
+  FUSIONOPT_CHECK(gelu.ok(), "tanh GELU takes a float register");
+  builder.AddOutput(gelu.value());
+  return HostEpilogueStep(builder.Finish("GeluTanh"));
+}
+
+Status HostEpilogueStep::Apply(RtTensor& output) const {
+  FUSIONOPT_CHECK(output.dtype() == DataType::kFloat, "the product is staged in float32");
+  // Each tile is read before it is written, so the pass may run in place.
+  return ew::Evaluate(program_, {&output}, {&output});
+}
+
+size_t ContractionInputs(const std::string& op_type) { return op_type == "MatMul" ? 2 : 3; }
+
+Result<std::unique_ptr<Kernel>> CreateContractionWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  const std::string& op = info.node.op_type();
+  if (op == "MatMul") return CreateMatMulWithPostOps(info, std::move(post_ops));
+  if (op == "Gemm") return CreateGemmWithPostOps(info, std::move(post_ops));
+  if (op == "Conv") return CreateConvWithPostOps(info, std::move(post_ops));
+  return info.Error("has no kernel with post-ops");
+}
+
+std::optional<AddendLayout> LayoutAddend(const std::vector<int64_t>& addend_dims,
+                                         const std::vector<int64_t>& output_dims,
+                                         const std::vector<int64_t>& dst_dims, size_t channel_axis, bool sum_full) {
+  if (addend_dims.size() > output_dims.size() || channel_axis >= output_dims.size()) return std::nullopt;
+  std::vector<int64_t> padded(output_dims.size() - addend_dims.size(), 1);
+  padded.insert(padded.end(), addend_dims.begin(), addend_dims.end());
+  bool scalar = true, per_channel = true;
+  for (size_t axis = 0; axis < padded.size(); ++axis) {
+    if (padded[axis] != 1 && padded[axis] != output_dims[axis]) return std::nullopt;
+    if (padded[axis] != 1) {
+      scalar = false;
+      per_channel = per_channel && axis == channel_axis;
+    }
+  }
+  AddendLayout layout;
+  std::vector<int64_t> dims(dst_dims.size(), 1);
+  if (scalar || per_channel) {
+    // The channel's position counted from the back holds in a dst that folds leading axes.
+    const size_t position =
+        dst_dims == output_dims ? channel_axis : dst_dims.size() - (output_dims.size() - channel_axis);
+    dims[position] = padded[channel_axis];
+  } else if (padded == output_dims) {
+    layout.summed = sum_full;
+    dims = dst_dims;
+  } else {
+    return std::nullopt;
+  }
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t axis = dims.size(); axis-- > 1;) strides[axis - 1] = strides[axis] * dims[axis];
+  layout.desc = dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32, strides);
+  return layout;
+}
+
+dnnl::post_ops BuildPostOps(const std::vector<PostOp>& post_ops, const std::vector<AddendLayout>& addends,
+                            dnnl::post_ops start) {
+  dnnl::post_ops built = std::move(start);
+  size_t addend = 0;
+  for (const PostOp& post_op : post_ops) {
+    if (post_op.kind == PostOp::Kind::kEltwise) {
+      built.append_eltwise(1.0f, post_op.algorithm, post_op.alpha, post_op.beta);
+      continue;
+    }
+    const AddendLayout& layout = addends.at(addend++);
+    if (layout.summed) {
+      built.append_sum(1.0f);
+    } else {
+      built.append_binary(algorithm::binary_add, layout.desc);
+    }
+  }
+  return built;
+}
+
+Result<PostOpAddends> GatherAddends(const KernelContext& context, size_t first, const std::vector<PostOp>& post_ops,
+                                    const std::vector<int64_t>& output_dims, const std::vector<int64_t>& dst_dims,
+                                    size_t channel_axis, bool sum_full) {
+  PostOpAddends addends;
+  size_t input = first;
+  for (const PostOp& post_op : post_ops) {
+    if (post_op.kind != PostOp::Kind::kAdd) continue;
+    if (!context.has_input(input)) return InvalidModel("an epilogue addend is not computed");
+    const RtTensor& addend = *context.input(input++);
+    std::optional<AddendLayout> layout = LayoutAddend(addend.dims(), output_dims, dst_dims, channel_axis, sum_full);
+    if (!layout) {
+      return Unsupported("an addend " + DimsToString(addend.dims()) + " of an output " + DimsToString(output_dims) +
+                         " is no post-op");
+    }
+    if (layout->summed && addends.summed >= 0) return Unsupported("two residuals are no post-ops");
+    if (layout->summed) addends.summed = static_cast<int>(addends.values.size());
+    // A summed residual may stay in a convolution layout: the kernel brings it to its output's layout.
+    RtTensor value = ToFloat32(addend, *context.allocator);
+    addends.values.push_back(layout->summed ? value : onednn::RowMajor(value, *context.allocator));
+    addends.layouts.push_back(std::move(*layout));
+    addends.key.insert(addends.key.end(), addend.dims().begin(), addend.dims().end());
+    addends.key.push_back(-1);
+  }
+  return addends;
+}
+
+void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& addends,
+                 std::unordered_map<int, dnnl::memory>& arguments, size_t first_index) {
+  size_t addend = 0;
+  for (size_t index = 0; index < post_ops.size(); ++index) {
+    if (post_ops[index].kind != PostOp::Kind::kAdd) continue;
+    const AddendLayout& layout = addends.layouts[addend];
+    const RtTensor& value = addends.values[addend++];
+    if (!layout.summed) arguments[PostOpAddendArgument(first_index + index)] = onednn::Wrap(layout.desc, value.raw());
+  }
+}
+
+void RejectSlowImplementation(const char* implementation, bool sums_residual) {
+  if (implementation != nullptr && std::strncmp(implementation, "ref", 3) == 0) {
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation takes these post-ops");
+  }
+  // oneDNN 2.6's GEMM-based convolution (grouped convs on AVX2) applies a sum post-op about
+  // 10x slower than the convolution itself (DNNL_VERBOSE on light ShuffleNet: 0.67 ms per
+  // call against 0.07 ms without it); the convolution followed by one elementwise program
+  // is far faster there.
+  if (sums_residual && implementation != nullptr && std::strstr(implementation, "gemm") != nullptr) {
+    throw dnnl::error(dnnl_unimplemented, "oneDNN's GEMM convolution applies a sum post-op slowly");
+  }
+}
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,108 @@
+// ProgramBuilder: turns ops into a register program, checking every op against its operand
+// types so that evaluation never meets an unsupported combination.
+#include <algorithm>
+#include <string>
+
+#include "cpu_runtime/elementwise/internal.h"
+
+namespace fusionopt::cpu::ew {
+
+namespace {
+
+bool IsComparison(Op op) {
+  return op == Op::kEqual || op == Op::kLess || op == Op::kLessOrEqual || op == Op::kGreater ||
+         op == Op::kGreaterOrEqual;
+}
+
+bool IsPredicate(Op op) {
+  return op == Op::kIsNaN || op == Op::kIsInf || op == Op::kIsInfPositive || op == Op::kIsInfNegative;
+}
+
+size_t Arity(Op op) {
+  if (op == Op::kWhere || op == Op::kClip) return 3;
+  switch (op) {
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow: case Op::kMax:
+    case Op::kMin: case Op::kModInteger: case Op::kModFloat: case Op::kPRelu: case Op::kBitShiftLeft:
+    case Op::kBitShiftRight: case Op::kBitwiseAnd: case Op::kBitwiseOr: case Op::kBitwiseXor:
+    case Op::kAnd: case Op::kOr: case Op::kXor:
+      return 2;
+    default:
+      return IsComparison(op) ? 2 : 1;
+  }
+}
+
+}  // namespace
+
+ProgramBuilder::ProgramBuilder(const std::vector<DataType>& input_dtypes) {
+  program_.num_inputs = static_cast<int>(input_dtypes.size());
+  program_.register_dtypes = input_dtypes;
+}
+
+int ProgramBuilder::NewRegister(DataType dtype) {
+  program_.register_dtypes.push_back(dtype);
+  return static_cast<int>(program_.register_dtypes.size() - 1);
+}
+
+Result<int> ProgramBuilder::Convert(int reg, DataType to) {
+  if (dtype(reg) == to) return reg;
+  if (!LaneOf(to)) return Unsupported("cannot compute " + std::string(NameOf(to)) + " values");
+  int dst = NewRegister(to);
+  program_.code.push_back(Instr{Op::kConvert, dst, reg});
+  return dst;
+}
+
+Result<int> ProgramBuilder::Fill(double value, DataType dtype) {
+  if (!LaneOf(dtype)) return Unsupported("cannot compute " + std::string(NameOf(dtype)) + " values");
+  int dst = NewRegister(dtype);
+  Instr instr{Op::kFill, dst};
+  instr.value = value;
+  program_.code.push_back(instr);
+  return dst;
+}
+
+Result<int> ProgramBuilder::Emit(Op op, const std::vector<int>& operands, float alpha, float beta) {
+  FUSIONOPT_CHECK(operands.size() == Arity(op), "operand count matches the op");
+  for (int reg : operands) {
+    if (!LaneOf(dtype(reg))) {
+      return Unsupported("elementwise ops on " + std::string(NameOf(dtype(reg))) + " are not supported");
+    }
+  }
+  std::vector<int> regs = operands;
+  // Where's value operands and every other op's operands share one dtype: ONNX requires it,
+  // except Pow's exponent and PRelu's slope, which are converted to the base's dtype.
+  size_t first_value = op == Op::kWhere ? 1 : 0;
+  DataType value_dtype = dtype(regs[first_value]);
+  for (size_t i = first_value + 1; i < regs.size(); ++i) {
+    if (dtype(regs[i]) == value_dtype) continue;
+    if (op != Op::kPow && op != Op::kPRelu && op != Op::kClip) {
+      return InvalidModel("operands have different types: " + std::string(NameOf(value_dtype)) + " and " +
+                          std::string(NameOf(dtype(regs[i]))));
+    }
+    FUSIONOPT_ASSIGN_OR_RETURN(regs[i], Convert(regs[i], value_dtype));
+  }
+  if (op == Op::kWhere && dtype(regs[0]) != DataType::kBool) {
+    return InvalidModel("Where's condition must be bool, not " + std::string(NameOf(dtype(regs[0]))));
+  }
+  bool gives_bool = IsComparison(op) || IsPredicate(op);
+  DataType result = gives_bool ? DataType::kBool : value_dtype;
+  Lane operand_lane = *LaneOf(value_dtype);
+  if (!Supports(op, operand_lane, *LaneOf(result))) {
+    return Unsupported("this op is not defined for " + std::string(NameOf(value_dtype)) + " values");
+  }
+  int dst = NewRegister(result);
+  Instr instr{op, dst};
+  instr.a = regs[0];
+  instr.b = regs.size() > 1 ? regs[1] : -1;
+  instr.c = regs.size() > 2 ? regs[2] : -1;
+  instr.alpha = alpha;
+  instr.beta = beta;
+  program_.code.push_back(instr);
+  return dst;
+}
+
+Program ProgramBuilder::Finish(std::string label) {
+  program_.label = std::move(label);
+  return std::move(program_);
+}
+
+}  // namespace fusionopt::cpu::ew

@@ -1,0 +1,170 @@
+#include "cpu_runtime/fused/program.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cpu_runtime/onednn/conv_layout_views.h"
+#include "ir/constant_value.h"
+
+namespace fusionopt::cpu {
+namespace {
+
+bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
+
+}  // namespace
+
+std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>& nodes,
+                                                 const std::vector<const Value*>& inputs,
+                                                 const std::vector<const Value*>& outputs,
+                                                 const PrepareContext& context) {
+  std::unique_ptr<FusedProgram> plan(new FusedProgram());
+  std::unordered_set<const Value*> computed;
+  std::vector<bool> used(inputs.size(), false);
+  std::vector<std::pair<const Value*, TensorPtr>> constants;  // in body order
+  std::unordered_set<const Value*> constants_read;
+  // A value the part reads: computed by an earlier node, or one of `inputs`.
+  auto read = [&](const Value* value) {
+    if (value->producer() != nullptr && ConstantNodeValue(*value->producer()) != nullptr) constants_read.insert(value);
+    if (computed.count(value)) return true;
+    auto it = std::find(inputs.begin(), inputs.end(), value);
+    if (it == inputs.end()) return false;
+    used[static_cast<size_t>(it - inputs.begin())] = true;
+    return true;
+  };
+  std::string label;
+  for (const Node* node : nodes) {
+    if (node->outputs().size() != 1 || node->output(0) == nullptr || !IsDefaultDomain(*node)) return nullptr;
+    if (TensorPtr value = ConstantNodeValue(*node)) {
+      if (value->NumElements() != 1 || value->dtype() == DataType::kString) return nullptr;
+      constants.emplace_back(node->output(0), value);
+      computed.insert(node->output(0));
+      continue;
+    }
+    const int64_t opset = context.OpsetFor(node->domain());
+    if (KernelRegistry::BuiltIn().Find(node->domain(), node->op_type(), opset) == nullptr) return nullptr;
+    auto expr = ElementwiseExpr(KernelInfo{*node, opset, {}});
+    if (!expr.ok() || !*expr) return nullptr;  // not elementwise, bad attributes, or CastLike
+    // ElementwiseExpr has refused omitted required inputs and wrong operand counts.
+    for (const Value* input : node->inputs()) {
+      if (input != nullptr && !read(input)) return nullptr;
+    }
+    plan->steps_.push_back(Step{node, std::move(expr).value()});
+    computed.insert(node->output(0));
+    label += (label.empty() ? "" : ",") + node->op_type();
+  }
+  for (const Value* output : outputs) {
+    if (output == nullptr || !read(output)) return nullptr;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (used[i]) {
+      plan->used_inputs_.push_back(i);
+      plan->operands_.push_back(inputs[i]);
+    }
+  }
+  // Only the constants read: each operand's dims join the broadcast.
+  for (const auto& [value, tensor] : constants) {
+    if (!constants_read.count(value)) continue;
+    plan->operands_.push_back(value);
+    plan->constants_.push_back(RtTensor::WrapConstant(tensor));
+  }
+  plan->outputs_ = outputs;
+  plan->label_ = "fused(" + label + ")";
+
+  // Which operands each output depends on: an output reading only some of them may have
+  // smaller dims than the program's iteration space.
+  std::unordered_map<const Value*, std::vector<bool>> depends;
+  for (size_t k = 0; k < plan->operands_.size(); ++k) {
+    depends[plan->operands_[k]].assign(plan->operands_.size(), false);
+    depends[plan->operands_[k]][k] = true;
+  }
+  for (const Step& step : plan->steps_) {
+    std::vector<bool> reads(plan->operands_.size(), false);
+    for (const Value* input : step.node->inputs()) {
+      if (input == nullptr) continue;
+      const std::vector<bool>& from = depends.at(input);
+      for (size_t k = 0; k < reads.size(); ++k) reads[k] = reads[k] || from[k];
+    }
+    depends[step.node->output(0)] = std::move(reads);
+  }
+  for (const Value* output : outputs) plan->reads_.push_back(depends.at(output));
+  return plan;
+}
+
+const ew::Program* FusedProgram::ProgramFor(const std::vector<DataType>& dtypes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, program] : programs_) {
+    if (key == dtypes) return program ? &*program : nullptr;
+  }
+  auto build = [&]() -> Result<ew::Program> {
+    ew::ProgramBuilder builder(dtypes);
+    std::unordered_map<const Value*, int> registers;
+    for (size_t k = 0; k < operands_.size(); ++k) registers[operands_[k]] = static_cast<int>(k);
+    for (const Step& step : steps_) {
+      std::vector<int> operands;
+      for (const Value* input : step.node->inputs()) operands.push_back(input ? registers.at(input) : -1);
+      FUSIONOPT_ASSIGN_OR_RETURN(int result, step.expr(builder, operands));
+      registers[step.node->output(0)] = result;
+    }
+    for (const Value* output : outputs_) builder.AddOutput(registers.at(output));
+    return builder.Finish(label_);
+  };
+  Result<ew::Program> built = build();
+  programs_.emplace_back(dtypes, built.ok() ? std::optional<ew::Program>(std::move(built).value()) : std::nullopt);
+  return programs_.back().second ? &*programs_.back().second : nullptr;
+}
+
+bool FusedProgram::Accepts(const std::vector<DataType>& dtypes) {
+  std::vector<DataType> all = dtypes;
+  for (const RtTensor& constant : constants_) all.push_back(constant.dtype());
+  return ProgramFor(all) != nullptr;
+}
+
+Result<std::optional<std::vector<int64_t>>> FusedProgram::OutputDims(
+    const std::vector<const RtTensor*>& operands) const {
+  auto full = ew::BroadcastDims(operands);
+  if (!full.ok()) return std::optional<std::vector<int64_t>>();  // the op-by-op run names the node
+  for (const std::vector<bool>& reads : reads_) {
+    if (std::all_of(reads.begin(), reads.end(), [](bool read) { return read; })) continue;
+    std::vector<const RtTensor*> subset;
+    for (size_t k = 0; k < operands.size(); ++k) {
+      if (reads[k]) subset.push_back(operands[k]);
+    }
+    auto own = ew::BroadcastDims(subset);
+    if (!own.ok() || *own != *full) return std::optional<std::vector<int64_t>>();
+  }
+  return std::optional<std::vector<int64_t>>(std::move(full).value());
+}
+
+Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Allocator& allocator,
+                               std::vector<RtTensor>& outputs, bool conv_layout_output) {
+  FUSIONOPT_CHECK(inputs.size() == used_inputs_.size(), "one tensor per used input");
+  std::vector<const RtTensor*> operands = inputs;
+  for (const RtTensor& constant : constants_) operands.push_back(&constant);
+  std::vector<DataType> dtypes;
+  for (const RtTensor* operand : operands) dtypes.push_back(operand->dtype());
+  const ew::Program* program = ProgramFor(dtypes);
+  if (program == nullptr) return false;
+  // Outputs a reorder cannot take (bool, integers) are computed row-major.
+  const bool float_outputs = std::all_of(program->outputs.begin(), program->outputs.end(), [&](int output) {
+    return program->register_dtypes[static_cast<size_t>(output)] == DataType::kFloat;
+  });
+  const layouts::Prepared prepared = layouts::PrepareOperands(operands, allocator, float_outputs);
+  FUSIONOPT_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> dims, OutputDims(operands));
+  if (!dims) return false;
+  if (outputs.size() < outputs_.size()) outputs.resize(outputs_.size());
+  std::vector<RtTensor*> targets;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const DataType dtype = program->register_dtypes[static_cast<size_t>(program->outputs[i])];
+    outputs[i] = allocator.Allocate(dtype, *dims);
+    targets.push_back(&outputs[i]);
+  }
+  FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, operands, targets));
+  const bool keep_layout = conv_layout_output && outputs_.size() == 1;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    outputs[i] = layouts::FinishResult(std::move(outputs[i]), prepared.layout, keep_layout, allocator);
+  }
+  return true;
+}
+
+}  // namespace fusionopt::cpu

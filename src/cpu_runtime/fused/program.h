@@ -1,0 +1,66 @@
+// The elementwise part of a fused body as one program of the elementwise engine: a whole
+// elementwise body, or a contraction's epilogue (fused/body.h).
+//
+// The program's inputs are the values the nodes read from outside the part (in the order the
+// caller gives), then the scalar constants the body holds (read by broadcasting, so their
+// exact values and their dims — a [1] raises the rank — count as in the op-by-op run).
+// Programs depend on the input dtypes, so they are built per dtype set on first use and kept.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "cpu_runtime/elementwise/expr.h"
+#include "cpu_runtime/engine/graph_executor.h"
+
+namespace fusionopt::cpu {
+
+class FusedProgram {
+ public:
+  // `nodes` in body order; `inputs` the values they may read from outside; `outputs` the
+  // values to store. Null when a node is not an elementwise op the engine computes, a
+  // Constant is not a scalar, or a node reads a value that is neither computed by `nodes`
+  // nor one of `inputs`.
+  static std::unique_ptr<FusedProgram> Plan(const std::vector<const Node*>& nodes,
+                                            const std::vector<const Value*>& inputs,
+                                            const std::vector<const Value*>& outputs, const PrepareContext& context);
+
+  // Which of Plan's `inputs` the program reads, in program order (the rest are never read).
+  const std::vector<size_t>& used_inputs() const { return used_inputs_; }
+
+  // Builds the program for these dtypes of the used inputs; false when the ops reject them.
+  bool Accepts(const std::vector<DataType>& dtypes);
+
+  // Evaluates the program over the used inputs into freshly allocated outputs, in one pass.
+  // Returns false, with nothing written, when the ops reject these dtypes or an output's
+  // own broadcast shape is smaller than the others' (it reads only some of the inputs).
+  // Inputs in convolution layouts are read as they lie where they can be (conv_layout_views.h);
+  // the outputs stay in that layout only with `conv_layout_output`.
+  Result<bool> Run(const std::vector<const RtTensor*>& inputs, Allocator& allocator, std::vector<RtTensor>& outputs,
+                   bool conv_layout_output = false);
+
+ private:
+  FusedProgram() = default;
+  const ew::Program* ProgramFor(const std::vector<DataType>& dtypes);
+  // Dims shared by every output, or nullopt when they differ.
+  Result<std::optional<std::vector<int64_t>>> OutputDims(const std::vector<const RtTensor*>& operands) const;
+
+  struct Step {
+    const Node* node;
+    ExprBuilder expr;
+  };
+  std::vector<Step> steps_;                      // the ops, in order
+  std::vector<const Value*> operands_;           // program inputs: used inputs, then constants
+  std::vector<size_t> used_inputs_;
+  std::vector<RtTensor> constants_;              // the constants' values, after the used inputs
+  std::vector<const Value*> outputs_;
+  std::vector<std::vector<bool>> reads_;         // per output, per operand: whether it depends on it
+  std::string label_;
+
+  std::mutex mutex_;
+  std::vector<std::pair<std::vector<DataType>, std::optional<ew::Program>>> programs_;
+};
+
+}  // namespace fusionopt::cpu

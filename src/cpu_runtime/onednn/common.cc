@@ -1,0 +1,116 @@
+#include "cpu_runtime/onednn/common.h"
+
+namespace fusionopt::cpu::onednn {
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& Stream() {
+  static dnnl::stream stream(Engine());
+  return stream;
+}
+
+dnnl::memory::dims ToDims(const std::vector<int64_t>& dims) {
+  return dnnl::memory::dims(dims.begin(), dims.end());
+}
+
+dnnl::memory::desc RowMajorDesc(const std::vector<int64_t>& dims, dnnl::memory::data_type type) {
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (size_t axis = dims.size(); axis-- > 1;) strides[axis - 1] = strides[axis] * std::max<int64_t>(dims[axis], 1);
+  return dnnl::memory::desc(ToDims(dims), type, strides);
+}
+
+dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns) {
+  return dnnl::memory::desc({rows, columns}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, std::max<int64_t>(rows, 1)});
+}
+
+dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims) {
+  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+}
+
+dnnl::memory::desc ChannelBlockedDesc(const std::vector<int64_t>& dims) {
+  const auto isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+  const bool wide = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+  return DescIn(dims, wide ? Layout::kBlocked16 : Layout::kBlocked8);
+}
+
+dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout) {
+  using tag = dnnl::memory::format_tag;
+  if (layout == Layout::kRowMajor) return RowMajorDesc(dims);
+  FUSIONOPT_CHECK(dims.size() >= 3 && dims.size() <= 5, "convolution layouts have 1 to 3 spatial axes");
+  static const tag kLast[] = {tag::nwc, tag::nhwc, tag::ndhwc};
+  static const tag kNarrow[] = {tag::nCw8c, tag::nChw8c, tag::nCdhw8c};
+  static const tag kWide[] = {tag::nCw16c, tag::nChw16c, tag::nCdhw16c};
+  const size_t index = dims.size() - 3;
+  const tag format = layout == Layout::kChannelsLast ? kLast[index]
+                     : layout == Layout::kBlocked8   ? kNarrow[index]
+                                                     : kWide[index];
+  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, format);
+}
+
+Layout LayoutOfDesc(const dnnl::memory::desc& desc) {
+  const dnnl::memory::dims dims = desc.dims();
+  if (dims.size() < 3 || dims.size() > 5 || desc.data_type() != dnnl::memory::data_type::f32) return Layout::kRowMajor;
+  const std::vector<int64_t> logical(dims.begin(), dims.end());
+  if (desc == RowMajorDesc(logical)) return Layout::kRowMajor;
+  if (desc == DescIn(logical, Layout::kChannelsLast)) return Layout::kChannelsLast;
+  if (dims[1] % 16 == 0 && desc == DescIn(logical, Layout::kBlocked16)) return Layout::kBlocked16;
+  if (dims[1] % 8 == 0 && desc == DescIn(logical, Layout::kBlocked8)) return Layout::kBlocked8;
+  return Layout::kRowMajor;
+}
+
+dnnl::memory::desc LayoutOf(const RtTensor& tensor) { return DescIn(tensor.dims(), tensor.layout()); }
+
+RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator) {
+  if (tensor.layout() == layout) return tensor;
+  FUSIONOPT_CHECK(tensor.dtype() == DataType::kFloat, "only float32 tensors take convolution layouts");
+  RtTensor copy = allocator.Allocate(tensor.dtype(), tensor.dims());
+  copy.set_layout(layout);
+  if (tensor.NumElements() == 0) return copy;
+  dnnl::memory source = Wrap(LayoutOf(tensor), tensor.raw());
+  dnnl::memory target = Wrap(LayoutOf(copy), copy.raw());
+  dnnl::reorder(source, target).execute(Stream(), source, target);
+  Stream().wait();
+  return copy;
+}
+
+dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
+  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
+}
+
+LayoutBridge::LayoutBridge(const dnnl::memory::desc& user, const dnnl::memory::desc& chosen)
+    : user_(user), chosen_(chosen) {}
+
+dnnl::memory LayoutBridge::Input(const void* data, void* scratch) {
+  dnnl::memory user = Wrap(user_, data);
+  if (!reorders()) return user;
+  dnnl::memory copy = Wrap(chosen_, scratch);
+  if (!to_chosen_) to_chosen_.emplace(user, copy);
+  to_chosen_->execute(Stream(), user, copy);
+  return copy;
+}
+
+dnnl::memory LayoutBridge::Output(void* data, void* scratch) {
+  return reorders() ? Wrap(chosen_, scratch) : Wrap(user_, data);
+}
+
+void LayoutBridge::WriteBack(void* data, void* scratch) {
+  if (!reorders()) return;
+  dnnl::memory produced = Wrap(chosen_, scratch);
+  dnnl::memory user = Wrap(user_, data);
+  if (!to_user_) to_user_.emplace(produced, user);
+  to_user_->execute(Stream(), produced, user);
+}
+
+dnnl::memory ReorderedCopy(const dnnl::memory::desc& user, const void* data,
+                           const dnnl::memory::desc& chosen) {
+  dnnl::memory source = Wrap(user, data);
+  dnnl::memory packed(chosen, Engine());
+  dnnl::reorder(source, packed).execute(Stream(), source, packed);
+  Stream().wait();
+  return packed;
+}
+
+}  // namespace fusionopt::cpu::onednn
