@@ -61,6 +61,48 @@ TEST_CASE("large tensors are split in tiles and threads without changing results
   }
 }
 
+TEST_CASE("operands that repeat a row within planes (blocked-layout gates) give the broadcast result", "[cpu]") {
+  // (batch, blocks, spatial, 8) activations against a gate (batch, blocks, 1, 8), a per-block
+  // value (1, blocks, 1, 1) and a per-spatial row (1, 1, spatial, 8) the tiles still gather:
+  // 300 spatial rows of 8 are not a multiple of a tile's rows, so planes end in partial tiles.
+  const int64_t batch = 2, blocks = 5, spatial = 300, lanes = 8;
+  const std::vector<int64_t> dims = {batch, blocks, spatial, lanes};
+  RtTensor x = RtTensor::Allocate(DataType::kFloat, dims);
+  RtTensor gate = RtTensor::Allocate(DataType::kFloat, {batch, blocks, 1, lanes});
+  RtTensor per_block = RtTensor::Allocate(DataType::kFloat, {1, blocks, 1, 1});
+  RtTensor per_row = RtTensor::Allocate(DataType::kFloat, {1, 1, spatial, lanes});
+  for (int64_t i = 0; i < x.NumElements(); ++i) x.data<float>()[i] = static_cast<float>(i % 37) - 18.0f;
+  for (int64_t i = 0; i < gate.NumElements(); ++i) gate.data<float>()[i] = 0.25f * static_cast<float>(i + 1);
+  for (int64_t i = 0; i < blocks; ++i) per_block.data<float>()[i] = static_cast<float>(10 * i);
+  for (int64_t i = 0; i < per_row.NumElements(); ++i) per_row.data<float>()[i] = static_cast<float>(i % 11);
+  // y = x * gate + per_block - per_row
+  ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, DataType::kFloat, DataType::kFloat});
+  int product = builder.Emit(ew::Op::kMul, {0, 1}).value();
+  int sum = builder.Emit(ew::Op::kAdd, {product, 2}).value();
+  builder.AddOutput(builder.Emit(ew::Op::kSub, {sum, 3}).value());
+  ew::Program program = builder.Finish("fused(Mul,Add,Sub)");
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    RtTensor y = RtTensor::Allocate(DataType::kFloat, dims);
+    REQUIRE(ew::Evaluate(program, {&x, &gate, &per_block, &per_row}, {&y}).ok());
+    int64_t mismatches = 0;
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t s = 0; s < spatial; ++s) {
+          for (int64_t l = 0; l < lanes; ++l) {
+            const int64_t at = ((n * blocks + b) * spatial + s) * lanes + l;
+            const float expected = x.data<float>()[at] * gate.data<float>()[(n * blocks + b) * lanes + l] +
+                                   per_block.data<float>()[b] - per_row.data<float>()[s * lanes + l];
+            mismatches += y.data<float>()[at] != expected;
+          }
+        }
+      }
+    }
+    REQUIRE(mismatches == 0);
+  }
+  omp_set_num_threads(2);
+}
+
 TEST_CASE("contiguous operands are read and written in place with the same results", "[cpu]") {
   // One merged axis: x and z contiguous, a scalar broadcast, an int32 input converted, a
   // float16 output that must still be rounded through the register path, and one register

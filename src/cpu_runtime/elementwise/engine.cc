@@ -8,7 +8,11 @@
 //    repeats;
 //  - short rows get tiles of several whole rows, which amortise the per-tile work: inputs laid
 //    out like the output are slices, inputs that repeat the same rows in every tile (a bias
-//    over the last axis) are loaded once, and the rest are gathered row by row.
+//    over the last axis) are loaded once, and the rest are gathered row by row. Where an input
+//    repeats one row over the next axis out but changes further out — a per-channel scale or
+//    an SE gate over activations blocked by 8 channels, (C/8, HW, 8) against (C/8, 1, 8) —
+//    tiles stay inside one plane of that axis, so the input is one repeated row per tile
+//    instead of a gather of 8-element rows.
 // Slices stored as the register's lane type (inputs, and every output) are used in place, which
 // saves a pass through L1 per operand on bandwidth-bound programs.
 #include <omp.h>
@@ -140,6 +144,7 @@ class TilePlan {
 
  private:
   void PlanTiles();
+  bool RepeatsWithinPlanes(size_t k) const;
   void PlanInputs();
   void PlanOutputs();
   void SeekRow(Workspace& workspace, int64_t row) const;
@@ -156,6 +161,10 @@ class TilePlan {
   int64_t rows_;
   int64_t rows_per_tile_;  // 1: tiles within a row
   int64_t tiles_per_row_;  // > 1 only for rows longer than a tile
+  // Tiles of whole rows never straddle a plane of this many rows (rows_ when unaligned).
+  int64_t plane_rows_;
+  int64_t tiles_per_plane_;
+  bool plane_aligned_ = false;
   int tile_length_;        // elements of a full tile
   int64_t tiles_;
   std::vector<InputAccess> input_access_;
@@ -176,14 +185,21 @@ TilePlan::TilePlan(const Program& program, Layout layout, const std::vector<cons
 void TilePlan::PlanTiles() {
   inner_ = layout_.dims.back();
   rows_ = total_ / inner_;
+  plane_rows_ = rows_;
   // Rows that fit in a tile twice or more are grouped into tiles of whole rows: measured on one
   // thread with [rows, inner] + [inner] and + [rows, 1], tiles of 64 to 256 elements cost more
   // in per-tile work than the grouped rows cost in gathering.
   rows_per_tile_ = std::min<int64_t>(kTile / inner_, rows_);
   if (rows_per_tile_ >= 2) {
     tiles_per_row_ = 1;
+    for (size_t k = 0; k < inputs_.size() && !plane_aligned_; ++k) plane_aligned_ = RepeatsWithinPlanes(k);
+    if (plane_aligned_) {
+      plane_rows_ = layout_.dims[layout_.dims.size() - 2];
+      rows_per_tile_ = std::min(rows_per_tile_, plane_rows_);
+    }
     tile_length_ = static_cast<int>(rows_per_tile_ * inner_);
-    tiles_ = (rows_ + rows_per_tile_ - 1) / rows_per_tile_;
+    tiles_per_plane_ = (plane_rows_ + rows_per_tile_ - 1) / rows_per_tile_;
+    tiles_ = rows_ / plane_rows_ * tiles_per_plane_;
     return;
   }
   // Equal tiles per row, a multiple of 16 lanes long, rather than full tiles and a remnant.
@@ -192,7 +208,15 @@ void TilePlan::PlanTiles() {
   int64_t length = ((inner_ + per_row - 1) / per_row + 15) / 16 * 16;
   tile_length_ = static_cast<int>(std::min(length, inner_));
   tiles_per_row_ = (inner_ + tile_length_ - 1) / tile_length_;
-  tiles_ = rows_ * tiles_per_row_;
+  tiles_per_plane_ = tiles_ = rows_ * tiles_per_row_;
+}
+
+// Whether input `k` would be gathered row by row from tiles of whole rows across planes, but
+// holds one row (or one value) throughout each plane of the axis next to the rows.
+bool TilePlan::RepeatsWithinPlanes(size_t k) const {
+  const std::vector<int64_t>& strides = layout_.strides[k];
+  if (strides.size() < 3 || strides[strides.size() - 2] != 0) return false;
+  return std::any_of(strides.begin(), strides.end() - 2, [](int64_t s) { return s != 0; });
 }
 
 void TilePlan::PlanInputs() {
@@ -202,7 +226,9 @@ void TilePlan::PlanInputs() {
   for (size_t k = 0; k < inputs_.size(); ++k) {
     const std::vector<int64_t>& strides = layout_.strides[k];
     int64_t inner_stride = strides.back();
-    bool same_every_row = std::all_of(strides.begin(), strides.end() - 1, [](int64_t s) { return s == 0; });
+    // The same row in every row of a tile: over all outer axes, or over the plane's rows.
+    bool same_every_row = plane_aligned_ ? strides[strides.size() - 2] == 0
+                                         : std::all_of(strides.begin(), strides.end() - 1, [](int64_t s) { return s == 0; });
     Lane lane = *LaneOf(program_.register_dtypes[k]);
     size_t size = static_cast<size_t>(ByteSizeOf(inputs_[k]->dtype(), 1));
     Access access;
@@ -320,9 +346,10 @@ void TilePlan::GatherRows(Workspace& workspace, int rows) const {
 }
 
 void TilePlan::Run(Workspace& workspace, int64_t tile) const {
-  int64_t row = tile / tiles_per_row_ * rows_per_tile_;
+  const int64_t first_in_plane = tile % tiles_per_plane_ / tiles_per_row_ * rows_per_tile_;
+  int64_t row = tile / tiles_per_plane_ * plane_rows_ + first_in_plane;
   int64_t begin = tile % tiles_per_row_ * tile_length_;
-  int rows = static_cast<int>(std::min(rows_per_tile_, rows_ - row));
+  int rows = static_cast<int>(std::min(rows_per_tile_, plane_rows_ - first_in_plane));
   int n = rows_per_tile_ > 1 ? rows * static_cast<int>(inner_)
                              : static_cast<int>(std::min<int64_t>(tile_length_, inner_ - begin));
   int64_t start = row * inner_ + begin;  // in the (dense) outputs
