@@ -16,7 +16,9 @@ round lasts (started before, stopped after, bounded by --load-limit seconds), th
 neighbour's job takes a core on a shared server. The slowdown of a side is its loaded p50
 over its quiet p50; the figure of merit is fusionopt -O3's slowdown over ORT's. With
 --row-major-side the top level also runs with FUSIONOPT_CPU_LAYOUTS=row-major, alternated with
-the others: what handing activations on in convolution layouts buys, with the same binary.
+the others: what handing activations on in convolution layouts buys, with the same binary; with
+--winograd-off-side it also runs with FUSIONOPT_CPU_WINOGRAD=off: what Winograd's F(4x4, 3x3)
+buys on the 3x3 convolutions its rule picks.
 """
 import argparse
 import math
@@ -36,8 +38,14 @@ from bench_common import (DEFAULT_BINARY, write_report, add_corpus_arguments, co
 
 FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY))
 LATENCY = re.compile(r"latency_ms runs=\d+ min=[0-9.]+ median=([0-9.]+)")
-# The top level with every activation row-major: what the convolution layouts buy, same binary.
-ROW_MAJOR_SIDE = "fusionopt -O3 row-major"
+# The top level with a runtime feature off, same binary: (option, side, environment, ratio key,
+# ratio label). The ratio is the top level over that side: what the feature buys.
+VARIANTS = [
+    ("row_major_side", "fusionopt -O3 row-major", {"FUSIONOPT_CPU_LAYOUTS": "row-major"}, "layouts_gain",
+     "-O3 / -O3 row-major"),
+    ("winograd_off_side", "fusionopt -O3 no Winograd", {"FUSIONOPT_CPU_WINOGRAD": "off"}, "winograd_gain",
+     "-O3 / -O3 no Winograd"),
+]
 SPIN = "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 
 
@@ -81,9 +89,9 @@ def measure_model(entry, args, work):
         optimized = work / f"O{level}.onnx"
         fusionopt(FUSIONOPT, entry.path, f"-O{level}", "-q", "-o", optimized)
         sides[f"fusionopt -O{level}"] = fusionopt_side(optimized, input_flags, args)
-    if args.row_major_side:
-        top = work / f"O{max(args.levels)}.onnx"
-        sides[ROW_MAJOR_SIDE] = fusionopt_side(top, input_flags, args, env={"FUSIONOPT_CPU_LAYOUTS": "row-major"})
+    for option, side, env, _, _ in VARIANTS:
+        if getattr(args, option):
+            sides[side] = fusionopt_side(work / f"O{max(args.levels)}.onnx", input_flags, args, env=env)
     sides["ORT"] = ort_side(entry.path, feeds, args)
     loads = ["quiet", "loaded"] if args.load else ["quiet"]
     rounds = {(side, load): [] for side in sides for load in loads}
@@ -103,8 +111,9 @@ def ratios(result, levels):
     figures = {"o3_over_ort": quiet[top]["p50_ms"] / quiet["ORT"]["p50_ms"]}
     if 0 in levels:
         figures["o3_over_o0"] = quiet[top]["p50_ms"] / quiet["fusionopt -O0"]["p50_ms"]
-    if ROW_MAJOR_SIDE in quiet:
-        figures["layouts_gain"] = quiet[top]["p50_ms"] / quiet[ROW_MAJOR_SIDE]["p50_ms"]
+    for _, side, _, key, _ in VARIANTS:
+        if side in quiet:
+            figures[key] = quiet[top]["p50_ms"] / quiet[side]["p50_ms"]
     if "loaded" in result:
         ours = result["loaded"][top]["p50_ms"] / quiet[top]["p50_ms"]
         theirs = result["loaded"]["ORT"]["p50_ms"] / quiet["ORT"]["p50_ms"]
@@ -118,13 +127,13 @@ def cell(summary_):
 
 
 def markdown(results, args):
-    sides = [f"fusionopt -O{level}" for level in args.levels] + ([ROW_MAJOR_SIDE] if args.row_major_side else [])
+    variants = [variant for variant in VARIANTS if getattr(args, variant[0])]
+    sides = [f"fusionopt -O{level}" for level in args.levels] + [variant[1] for variant in variants]
     sides.append("ORT")
     header = ["model"] + [f"{side} p50 ms" for side in sides] + ["-O3 / ORT"]
     if 0 in args.levels:
         header.append("-O3 / -O0")
-    if args.row_major_side:
-        header.append("-O3 / row-major")
+    header += [variant[4] for variant in variants]
     if args.load:
         header += [f"loaded {side} p50 ms" for side in ("fusionopt -O3", "ORT")]
         header += ["slowdown -O3", "slowdown ORT", "ratio"]
@@ -135,15 +144,15 @@ def markdown(results, args):
         row.append(f"{figures['o3_over_ort']:.2f}")
         if 0 in args.levels:
             row.append(f"{figures['o3_over_o0']:.2f}")
-        if args.row_major_side:
-            row.append(f"{figures['layouts_gain']:.2f}")
+        row += [f"{figures[variant[3]]:.2f}" for variant in variants]
         if args.load:
             row += [cell(result["loaded"][side]) for side in ("fusionopt -O3", "ORT")]
             row += [f"{figures[key]:.2f}" for key in ("slowdown_fusionopt", "slowdown_ort", "slowdown_ratio")]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
-    for key, label in (("o3_over_ort", "-O3 / ORT"), ("o3_over_o0", "-O3 / -O0"),
-                       ("layouts_gain", "-O3 / -O3 row-major"), ("slowdown_ratio", "slowdown ratio")):
+    labels = [("o3_over_ort", "-O3 / ORT"), ("o3_over_o0", "-O3 / -O0")]
+    labels += [(variant[3], variant[4]) for variant in VARIANTS] + [("slowdown_ratio", "slowdown ratio")]
+    for key, label in labels:
         values = [r["ratios"][key] for r in results if key in r["ratios"]]
         if values:
             mean = math.exp(sum(map(math.log, values)) / len(values))
@@ -158,6 +167,8 @@ def main():
     parser.add_argument("--run-flags", default="", help="extra flags for `fusionopt run`, e.g. '--thread-wait spin'")
     parser.add_argument("--row-major-side", action="store_true",
                         help="also time the top level with FUSIONOPT_CPU_LAYOUTS=row-major (no convolution layouts)")
+    parser.add_argument("--winograd-off-side", action="store_true",
+                        help="also time the top level with FUSIONOPT_CPU_WINOGRAD=off (3x3 convolutions direct)")
     parser.add_argument("--load-limit", type=float, default=900, help="the busy loop's upper bound, seconds")
     args = parser.parse_args()
     entries = corpus_models(args)

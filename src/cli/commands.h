@@ -73,6 +73,7 @@ struct RunOptions {
   int repeat = 1;
   bool op_by_op = false;  // run fused nodes' bodies op by op (cpu::SessionOptions::fused_kernels)
   bool profile = false;   // print where the timed runs spent their time, per node and per op
+  int profile_top = 25;   // nodes listed by --profile, slowest first (0: all)
   std::string backend = "cpu";  // cpu | cuda
   bool cuda_graph = false;      // cuda: replay one captured inference as a CUDA Graph
 };

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
+#include "cpu_runtime/contraction/winograd.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/tensor_files.h"
@@ -46,8 +47,8 @@ std::string OpName(const Node& node) {
 
 // The nodes that took longest per timed run, then the time per op type: where to look first.
 void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, const Graph& main_graph,
-                  int runs) {
-  constexpr size_t kTopNodes = 25;
+                  int runs, int top) {
+  const size_t listed = top == 0 ? node_times.size() : static_cast<size_t>(top);
   std::vector<std::pair<const Node*, cpu::NodeTiming>> nodes(node_times.begin(), node_times.end());
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
   std::map<std::string, std::pair<double, int64_t>> per_op;  // ms, nodes
@@ -62,7 +63,7 @@ void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_t
   std::printf("profile: %zu nodes, %.4f ms per run in nodes (mean of %d timed runs)\n", nodes.size(), total_ms / runs,
               runs);
   std::printf("%10s %7s %7s  %-40s %s\n", "ms/run", "share", "calls", "op", "node");
-  for (size_t i = 0; i < std::min(kTopNodes, nodes.size()); ++i) {
+  for (size_t i = 0; i < std::min(listed, nodes.size()); ++i) {
     const auto& [node, timing] = nodes[i];
     std::printf("%10.4f %6.1f%% %7lld  %-40s %s\n", timing.total_ms / runs, share(timing.total_ms),
                 static_cast<long long>(timing.calls / runs), OpName(*node).c_str(), node->name().c_str());
@@ -128,7 +129,9 @@ void AddRunOptions(CLI::App& command, RunOptions& options) {
   command.add_flag("--op-by-op", options.op_by_op,
                    "Run each fused node's body op by op instead of as one fused kernel (debugging, comparisons)");
   command.add_flag("--profile", options.profile,
-                   "Print the time per node (the slowest 25) and per op type over the timed runs");
+                   "Print the time per node (the slowest --profile-top) and per op type over the timed runs");
+  command.add_option("--profile-top", options.profile_top, "Nodes --profile lists, slowest first (default 25; 0: all)")
+      ->check(CLI::NonNegativeNumber);
   auto* backend = command.add_option("--backend", options.backend, "cpu (default) or cuda (docs/cuda.md)")
                       ->check(CLI::IsMember({"cpu", "cuda"}));
   command.add_flag("--cuda-graph", options.cuda_graph, "With --backend cuda: replay one captured inference as a CUDA Graph")
@@ -159,18 +162,22 @@ int RunOnCpu(const RunOptions& options, const Model& model) {
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   cpu::RunStats stats;
   std::unordered_map<const Node*, cpu::NodeTiming> node_times;
+  const int64_t winograd_before = cpu::winograd::RunsSoFar();
   auto executed = TimeRuns(options, [&](int i) {
     if (options.profile && i == options.warmup) stats.node_times = &node_times;
     return (*session)->Run(*feeds, &stats);
   });
   if (!executed.ok()) return ReportError(options.model, executed.status());
+  const int64_t runs = options.warmup + options.repeat;
   executed->launches =
       fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB, "
-                  "{} activations handed on in convolution layouts; idle threads {}",
+                  "{} activations handed on in convolution layouts, {} convolutions by Winograd F(4x4,3x3); "
+                  "idle threads {}",
                   stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
-                  stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs, ThreadWaitDescription());
+                  stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs,
+                  (cpu::winograd::RunsSoFar() - winograd_before) / std::max<int64_t>(runs, 1), ThreadWaitDescription());
   int code = ReportOutputs(options, *executed);
-  if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat);
+  if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat, options.profile_top);
   return code;
 }
 

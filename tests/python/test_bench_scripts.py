@@ -67,16 +67,20 @@ def test_cpu_corpus_times_every_side_quiet_and_loaded(fusionopt_bin, tmp_path):
                                                           text=True).stdout
 
 
-def test_cpu_corpus_row_major_side_times_the_top_level_without_layouts(fusionopt_bin, tmp_path):
+def test_cpu_corpus_variant_sides_time_the_top_level_without_a_feature(fusionopt_bin, tmp_path):
     out = tmp_path / "corpus.json"
     table = run_script("cpu_corpus.py", "--only", "resnet_dynamo18", "--levels", "3", "--warmup", "1", "--repeat", "2",
-                       "--rounds", "2", "--row-major-side", "--json", out, env_binary=fusionopt_bin)
+                       "--rounds", "2", "--row-major-side", "--winograd-off-side", "--json", out,
+                       env_binary=fusionopt_bin)
     (result,) = json.loads(out.read_text())
-    assert set(result["quiet"]) == {"fusionopt -O3", "fusionopt -O3 row-major", "ORT"}
+    assert set(result["quiet"]) == {"fusionopt -O3", "fusionopt -O3 row-major", "fusionopt -O3 no Winograd", "ORT"}
     quiet = result["quiet"]
     assert result["ratios"]["layouts_gain"] == pytest.approx(quiet["fusionopt -O3"]["p50_ms"] /
                                                              quiet["fusionopt -O3 row-major"]["p50_ms"])
-    assert "-O3 / row-major" in table and "geometric mean -O3 / -O3 row-major" in table
+    assert result["ratios"]["winograd_gain"] == pytest.approx(quiet["fusionopt -O3"]["p50_ms"] /
+                                                              quiet["fusionopt -O3 no Winograd"]["p50_ms"])
+    for label in ("-O3 / -O3 row-major", "-O3 / -O3 no Winograd"):
+        assert f"| {label} |" in table and f"geometric mean {label}" in table
 
 
 def test_contractions_compares_both_runtimes_per_shape(fusionopt_bin, tmp_path):

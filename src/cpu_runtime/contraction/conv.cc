@@ -14,8 +14,12 @@
 // read as it lies, and where the executor allows it (every reader reads such layouts) the
 // output stays in the layout oneDNN wrote, as ORT's NCHWc transformer keeps activations
 // between its convolutions.
+//
+// 3×3 stride-1 convolutions with constant weights run by Winograd's F(4×4, 3×3) where it pays
+// (contraction/winograd.h), writing the layout the direct primitive would have written.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 
@@ -23,6 +27,7 @@
 #include "cpu_runtime/contraction/common.h"
 #include "cpu_runtime/contraction/conv_reference.h"
 #include "cpu_runtime/contraction/window.h"
+#include "cpu_runtime/contraction/winograd.h"
 #include "cpu_runtime/onednn/common.h"
 
 namespace fusionopt::cpu {
@@ -108,6 +113,7 @@ struct ConvPlan {
   // only the bias.
   std::vector<int64_t> natural_dims;
   std::vector<int64_t> grown_offset;
+  std::unique_ptr<winograd::Conv3x3> winograd;  // set where F(4x4, 3x3) computes it instead
 };
 
 // `shape` with its negative pads cut to zero and its output shrunk to match; nullopt when no
@@ -280,7 +286,18 @@ class ConvKernelBase : public Kernel {
       BuildPrimitive(plan, src_user, *natural, has_bias, addends, /*layout_output=*/false);
       plan.natural_dims = natural->output_dims;
     }
+    plan.winograd = WinogradFor(shape, has_bias, addends);
     return plans_.Insert(std::move(key), std::move(plan));
+  }
+
+  std::unique_ptr<winograd::Conv3x3> WinogradFor(const ConvShape& shape, bool has_bias,
+                                                 const PostOpAddends& addends) const {
+    if (transposed_ || !constant_w_.defined() || (has_bias && !constant_b_.defined())) return nullptr;
+    if (!winograd::Chosen(shape, winograd::ModeFromEnvironment())) return nullptr;
+    std::optional<ew::Program> epilogue = PostOpsAsProgram(post_ops_, addends.layouts);
+    if (!epilogue) return nullptr;
+    return std::make_unique<winograd::Conv3x3>(shape, constant_w_.data<float>(),
+                                               has_bias ? constant_b_.data<float>() : nullptr, std::move(*epilogue));
   }
 
   void BuildPrimitive(ConvPlan& plan, const memory::desc& src_user, const ConvShape& shape, bool has_bias,
@@ -346,6 +363,14 @@ class ConvKernelBase : public Kernel {
 
   void ExecutePrimitive(ConvPlan& plan, const RtTensor& x, const RtTensor& w, const RtTensor& b, Allocator& allocator,
                         RtTensor& y, const PostOpAddends& addends) {
+    if (plan.winograd) {
+      RtTensor residual;
+      if (addends.summed >= 0) {
+        residual = onednn::WithLayout(addends.values[static_cast<size_t>(addends.summed)], plan.dst_layout, allocator);
+      }
+      plan.winograd->Run(x, y, plan.dst_layout, residual.defined() ? &residual : nullptr, allocator);
+      return;
+    }
     RtTensor src_scratch = Scratch(allocator, plan.src.scratch_bytes());
     RtTensor dst_scratch = Scratch(allocator, plan.dst.scratch_bytes());
     memory weights = plan.packed_weights

@@ -183,6 +183,71 @@ Status HostEpilogueStep::Apply(RtTensor& output) const {
   return ew::Evaluate(program_, {&output}, {&output});
 }
 
+namespace {
+
+// One oneDNN eltwise step as engine instructions on `x`; nullopt for an algorithm without them.
+std::optional<int> EmitEltwise(ew::ProgramBuilder& builder, const PostOp& step, int x) {
+  auto emit = [&](ew::Op op, std::vector<int> operands, float alpha = 0.0f) -> std::optional<int> {
+    Result<int> reg = builder.Emit(op, operands, alpha);
+    FUSIONOPT_CHECK(reg.ok(), "epilogue steps take float registers");
+    return reg.value();
+  };
+  auto fill = [&](float value) {
+    Result<int> reg = builder.Fill(value, DataType::kFloat);
+    FUSIONOPT_CHECK(reg.ok(), "a float constant");
+    return reg.value();
+  };
+  switch (step.algorithm) {
+    case algorithm::eltwise_relu:
+      return step.alpha == 0.0f ? emit(ew::Op::kRelu, {x}) : emit(ew::Op::kLeakyRelu, {x}, step.alpha);
+    case algorithm::eltwise_elu: return emit(ew::Op::kElu, {x}, step.alpha);
+    case algorithm::eltwise_logistic: return emit(ew::Op::kSigmoid, {x});
+    case algorithm::eltwise_tanh: return emit(ew::Op::kTanh, {x});
+    case algorithm::eltwise_hardswish: return emit(ew::Op::kHardSwish, {x});
+    case algorithm::eltwise_gelu_erf: return emit(ew::Op::kGeluErf, {x});
+    case algorithm::eltwise_gelu_tanh: return emit(ew::Op::kGeluTanh, {x});
+    case algorithm::eltwise_swish: {  // x·sigmoid(alpha·x)
+      const int scaled = step.alpha == 1.0f ? x : *emit(ew::Op::kMul, {x, fill(step.alpha)});
+      return emit(ew::Op::kMul, {x, *emit(ew::Op::kSigmoid, {scaled})});
+    }
+    case algorithm::eltwise_linear: {  // alpha·x + beta
+      const int scaled = *emit(ew::Op::kMul, {x, fill(step.alpha)});
+      return emit(ew::Op::kAdd, {scaled, fill(step.beta)});
+    }
+    case algorithm::eltwise_clip:
+    case algorithm::eltwise_clip_v2: {
+      const int lo = fill(step.alpha), hi = fill(step.beta);
+      return emit(ew::Op::kClip, {x, lo, hi});
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<ew::Program> PostOpsAsProgram(const std::vector<PostOp>& post_ops,
+                                            const std::vector<AddendLayout>& addends) {
+  const bool residual = std::any_of(addends.begin(), addends.end(), [](const AddendLayout& a) { return a.summed; });
+  ew::ProgramBuilder builder(residual ? std::vector<DataType>{DataType::kFloat, DataType::kFloat}
+                                      : std::vector<DataType>{DataType::kFloat});
+  int value = builder.input(0);
+  size_t addend = 0;
+  for (const PostOp& step : post_ops) {
+    if (step.kind == PostOp::Kind::kAdd) {
+      if (!addends.at(addend++).summed) return std::nullopt;
+      Result<int> sum = builder.Emit(ew::Op::kAdd, {value, builder.input(1)});
+      FUSIONOPT_CHECK(sum.ok(), "float registers add");
+      value = sum.value();
+      continue;
+    }
+    std::optional<int> next = EmitEltwise(builder, step, value);
+    if (!next) return std::nullopt;
+    value = *next;
+  }
+  builder.AddOutput(value);
+  return builder.Finish("epilogue");
+}
+
 size_t ContractionInputs(const std::string& op_type) { return op_type == "MatMul" ? 2 : 3; }
 
 Result<std::unique_ptr<Kernel>> CreateContractionWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {

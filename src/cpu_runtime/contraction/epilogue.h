@@ -122,6 +122,14 @@ class HostEpilogueStep {
   ew::Program program_;
 };
 
+// The post-ops as one elementwise program over float32 values, for kernels that apply the
+// epilogue themselves (the Winograd convolution, on its output tiles): input 0 is the product
+// with its bias, input 1 the summed residual where there is one. nullopt when a step has no
+// such form: a binary addend (per channel or scalar) or an algorithm not listed in this
+// file's header.
+std::optional<ew::Program> PostOpsAsProgram(const std::vector<PostOp>& post_ops,
+                                            const std::vector<AddendLayout>& addends);
+
 // Factories for the contraction kernels with post-ops (contraction/matmul.cc,
 // contraction/conv.cc).
 Result<std::unique_ptr<Kernel>> CreateMatMulWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops);

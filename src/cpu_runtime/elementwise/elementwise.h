@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -92,5 +93,25 @@ Result<std::vector<int64_t>> BroadcastDims(const std::vector<const RtTensor*>& i
 // the broadcast dims and the output registers' dtypes.
 Status Evaluate(const Program& program, const std::vector<const RtTensor*>& inputs,
                 const std::vector<RtTensor*>& outputs);
+
+// `program` run on float32 values that a kernel computed itself, held in the kernel's own
+// buffers: a convolution's output tiles getting their epilogue while still in cache. Every
+// input register and the one output are float32; `n` is at most kTile (elementwise/internal.h).
+// Not thread-safe: one per thread. Accepts only programs whose result is written last.
+class BufferProgram {
+ public:
+  explicit BufferProgram(const Program& program);
+  ~BufferProgram();
+  BufferProgram(BufferProgram&&) noexcept;
+  // Whether `program` has the form Run takes.
+  static bool Accepts(const Program& program);
+  // inputs[k] holds program input k's `n` values; the result goes to `output`, which may be
+  // one of the inputs.
+  void Run(const float* const* inputs, float* output, int n);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace fusionopt::cpu::ew
