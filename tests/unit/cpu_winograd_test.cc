@@ -195,27 +195,31 @@ TEST_CASE("Winograd applies to 3x3 stride-1 convolutions and is chosen where it 
   CHECK(winograd::Pays(Shape3x3(1, 128, 32, 28, 28, {1, 1}, {1, 1})));    // DenseNet at 28x28
   CHECK_FALSE(winograd::Pays(Shape3x3(1, 128, 32, 14, 14, {1, 1}, {1, 1})));  // DenseNet at 14x14
   CHECK_FALSE(winograd::Pays(Shape3x3(1, 512, 512, 7, 7, {1, 1}, {1, 1})));   // 4 tiles
+  CHECK(winograd::Pays(Shape3x3(2, 512, 512, 7, 7, {1, 1}, {1, 1})));         // 8 tiles
+  CHECK_FALSE(winograd::Pays(Shape3x3(2, 128, 32, 14, 14, {1, 1}, {1, 1})));  // narrow on 32 tiles
   CHECK_FALSE(winograd::Pays(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1})));  // too narrow
   CHECK(winograd::Chosen(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1}), winograd::Mode::kAlways));
   CHECK_FALSE(winograd::Chosen(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1}), winograd::Mode::kOff));
 }
 
 TEST_CASE("a Conv the rule picks for Winograd runs it in a session with the direct numbers", "[cpu][winograd]") {
-  // Conv + Relu, then a second Conv reading the first's layout; both 64 channels on 20x20
-  // (25 tiles), which the rule picks.
-  REQUIRE(winograd::Chosen(Shape3x3(1, 64, 64, 20, 20, {1, 1}, {1, 1}), winograd::Mode::kAuto));
+  // Conv + Relu, then a second Conv reading the first's layout; both 64 channels on 24x24
+  // (36 tiles), which the rule picks.
+  REQUIRE(winograd::Chosen(Shape3x3(1, 64, 64, 24, 24, {1, 1}, {1, 1}), winograd::Mode::kAuto));
   const auto w = Normal(64 * 64 * 9, 0.05f, 8);
-  const auto x_values = Normal(64 * 400, 1.0f, 9);
+  const auto x_values = Normal(64 * 576, 1.0f, 9);
   std::string weights = "[";
   for (size_t i = 0; i < w.size(); ++i) weights += (i ? ", " : "") + std::to_string(w[i]);
   weights += "]";
-  const std::string text = "ir_version 8\nopset \"\" 17\ngraph g (float[1,64,20,20] %x) -> (float[1,64,20,20] %y)\n"
+  const std::string text = "ir_version 8\nopset \"\" 17\ngraph g (float[1,64,24,24] %x) -> (float[1,64,24,24] %y)\n"
                            "  init float[64,64,3,3] %w = " + weights + "\n"
                            "{\n  %c = Conv(%x, %w) {pads: [1, 1, 1, 1]}\n  %r = Relu(%c)\n"
                            "  %y = Conv(%r, %w) {pads: [1, 1, 1, 1]}\n}";
-  const RtTensor y = Run(text, {{"x", FloatTensor({1, 64, 20, 20}, x_values)}})[0].tensor;
+  const int64_t runs_before = winograd::RunsSoFar();
+  const RtTensor y = Run(text, {{"x", FloatTensor({1, 64, 24, 24}, x_values)}})[0].tensor;
+  if (winograd::ModeFromEnvironment() != winograd::Mode::kOff) CHECK(winograd::RunsSoFar() - runs_before == 2);
 
-  const ConvShape shape = Shape3x3(1, 64, 64, 20, 20, {1, 1}, {1, 1});
+  const ConvShape shape = Shape3x3(1, 64, 64, 24, 24, {1, 1}, {1, 1});
   const std::vector<float> zeros(64, 0.0f);
   const auto first = Expected(shape, x_values, w, zeros, nullptr, [](double v, double) { return std::max(0.0, v); });
   const auto expected = Expected(shape, std::vector<float>(first.begin(), first.end()), w, zeros, nullptr, Identity);

@@ -183,19 +183,19 @@ bool Applies(const ConvShape& shape) {
 }
 
 // Measured per convolution of ResNet-50, DenseNet-121 and YOLOv8n and on chains of one shape
-// (bench/winograd.py, docs/benchmarks.md). The 36 products gain with channel width — the
-// transforms cost per channel, the products per pair of channels, so C·M/(C+M) measures the
-// gain — and need tiles to amortize reading the transformed weights (36·C·M values, 4x the
-// direct kernel's): 16/16 channels lost at any size (1.2-1.4x slower), 512/512 on 7x7 (4
-// tiles) lost 1.7x, 128->32 on 14x14 (16 tiles) lost 1.3x; 256/256 on 14x14 (16 tiles) won
-// 0.59x, 80/80 on 20x20 (25 tiles) 0.60x, 128->32 on 28x28 (49 tiles) 0.75x.
+// (bench/winograd.py, docs/benchmarks.md). The transforms cost per channel and the saved
+// multiply-adds per pair of channels, so the gain grows with width = C·M/(C+M); every run also
+// pays a fixed cost (three passes, and reading the 36·C·M transformed weights, 4x the direct
+// kernel's), which the tiles must amortize — the more, the narrower the channels. Measured:
+// 16/16 channels lost at any size (1.2-1.4x slower), 32/32 about even; 128->32 won on 49
+// tiles and more (0.75-0.95x) and lost on 32 and 16 (1.3x); 80/80 won from 25 tiles (0.6-0.7x),
+// 128/128 from 16 (0.8x), 256/256 on 16 (0.5x), 512/512 on 8 (0.74x) but lost on 4 (1.7x).
 bool Pays(const ConvShape& shape) {
   const int64_t tiles = shape.batch * CeilDiv(shape.window.output[0], kTileOut) *
                         CeilDiv(shape.window.output[1], kTileOut);
   const double width = static_cast<double>(shape.in_channels * shape.out_channels) /
                        static_cast<double>(shape.in_channels + shape.out_channels);
-  if (width < 20) return false;
-  return tiles >= (width >= 48 ? 16 : 25);
+  return width >= 20 && static_cast<double>(tiles) >= std::max(8.0, 1000.0 / width);
 }
 
 bool Chosen(const ConvShape& shape, Mode mode) {
