@@ -64,6 +64,21 @@ std::vector<KindShare> BreakdownByKind(const Graph& graph,
                                        const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, int runs,
                                        const std::map<std::string, std::string>& kinds);
 
+// One kernel on the roofline (bench_roofline.cc): the cost model's FLOPs over its bytes, and
+// those FLOPs over its measured time.
+struct RooflinePoint {
+  std::string kernel;  // node name
+  std::string op;
+  double intensity = 0;       // FLOP per byte
+  double attained_flops = 0;  // FLOP/s
+  double seconds = 0;         // mean time per inference
+};
+struct RooflineSeries {
+  std::string label;  // "original", "optimized"
+  std::vector<RooflinePoint> points;
+  int64_t unplaced = 0;  // kernels without FLOPs (data movement), of unknown cost, or not timed
+};
+
 struct BenchResult {
   std::string model;
   std::string backend = "cpu";  // "cpu" or "cuda"
@@ -87,6 +102,9 @@ struct BenchResult {
   std::string predicted_note;               // why there is no prediction, when there is none
   std::vector<KindShare> breakdown;
   std::optional<double> fail_if_slower;
+  // --roofline: the roof it was drawn against and both sides' kernels on it.
+  std::optional<passes::TargetProfile> roof;
+  std::vector<RooflineSeries> roofline;
 };
 
 // The human-readable summary printed to stdout.
@@ -108,20 +126,6 @@ struct LevelRow {
 };
 void PrintLevelRows(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified, size_t iterations);
 std::string LevelsJson(const BenchOptions& options, const std::vector<LevelRow>& rows, bool verified);
-
-// One kernel on the roofline (bench_roofline.cc): the cost model's FLOPs over its bytes, and
-// those FLOPs over its measured time.
-struct RooflinePoint {
-  std::string kernel;  // node name
-  std::string op;
-  double intensity = 0;       // FLOP per byte
-  double attained_flops = 0;  // FLOP/s
-};
-struct RooflineSeries {
-  std::string label;  // "original", "optimized"
-  std::vector<RooflinePoint> points;
-  int64_t unplaced = 0;  // kernels without FLOPs (data movement), of unknown cost, or not timed
-};
 
 // The kernels of `model`'s main graph that have FLOPs, bytes and a time in `node_times`
 // (summed over `runs` inferences); `unplaced` counts the others.

@@ -291,7 +291,7 @@ struct ProfiledSide {
 // --roofline: both sides' kernels on the roofline of the CPU they were timed on (the `cpu`
 // profile; a GPU target's roof would not match CPU timings).
 Status WriteRoofline(const BenchOptions& options, const ProfiledSide& original, const ProfiledSide& optimized,
-                     const passes::SymbolSizes& symbols, int runs) {
+                     const passes::SymbolSizes& symbols, int runs, BenchResult& result) {
   FUSIONOPT_ASSIGN_OR_RETURN(passes::TargetProfile profile, passes::FindTargetProfile("cpu"));
   std::vector<RooflineSeries> series;
   for (const auto& [label, profiled] : {std::pair{"original", original}, std::pair{"optimized", optimized}}) {
@@ -303,7 +303,10 @@ Status WriteRoofline(const BenchOptions& options, const ProfiledSide& original, 
   std::string title = std::filesystem::path(options.model).filename().string() + ": kernels on the roofline (" +
                       std::to_string(options.threads > 0 ? options.threads : std::thread::hardware_concurrency()) +
                       " threads)";
-  return WriteFileAtomically(options.roofline, RooflineSvg(title, profile, series));
+  FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically(options.roofline, RooflineSvg(title, profile, series)));
+  result.roof = profile;
+  result.roofline = std::move(series);
+  return Status::Ok();
 }
 
 Status TraceOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, std::vector<cpu::KernelEvent>& events) {
@@ -575,7 +578,7 @@ int RunBench(const BenchOptions& options) {
     auto original_times = ProfileNodes(*original, *feeds, profiled_runs);
     if (!original_times.ok()) return ReportError(options.model, original_times.status());
     Status drawn = WriteRoofline(options, {*original, *original_times}, {*optimized, *optimized_times},
-                                 SymbolsFromFeeds(*original, *feeds), profiled_runs);
+                                 SymbolsFromFeeds(*original, *feeds), profiled_runs, result);
     if (!drawn.ok()) return ReportError(options.roofline, drawn);
   }
 

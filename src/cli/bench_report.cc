@@ -170,6 +170,32 @@ void PrintBenchSummary(const BenchResult& result) {
   }
 }
 
+namespace {
+
+// --roofline's kernels with the roof above each: attained over min(peak, intensity x bandwidth).
+ordered_json RooflineJson(const BenchResult& result) {
+  if (!result.roof) return nullptr;
+  const passes::TargetProfile& roof = *result.roof;
+  ordered_json sides = ordered_json::object();
+  for (const RooflineSeries& series : result.roofline) {
+    ordered_json kernels = ordered_json::array();
+    for (const RooflinePoint& point : series.points) {
+      const double ceiling = std::min(roof.peak_flops, point.intensity * roof.bandwidth);
+      kernels.push_back({{"kernel", point.kernel},
+                         {"op", point.op},
+                         {"intensity", point.intensity},
+                         {"attained_flops", point.attained_flops},
+                         {"ms_per_inference", point.seconds * 1e3},
+                         {"bound", point.intensity < roof.ridge_intensity() ? "memory" : "compute"},
+                         {"fraction_of_roof", ceiling > 0 ? point.attained_flops / ceiling : 0.0}});
+    }
+    sides[series.label] = {{"kernels", kernels}, {"not_placed", series.unplaced}};
+  }
+  return {{"peak_flops", roof.peak_flops}, {"bandwidth", roof.bandwidth}, {"sides", sides}};
+}
+
+}  // namespace
+
 std::string BenchJson(const BenchResult& result) {
   ordered_json breakdown = ordered_json::array();
   for (const KindShare& entry : result.breakdown) {
@@ -198,7 +224,8 @@ std::string BenchJson(const BenchResult& result) {
       {"predicted_speedup", OptionalNumber(result.predicted_speedup)},
       {"fusion_breakdown", breakdown},
       {"fail_if_slower", OptionalNumber(result.fail_if_slower)},
-      {"passed", result.fail_if_slower ? ordered_json(result.speedup >= *result.fail_if_slower) : ordered_json(nullptr)}};
+      {"passed", result.fail_if_slower ? ordered_json(result.speedup >= *result.fail_if_slower) : ordered_json(nullptr)},
+      {"roofline", RooflineJson(result)}};
   return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -145,7 +145,7 @@ std::vector<RooflinePoint> RooflinePoints(const Model& model, const passes::Targ
     }
     const Node& node = *kernel.node;
     points.push_back({node.name(), node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type(),
-                      kernel.cost.intensity(), kernel.cost.flops / seconds});
+                      kernel.cost.intensity(), kernel.cost.flops / seconds, seconds});
   }
   return points;
 }

@@ -233,6 +233,29 @@ def test_roofline_places_every_kernel_with_its_cost_model_intensity(fusionopt, t
     assert low["optimized"] < low["original"]
 
 
+def test_roofline_kernels_are_in_the_json_with_their_fraction_of_the_roof(fusionopt, tmp_path):
+    svg = tmp_path / "roof.svg"
+    report, _ = bench_json(fusionopt, tmp_path, BERT, "-O", "3", "--roofline", svg)
+    roofline = report["roofline"]
+    assert roofline["peak_flops"] > 0 and roofline["bandwidth"] > 0
+    ridge = roofline["peak_flops"] / roofline["bandwidth"]
+    root = ET.parse(svg).getroot()
+    for side in ("original", "optimized"):
+        kernels = roofline["sides"][side]["kernels"]
+        markers = [m for m in root.findall(".//s:circle[@class='kernel']", SVG) if m.get("data-side") == side]
+        # The JSON lists exactly the kernels the SVG places, and the rest as not placed.
+        assert len(kernels) == len(markers) > 0
+        assert len(kernels) + roofline["sides"][side]["not_placed"] == report[side]["kernels"]
+        for kernel in kernels:
+            ceiling = min(roofline["peak_flops"], kernel["intensity"] * roofline["bandwidth"])
+            assert kernel["fraction_of_roof"] == pytest.approx(kernel["attained_flops"] / ceiling)
+            assert kernel["bound"] == ("memory" if kernel["intensity"] < ridge else "compute")
+            assert kernel["ms_per_inference"] > 0
+    # Without --roofline there is nothing to report.
+    plain, _ = bench_json(fusionopt, tmp_path, BERT, "-O", "3")
+    assert plain["roofline"] is None
+
+
 def test_roofline_to_a_missing_folder_is_an_io_error_and_writes_nothing(fusionopt, tmp_path):
     target = tmp_path / "no_such_dir" / "roof.svg"
     lib.assert_error(fusionopt("bench", RESNET, *QUICK, "--roofline", target), 3, str(target))

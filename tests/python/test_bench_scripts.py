@@ -83,6 +83,29 @@ def test_cpu_corpus_variant_sides_time_the_top_level_without_a_feature(fusionopt
         assert f"| {label} |" in table and f"geometric mean {label}" in table
 
 
+def test_roofline_corpus_lists_the_kernels_below_the_threshold(fusionopt_bin, tmp_path):
+    out = tmp_path / "roof.json"
+    table = run_script("roofline_corpus.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2",
+                       "--threshold", "2", "--json", out, env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    # Every placed kernel is below twice its roof, so all of them are listed.
+    assert sum(row["kernels"] for row in result["below"].values()) == result["placed"] > 0
+    assert result["below_ms"] == pytest.approx(result["placed_ms"])
+    assert "| resnet_dynamo18 |" in table and "below 200% of its roof" in table
+
+
+def test_winograd_script_compares_both_kernels_per_shape(fusionopt_bin, tmp_path):
+    out = tmp_path / "winograd.json"
+    run_script("winograd.py", "--only", "resnet_dynamo18", "--warmup", "1", "--repeat", "2", "--rounds", "1",
+               "--json", out, env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    assert result["shapes"], "the ResNet fixture has 3x3 stride-1 convolutions"
+    for row in result["shapes"]:
+        assert row["count"] > 0 and row["direct_ms"] > 0 and row["winograd_ms"] > 0
+        assert row["ratio"] == pytest.approx(row["winograd_ms"] / row["direct_ms"])
+    assert set(result["latency"]) == {"off", "auto", "always"}
+
+
 def test_contractions_compares_both_runtimes_per_shape(fusionopt_bin, tmp_path):
     out = tmp_path / "contractions.json"
     run_script("contractions.py", "--binary", fusionopt_bin, "--only", "bert qkv", "depthwise 3x3", "--warmup", "1",
