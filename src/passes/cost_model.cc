@@ -150,6 +150,30 @@ std::set<std::string> SymbolsOf(const Model& model) {
   return symbols;
 }
 
+int64_t SizeOfSymbol(const SymbolSizes& sizes, std::string_view symbol) {
+  if (auto it = sizes.find(symbol); it != sizes.end()) return it->second;
+  if (symbol.find('*') == std::string_view::npos) return 1;
+  int64_t product = 1;
+  for (size_t begin = 0; begin <= symbol.size();) {
+    size_t end = symbol.find('*', begin);
+    if (end == std::string_view::npos) end = symbol.size();
+    std::string_view factor = symbol.substr(begin, end - begin);
+    while (!factor.empty() && factor.front() == ' ') factor.remove_prefix(1);
+    while (!factor.empty() && factor.back() == ' ') factor.remove_suffix(1);
+    int64_t value = 0;
+    const auto [rest, error] = std::from_chars(factor.data(), factor.data() + factor.size(), value);
+    if (error == std::errc() && rest == factor.data() + factor.size()) {
+      product *= value;
+    } else if (auto it = sizes.find(factor); it != sizes.end()) {
+      product *= it->second;
+    } else {
+      return 1;  // a factor the settings do not size: the whole dim is unknown
+    }
+    begin = end + 1;
+  }
+  return product;
+}
+
 Status CheckDimSymbols(const Model& model, const SymbolSizes& dims) {
   std::set<std::string> symbols = SymbolsOf(model);
   for (const auto& [symbol, size] : dims) {
@@ -200,8 +224,7 @@ const std::unordered_map<std::string, Shape>& CostModel::ConcreteShapes() const 
     if (sized == nullptr || !sized->shape()) continue;
     for (Dim& dim : *sized->type().shape) {
       if (!dim.is_symbolic()) continue;
-      auto it = symbols_.find(dim.symbol);
-      dim = Dim::Known(it == symbols_.end() ? 1 : it->second);
+      dim = Dim::Known(SizeOfSymbol(symbols_, dim.symbol));
     }
   }
   InferShapes(*copy, model_);

@@ -61,6 +61,11 @@ class ShapeLookup;
 // Sizes of symbolic dims by symbol; a symbol not listed is 1.
 using SymbolSizes = std::map<std::string, int64_t, std::less<>>;
 
+// The size of a symbolic dim: the symbol's own entry, else — for a product the exporter wrote
+// as the dim's name ("sequence*batch", "2*s0": torch.onnx's dynamo exporter names flattened
+// dims so) — the product of its factors, integer literals or sized symbols; 1 when neither.
+int64_t SizeOfSymbol(const SymbolSizes& sizes, std::string_view symbol);
+
 // `SYMBOL=N` settings (N >= 1) as a map; a malformed one is a usage error naming it.
 Result<SymbolSizes> ParseDimSettings(const std::vector<std::string>& settings);
 

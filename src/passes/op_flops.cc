@@ -35,8 +35,7 @@ Amount ShapeLookup::Product(const Value& value, size_t first, size_t last) const
     if (dim.is_known()) {
       product *= static_cast<double>(dim.value);
     } else if (dim.is_symbolic()) {
-      auto it = symbols_.find(dim.symbol);
-      product *= it == symbols_.end() ? 1.0 : static_cast<double>(it->second);
+      product *= static_cast<double>(SizeOfSymbol(symbols_, dim.symbol));
     } else {
       return Amount::Unknown("value '" + value.name() + "' has an unknown dim");
     }

@@ -111,6 +111,34 @@ graph main (float[B,3] %a, float[3,4] %b, float[1,4,8,8] %x, float[6,2,3,3] %w, 
   CheckCost(unit.NodeCost(*FindNode(graph, "matmul")), 24, 15 * 4, 4 * 4);
 }
 
+TEST_CASE("cost model: a dim the exporter named as a product is sized from its factors", "[cost]") {
+  // torch.onnx's dynamo exporter names a flattened [batch, sequence] dim "sequence*batch".
+  const SymbolSizes sizes = {{"batch", 2}, {"sequence", 128}, {"sequence*batch", 7}};
+  CHECK(SizeOfSymbol(sizes, "batch") == 2);
+  CHECK(SizeOfSymbol(sizes, "sequence*batch") == 7);  // its own entry first
+  CHECK(SizeOfSymbol({{"batch", 2}, {"sequence", 128}}, "sequence*batch") == 256);
+  CHECK(SizeOfSymbol({{"s0", 3}}, "2*s0") == 6);
+  CHECK(SizeOfSymbol({{"s0", 3}}, "s0 * s0") == 9);
+  CHECK(SizeOfSymbol({{"s0", 3}}, "s0*unsized") == 1);  // an unsized factor: unknown, as 1
+  CHECK(SizeOfSymbol({{"s0", 3}}, "s0+1") == 1);       // only products are evaluated
+  CHECK(SizeOfSymbol({}, "batch") == 1);
+
+  auto model = ParseInferred(R"(
+ir_version 8
+opset "" 17
+graph main (float[B,3] %a, float[3,4] %b) -> (float[B,4] %m)
+{
+  %m = MatMul(%a, %b) @matmul
+}
+)");
+  for (Value* value : {model->graph->FindValue("a"), model->graph->FindValue("m")}) {
+    (*value->type().shape)[0] = Dim::Symbol("sequence*batch");
+  }
+  CostModel costs(*model, H100(), {{"batch", 2}, {"sequence", 5}});
+  // [10,3]·[3,4]: 2·10·4·3 FLOPs; reads 30 + 12 floats, writes 40.
+  CheckCost(costs.NodeCost(*FindNode(*model->graph, "matmul")), 240, 42 * 4, 40 * 4);
+}
+
 TEST_CASE("cost model: views and host shape arithmetic launch nothing and cost nothing", "[cost]") {
   auto model = ParseInferred(R"(
 ir_version 8
