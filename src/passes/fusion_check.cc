@@ -13,6 +13,7 @@
 #include "passes/eliminate_dead_code.h"
 #include "passes/inline_call.h"
 #include "passes/outline.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes {
 
@@ -254,6 +255,7 @@ Status Repair(Checker& checker, Model& optimized, FusionCheckReport& report, std
     FUSIONOPT_RETURN_IF_ERROR(checker.FindOffenders(calls, difference, offenders));
     if (!checker.Undo(offenders)) break;
     RemoveUncalledFusedFunctions(optimized);
+    InferShapes(optimized);  // function bodies are untyped: the inlined ops' values get their types here
     FUSIONOPT_ASSIGN_OR_RETURN(difference, checker.Difference(nullptr));
   }
   report.matches = difference.empty();

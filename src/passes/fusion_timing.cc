@@ -7,6 +7,7 @@
 #include "passes/eliminate_dead_code.h"
 #include "passes/fusion_check.h"
 #include "passes/inline_call.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -72,7 +73,10 @@ Result<FusionTimingReport> UndoSlowerFusions(Model& optimized, const FusionTimin
       report.undone.push_back(std::move(slower));
     }
   }
-  if (!report.undone.empty()) RemoveUncalledFusedFunctions(optimized);
+  if (!report.undone.empty()) {
+    RemoveUncalledFusedFunctions(optimized);
+    InferShapes(optimized);  // function bodies are untyped: the inlined ops' values get their types here
+  }
   return report;
 }
 
