@@ -274,12 +274,27 @@ SideFigures FiguresOf(const Side& side) {
 
 using NodeTimes = std::unordered_map<const Node*, cpu::NodeTiming>;
 
-// Per-node wall times of `runs` inferences of `side`, summed.
+// Per-node wall times of `runs` inferences of `side`: each node's median over the runs, times
+// `runs` (the summed form RooflinePoints divides). A median, not a sum: on a shared host one
+// descheduled call would otherwise put a 0.1 ms kernel at 3 ms and far below its roof.
 Result<NodeTimes> ProfileNodes(Side& side, const std::vector<cpu::NamedTensor>& feeds, int runs) {
+  std::unordered_map<const Node*, std::vector<double>> per_run_ms;
   NodeTimes times;
-  cpu::RunStats profiled;
-  profiled.node_times = &times;
-  for (int i = 0; i < runs; ++i) FUSIONOPT_RETURN_IF_ERROR(RunOnce(side, feeds, profiled).status());
+  for (int i = 0; i < runs; ++i) {
+    NodeTimes one_run;
+    cpu::RunStats profiled;
+    profiled.node_times = &one_run;
+    FUSIONOPT_RETURN_IF_ERROR(RunOnce(side, feeds, profiled).status());
+    for (const auto& [node, timing] : one_run) {
+      per_run_ms[node].push_back(timing.total_ms);
+      times[node].calls += timing.calls;
+    }
+  }
+  for (auto& [node, samples] : per_run_ms) {
+    samples.resize(static_cast<size_t>(runs), 0.0);  // a node a run skipped (an untaken If branch) took 0 there
+    std::nth_element(samples.begin(), samples.begin() + runs / 2, samples.end());
+    times[node].total_ms = samples[static_cast<size_t>(runs / 2)] * runs;
+  }
   return times;
 }
 
