@@ -51,6 +51,9 @@ struct OptimizeOptions {
   int verify_runs = 2;            // seeded input sets (value-range sets come on top)
   uint64_t verify_seed = 0;
   cpu::Tolerance tolerance;       // --rtol / --atol
+  // --runtime: "portable" (fused groups as ai.fusionopt functions any runtime can inline) or
+  // "ort" (the groups ONNX Runtime has kernels for written as those; passes/lower_for_ort.h).
+  std::string runtime = "portable";
 };
 
 struct InspectOptions {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -14,6 +15,7 @@
 #include "ir/atomic_file.h"
 #include "text_format/text_format.h"
 #include "onnx_io/model_io.h"
+#include "passes/lower_for_ort.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cli {
@@ -100,13 +102,31 @@ Result<passes::FusionCheckReport> VerifyOptimized(const OptimizeOptions& options
 }
 
 std::string ReportWithChecks(const passes::PipelineReport& report, const std::optional<passes::FusionTimingReport>& timing,
-                             const std::optional<passes::FusionCheckReport>& check) {
+                             const std::optional<passes::FusionCheckReport>& check,
+                             const std::optional<passes::OrtLoweringReport>& ort) {
   std::string json = passes::ReportToJson(report);
-  if (!check && !timing) return json;
+  if (!check && !timing && !ort) return json;
   nlohmann::json combined = nlohmann::json::parse(json);
   if (timing) combined["fusion_timing"] = nlohmann::json::parse(passes::FusionTimingToJson(*timing));
   if (check) combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
+  if (ort) combined["ort_lowering"] = nlohmann::json::parse(passes::OrtLoweringToJson(*ort));
   return combined.dump(2);
+}
+
+// --runtime ort: the groups ONNX Runtime has kernels for, written as those kernels.
+Result<std::optional<passes::OrtLoweringReport>> LowerForRuntime(const OptimizeOptions& options, Model& optimized) {
+  if (options.runtime != "ort") return std::optional<passes::OrtLoweringReport>();
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::OrtLoweringReport report, passes::LowerForOrt(optimized));
+  std::map<std::string, int> written;
+  for (const passes::OrtLowering& lowered : report.lowered) ++written[lowered.written];
+  std::string listed;
+  for (const auto& [op, count] : written) listed += (listed.empty() ? "" : ", ") + op + " x" + std::to_string(count);
+  spdlog::info("--runtime ort: {} fused groups written as ORT kernels ({}), {} left as functions ORT inlines",
+               report.lowered.size(), listed.empty() ? "none" : listed, report.kept.size());
+  for (const passes::OrtKeptGroup& kept : report.kept) {
+    spdlog::debug("--runtime ort: kept {} ({}): {}", kept.node, kept.function, kept.reason);
+  }
+  return std::optional<passes::OrtLoweringReport>(std::move(report));
 }
 
 // --target cpu: the fusions slower on this CPU than their members undone (fusion_timing.h).
@@ -149,6 +169,10 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--dump-after", options.dump_after, "Write the IR text after this pass, or 'all'");
   command.add_option("--dump-dir", options.dump_dir, "Folder for --dump-after files (NN-PASS.ir)");
   command.add_option("--report", options.report, "Write per-pass statistics and every fusion as JSON");
+  command.add_option("--runtime", options.runtime,
+                     "What runs the output: portable (default; ai.fusionopt functions any runtime can inline) or ort "
+                     "(the groups ONNX Runtime has kernels for written as its com.microsoft ops; docs/ort.md)")
+      ->check(CLI::IsMember({"portable", "ort"}));
   command.add_option("--target", options.target,
                      "Cost-model target: t4, a100, h100 (default), h200, or cpu (this machine, measured); "
                      "at -O3 it decides every fusion; with cpu, each fused kernel is also timed here and a fusion "
@@ -184,6 +208,10 @@ int RunOptimize(const OptimizeOptions& options) {
   if (!model.ok()) return ReportError(options.input, model.status());
   Status destination = CheckDestination(options, **model);
   if (!destination.ok()) return ReportError(options.output, destination);
+  if (!options.emit_cuda.empty() && options.runtime == "ort") {
+    return ReportError(options.emit_cuda, UsageError("--emit-cuda generates the CUDA plugin's kernels; with --runtime ort "
+                                                     "ONNX Runtime runs the model"));
+  }
   if (!options.emit_cuda.empty()) {
     Status emit_dir = CheckEmitCudaDir(options.emit_cuda);
     if (!emit_dir.ok()) return ReportError(options.emit_cuda, emit_dir);
@@ -207,8 +235,12 @@ int RunOptimize(const OptimizeOptions& options) {
   }
   auto timing = TimeFusionsForCpu(options, pipeline->dims, **model);
   if (!timing.ok()) return ReportError(options.input, timing.status());
+  // Last: verification and timing ran the portable groups on fusionopt's runtime, which has no
+  // ORT contrib kernels; the lowering itself is checked against ORT by the test suite.
+  auto ort = LowerForRuntime(options, **model);
+  if (!ort.ok()) return ReportError(options.input, ort.status());
   if (!options.report.empty()) {
-    Status written = WriteFileAtomically(options.report, ReportWithChecks(*report, *timing, check));
+    Status written = WriteFileAtomically(options.report, ReportWithChecks(*report, *timing, check, *ort));
     if (!written.ok()) return ReportError(options.report, written);
   }
   if (options.dump) std::cout << PrintModel(**model);

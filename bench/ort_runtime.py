@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Issue 16's comparison: ONNX Runtime on the original model against ONNX Runtime on
+`fusionopt MODEL -O3 --runtime ort`, per model of the real-export corpus, both with
+ENABLE_ALL, the same feeds and threads, alternated in rounds.
+
+    .venv/bin/python bench/ort_runtime.py --only bert gpt2                 # committed fixtures
+    .venv-export/bin/python bench/ort_runtime.py --corpus full --rounds 3 --markdown ort.md
+
+Per model: p50 of each side (median of the round medians, with their spread), the ratio
+original / optimized (above 1: the optimized file runs faster), the nodes ORT runs after its
+own optimizations (its saved optimized graph: the kernels it launches per inference), what
+`--runtime ort` wrote (its report's lowered groups), and whether the outputs match ORT on the
+original (rtol 1e-3, atol 1e-4). With --portable-side it also times ORT on the plain -O3 file,
+whose ai.fusionopt functions ORT inlines.
+"""
+import argparse
+import collections
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, median_latency_ms,  # noqa: E402
+                          ort_session, run_fusionopt, write_report)
+
+ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+ort.set_default_logger_severity(3)  # not ORT's note on every saved optimized graph
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def optimize(binary, model, work, name, *flags):
+    out, report = work / f"{name}.onnx", work / f"{name}.json"
+    run_fusionopt(binary, model, "-O3", "-o", out, "--report", report, *flags)
+    return out, json.loads(report.read_text())
+
+
+def nodes_after_ort(model, threads, work):
+    """How many nodes ORT runs once its own graph optimizations are done."""
+    saved = work / f"{Path(model).stem}.ort.onnx"
+    ort_session(model, ALL, threads, optimized_model_path=saved)
+    return len(onnx.load(str(saved), load_external_data=False).graph.node)
+
+
+def measure_model(entry, args, work):
+    feeds = entry.feeds()
+    lowered_file, report = optimize(args.binary, entry.path, work, "ort", "--runtime", "ort")
+    sides = {"original": entry.path, "runtime_ort": lowered_file}
+    if args.portable_side:
+        sides["portable"], _ = optimize(args.binary, entry.path, work, "portable")
+    sessions = {name: ort_session(path, ALL, args.threads) for name, path in sides.items()}
+    reference = sessions["original"].run(None, feeds)
+    matches = {}
+    for name, session in sessions.items():
+        outputs = session.run(None, feeds)
+        matches[name] = all(np.allclose(a, b, rtol=RTOL, atol=ATOL) for a, b in zip(reference, outputs))
+    rounds = collections.defaultdict(list)
+    for round_index in range(args.rounds):
+        order = list(sessions) if round_index % 2 == 0 else list(reversed(sessions))
+        for name in order:
+            rounds[name].append(median_latency_ms(sessions[name], feeds, args.warmup, args.repeat))
+    written = collections.Counter(one["written"] for one in report["ort_lowering"]["lowered"])
+    return {
+        "model": entry.name,
+        "p50_ms": {name: {"median": statistics.median(values), "min": min(values), "max": max(values)}
+                   for name, values in rounds.items()},
+        "ort_nodes": {name: nodes_after_ort(path, args.threads, work / name) for name, path in sides.items()},
+        "lowered": dict(written),
+        "kept": len(report["ort_lowering"]["kept"]),
+        "matches": matches,
+    }
+
+
+def cell(summary):
+    return f"{summary['median']:.3g} ({summary['min']:.3g}–{summary['max']:.3g})"
+
+
+def markdown(results, portable):
+    head = "| model | ORT on original p50 ms | ORT on --runtime ort p50 ms | speed-up |"
+    rule = "|---|---:|---:|---:|"
+    if portable:
+        head += " ORT on portable -O3 p50 ms |"
+        rule += "---:|"
+    head += " ORT nodes original → --runtime ort | written for ORT | outputs match |"
+    rule += "---:|---|---|"
+    rows = [head, rule]
+    speedups = []
+    for result in results:
+        p50 = result["p50_ms"]
+        speedup = p50["original"]["median"] / p50["runtime_ort"]["median"]
+        speedups.append(speedup)
+        row = f"| {result['model']} | {cell(p50['original'])} | {cell(p50['runtime_ort'])} | {speedup:.2f} |"
+        if portable:
+            row += f" {cell(p50['portable'])} |"
+        nodes = result["ort_nodes"]
+        written = ", ".join(f"{op.split('::')[-1]} ×{count}" for op, count in sorted(result["lowered"].items())) or "—"
+        row += f" {nodes['original']} → {nodes['runtime_ort']} | {written} | {'yes' if all(result['matches'].values()) else 'NO'} |"
+        rows.append(row)
+    geomean = float(np.exp(np.mean(np.log(speedups)))) if speedups else float("nan")
+    return "\n".join(rows) + f"\n\n- geometric mean speed-up: {geomean:.3f} over {len(speedups)} models (min {min(speedups):.2f})\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_corpus_arguments(parser, rounds=3)
+    parser.add_argument("--binary", type=Path, default=DEFAULT_BINARY)
+    parser.add_argument("--portable-side", action="store_true", help="also time ORT on the plain -O3 file")
+    args = parser.parse_args()
+    results = []
+    for entry in corpus_models(args):
+        with tempfile.TemporaryDirectory(prefix="fusionopt-ort-") as name:
+            work = Path(name)
+            for side in ("original", "runtime_ort", "portable"):
+                (work / side).mkdir()
+            result = measure_model(entry, args, work)
+        results.append(result)
+        p50 = result["p50_ms"]
+        print(f"{entry.name}: {p50['original']['median'] / p50['runtime_ort']['median']:.2f}x, "
+              f"matches {result['matches']}", file=sys.stderr)
+    write_report(markdown(results, args.portable_side), results, args)
+    if not all(all(result["matches"].values()) for result in results):
+        sys.exit("error: an optimized model's outputs differ from ORT on the original")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+// lower-for-ort (`fusionopt optimize --runtime ort`): the fused groups ONNX Runtime has a
+// kernel for, written as that kernel, so that ORT runs them fused instead of inlining our
+// functions back into their ops. It runs after the pipeline has made its decisions and changes
+// none of them; it only picks how each group is spelled.
+//
+//   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)   →   %q, %k, %v = Split(%qkv, %sizes) {axis: -1}
+//                                                                %ctx = com.microsoft::MultiHeadAttention(%q, %k, %v,
+//                                                                   , , %bias) {num_heads, scale}
+//   %y, %sum = ai.fusionopt::FusedAddLayerNorm(%a, %b, %g, %be)   →   com.microsoft::SkipLayerNormalization
+//   %y, %sum = ai.fusionopt::FusedAddRMSNorm(%a, %b, %g)          →   com.microsoft::SkipSimplifiedLayerNormalization
+//   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and
+//   its GELU written as com.microsoft::BiasGelu (erf, after a bias Add), Gelu (erf) or FastGelu
+//   (tanh, with its bias Add when there is one); the rest of the group's ops stay standard ops.
+//
+// Every attribute ORT needs is derived from the recognised body (patterns/attention.h,
+// patterns/composite.h), never guessed: heads and head size from the head split's constant
+// target, the scale from every constant the pattern multiplies the scores by, the mask from its
+// kind (an additive mask as attention_bias; a Where mask with the float32 minimum as its fill as
+// the additive bias Where(cond, 0, fill), written once per condition), the epsilon from the norm.
+//
+// Limits: float32 only (ORT's CPU contrib kernels); attention needs Q, K and V split into heads
+// inside the group from [B,S,H·D] values, no rotary embedding or grouped-query repeat, the head
+// merge back to [B,S,H·D] inside, and a mask of shape [B|1, H|1, Sq, Sk] (ORT's attention_bias does
+// not broadcast over the queries) or none. A group that does not qualify stays an ai.fusionopt function,
+// which ORT inlines; the report says why for each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/status.h"
+
+namespace fusionopt::passes {
+
+inline constexpr const char* kOrtDomain = "com.microsoft";
+
+struct OrtLowering {
+  std::string node;      // the fused call (or, for a GELU, the group it was inlined from)
+  std::string function;  // its ai.fusionopt function
+  std::string written;   // what ORT runs now: "com.microsoft::MultiHeadAttention", ...
+};
+
+struct OrtKeptGroup {
+  std::string node;
+  std::string function;
+  std::string reason;  // why it stays a function ORT inlines
+};
+
+struct OrtLoweringReport {
+  std::vector<OrtLowering> lowered;
+  std::vector<OrtKeptGroup> kept;
+};
+
+// Rewrites `model`'s main graph in place and imports the com.microsoft domain when it wrote an
+// op of it. Functions no call uses any more are removed.
+Result<OrtLoweringReport> LowerForOrt(Model& model);
+
+std::string OrtLoweringToJson(const OrtLoweringReport& report);
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,166 @@
+// lower-for-ort (`--runtime ort`, passes/lower_for_ort.h): the groups -O3 forms, written as
+// ONNX Runtime's contrib kernels with the attributes their pattern gives — a GELU epilogue as
+// BiasGelu or FastGelu after its MatMul, a residual LayerNorm as SkipLayerNormalization with
+// its epsilon and both results — and what stays a function, with its reason. Attention, on
+// every exporter form, and the numbers against ORT: tests/python/test_runtime_ort.py.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "pass_test_support.h"
+#include "passes/lower_for_ort.h"
+#include "passes/pipeline.h"
+
+namespace fusionopt {
+namespace {
+
+using pass_test::OpTypes;
+using pass_test::ParseInferred;
+
+std::string Header() { return "ir_version 8\nopset \"\" 17\n"; }
+
+std::string Weights() {
+  std::string values;
+  for (int i = 0; i < 8 * 16; ++i) values += (i ? ", " : "") + std::to_string(((i * 7) % 13 - 6) / 8.0);
+  return values;
+}
+
+// A BERT / GPT-2 feed-forward input projection: MatMul, bias Add, then GELU as the exporters
+// decompose it (`form` "erf" or "tanh"), in `dtype`.
+std::string Projection(const std::string& form, const std::string& dtype = "float") {
+  const std::string gelu =
+      form == "erf" ? R"(
+  %scaled = Div(%h, %sqrt2) @div
+  %erf = Erf(%scaled) @erf
+  %one_plus = Add(%erf, %one) @add_one
+  %half_x = Mul(%h, %half) @mul_half
+  %y = Mul(%half_x, %one_plus) @mul
+)"
+                    : R"(
+  %cube = Pow(%h, %three) @pow
+  %inner = Mul(%cube, %coeff) @mul_coeff
+  %sum = Add(%h, %inner) @add_inner
+  %arg = Mul(%sum, %root) @mul_root
+  %tanh = Tanh(%arg) @tanh
+  %one_plus = Add(%tanh, %one) @add_one
+  %half_x = Mul(%h, %half) @mul_half
+  %y = Mul(%half_x, %one_plus) @mul
+)";
+  return Header() + "graph main (" + dtype + "[N,4,8] %x) -> (" + dtype + "[N,4,16] %y)\n" +
+         "  init " + dtype + "[8,16] %w = [" + Weights() + "]\n" +
+         "  init " + dtype + "[16] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2, 0.5, -0.5, 0.25, 0, 1, -1, 2, -2]\n" +
+         "  init " + dtype + "[] %sqrt2 = [1.4142135]\n  init " + dtype + "[] %one = [1.0]\n  init " + dtype +
+         "[] %half = [0.5]\n  init " + dtype + "[] %three = [3.0]\n  init " + dtype + "[] %coeff = [0.044715]\n" +
+         "  init " + dtype + "[] %root = [0.7978846]\n{\n  %m = MatMul(%x, %w) @matmul\n  %h = Add(%m, %b) @bias\n" +
+         gelu + "}\n";
+}
+
+std::unique_ptr<Model> OptimizedAtO3(const std::string& text) {
+  auto model = ParseInferred(text);
+  passes::PipelineOptions options;
+  options.level = 3;
+  REQUIRE(passes::RunPipeline(*model, options).ok());
+  return model;
+}
+
+bool Has(const std::vector<std::string>& ops, const std::string& op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
+
+const Node& Only(const Graph& graph, const std::string& op) {
+  const Node* found = nullptr;
+  for (const auto& node : graph.nodes()) {
+    if (node->op_type() == op) {
+      REQUIRE(found == nullptr);
+      found = node.get();
+    }
+  }
+  REQUIRE(found != nullptr);
+  return *found;
+}
+
+}  // namespace
+
+TEST_CASE("lower-for-ort: an erf GELU epilogue becomes MatMul then BiasGelu", "[passes][ort]") {
+  auto model = OptimizedAtO3(Projection("erf"));
+  REQUIRE(Has(OpTypes(*model->graph), "ai.fusionopt::FusedMatMulAddGelu"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "com.microsoft::BiasGelu");
+  CHECK(report->lowered[0].function == "ai.fusionopt::FusedMatMulAddGelu");
+  CHECK(OpTypes(*model->graph) == std::vector<std::string>{"MatMul", "com.microsoft::BiasGelu"});
+  const Node& gelu = Only(*model->graph, "BiasGelu");
+  CHECK(gelu.input(0)->producer()->op_type() == "MatMul");
+  CHECK(gelu.input(1)->name() == "b");  // the bias initializer itself
+  CHECK(gelu.output(0)->name() == "y");
+  CHECK(model->functions.empty());
+  CHECK(model->OpsetFor("com.microsoft") == 1);
+}
+
+TEST_CASE("lower-for-ort: a tanh GELU epilogue becomes FastGelu with its bias", "[passes][ort]") {
+  auto model = OptimizedAtO3(Projection("tanh"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "com.microsoft::FastGelu");
+  const Node& gelu = Only(*model->graph, "FastGelu");
+  CHECK(gelu.inputs().size() == 2);
+  CHECK(gelu.input(1)->name() == "b");
+  // The scalars the GELU read went with it.
+  for (const auto& node : model->graph->nodes()) CHECK(node->op_type() != "Constant");
+}
+
+TEST_CASE("lower-for-ort: a residual LayerNorm becomes SkipLayerNormalization with both results", "[passes][ort]") {
+  auto model = OptimizedAtO3(Header() + R"(graph main (float[N,4,8] %h, float[N,4,8] %w) -> (float[N,4,8] %out)
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+{
+  %proj = Mul(%h, %w) @proj
+  %sum = Add(%proj, %h) @residual
+  %ln = LayerNormalization(%sum, %g, %be) {axis: -1, epsilon: 1e-05} @ln
+  %out = Add(%sum, %ln) @residual_2
+}
+)");
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "com.microsoft::SkipLayerNormalization");
+  const Node& skip = Only(*model->graph, "SkipLayerNormalization");
+  CHECK(skip.domain() == "com.microsoft");
+  CHECK(skip.inputs().size() == 4);
+  CHECK(skip.input(2)->name() == "g");
+  CHECK(skip.input(3)->name() == "be");
+  CHECK(skip.GetFloat("epsilon", 0) == Approx(1e-5));
+  REQUIRE(skip.outputs().size() == 4);
+  CHECK(skip.output(0)->name() == "ln");
+  CHECK(skip.output(1) == nullptr);
+  CHECK(skip.output(3)->name() == "sum");  // the residual stream, read on by residual_2
+}
+
+TEST_CASE("lower-for-ort: groups ORT has no kernel for, and fp16, stay functions with a reason", "[passes][ort]") {
+  auto half = OptimizedAtO3(Projection("erf", "float16"));
+  auto report = passes::LowerForOrt(*half);
+  REQUIRE(report.ok());
+  CHECK(report->lowered.empty());
+  REQUIRE_FALSE(report->kept.empty());
+  for (const passes::OrtKeptGroup& kept : report->kept) CHECK_FALSE(kept.reason.empty());
+  CHECK_FALSE(half->OpsetFor("com.microsoft").has_value());
+  for (const auto& node : half->graph->nodes()) CHECK(node->domain() != "com.microsoft");
+
+  auto plain = OptimizedAtO3(Header() + R"(graph main (float[N,8] %x, float[N,8] %z) -> (float[N,8] %y)
+{
+  %s = Mul(%x, %z) @mul
+  %t = Add(%s, %x) @add
+  %y = Relu(%t) @relu
+}
+)");
+  const std::vector<std::string> before = OpTypes(*plain->graph);
+  auto kept = passes::LowerForOrt(*plain);
+  REQUIRE(kept.ok());
+  CHECK(kept->lowered.empty());
+  REQUIRE(kept->kept.size() == 1);
+  CHECK(kept->kept[0].reason == "ORT has no kernel for this group (it inlines the function)");
+  CHECK(OpTypes(*plain->graph) == before);
+  CHECK(plain->functions.size() == 1);
+}
+
+}  // namespace fusionopt
