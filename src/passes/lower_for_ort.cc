@@ -24,10 +24,11 @@ namespace {
 struct Outcome {
   std::string written;
   std::string kept_because;
+  std::string absorbed;  // a fused call before this one that the written kernel took in
 };
 
-Outcome Written(std::string op) { return {std::move(op), {}}; }
-Outcome Kept(std::string reason) { return {{}, std::move(reason)}; }
+Outcome Written(std::string op, std::string absorbed = {}) { return {std::move(op), {}, std::move(absorbed)}; }
+Outcome Kept(std::string reason) { return {{}, std::move(reason), {}}; }
 
 Attribute IntAttribute(std::string name, int64_t value) {
   Attribute attribute;
@@ -126,6 +127,7 @@ class AttentionLowering {
 
   Outcome Run() {
     if (std::string why = WhyNot(); !why.empty()) return Kept(why);
+    if (projection_ != nullptr) return WriteAttentionWithProjection();
     std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
     if (mask_ != nullptr) inputs.push_back(mask_);
     const std::string name = graph_.UniqueNodeName(call_.name() + "/MultiHeadAttention");
@@ -165,11 +167,82 @@ class AttentionLowering {
     if (std::string why = ResolveOperands(); !why.empty()) return why;
     if (std::string why = ResolveMerge(); !why.empty()) return why;
     if (std::string why = ResolveHeads(); !why.empty()) return why;
+    FindProjection();
     if (std::string why = ResolveMask(); !why.empty()) return why;
     scale_ = attention_.q.prescale * attention_.k.prescale;
     if (attention_.scale) scale_ *= attention_.scale_divides ? 1.0 / *attention_.scale : *attention_.scale;
     if (!std::isfinite(scale_) || scale_ == 0) return "the scale is not a finite non-zero number";
     return {};
+  }
+
+  // Attention(x, W, b[, , , bias]): the projection's MatMul and bias Add and the attention in
+  // one kernel, which packs W once when ORT creates the session.
+  Outcome WriteAttentionWithProjection() {
+    const std::string absorbed = projection_->name();
+    std::vector<Value*> inputs = {projection_x_, projection_w_, projection_b_};
+    if (mask_ != nullptr) inputs.insert(inputs.end(), {nullptr, nullptr, mask_});
+    Node* lowered = graph_.CreateNode("Attention", kOrtDomain, inputs, {nullptr},
+                                      graph_.UniqueNodeName(call_.name() + "/Attention"));
+    lowered->SetAttribute(IntAttribute("num_heads", heads_));
+    lowered->SetAttribute(FloatAttribute("scale", scale_));
+    graph_.MoveBefore(lowered, &call_);
+    Value* result = call_.output(static_cast<size_t>(attention_.result_output));
+    if (merge_target_ == nullptr) {
+      graph_.TransferProducer(result, lowered, 0);
+    } else {
+      Value* context = graph_.CreateValue(graph_.UniqueName(call_.name() + "_context"));
+      context->type().dtype = DataType::kFloat;
+      context->type().shape = Shape{*DimOf(projection_x_, 0), *DimOf(projection_x_, 1), *DimOf(query_, 2)};
+      graph_.TransferProducer(context, lowered, 0);
+      Node* reshape = graph_.CreateNode("Reshape", "", {context, merge_target_}, {nullptr},
+                                        graph_.UniqueNodeName(call_.name() + "/merge"));
+      graph_.MoveBefore(reshape, &call_);
+      graph_.TransferProducer(result, reshape, 0);
+    }
+    graph_.RemoveNode(&call_);  // the Split written for Q, K and V, and the projection, are left unread
+    return Written(std::string(kOrtDomain) + "::Attention", absorbed);
+  }
+
+  // The combined Q, K, V projection as ORT's Attention takes it: an ai.fusionopt call whose
+  // body is MatMul(x, W) + b, W a [D_in, 3·H·D] and b a [3·H·D] initializer, read by nothing
+  // but this attention, split into equal Q, K, V in that order.
+  void FindProjection() {
+    if (!attention_.combined || attention_.split_outputs != 3 || attention_.q.split_output != 0 ||
+        attention_.k.split_output != 1 || attention_.v.split_output != 2) {
+      return;
+    }
+    Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
+    Node* producer = combined->producer();
+    if (producer == nullptr || producer->domain() != kFusionDomain || combined->is_graph_output()) return;
+    for (const Use& use : combined->uses()) {
+      if (use.node != &call_ && use.node != split_) return;
+    }
+    const Function* function = model_.FindFunction(producer->domain(), producer->op_type());
+    if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return;
+    const Node& matmul = *function->body->nodes().front();
+    const Node& add = *function->body->nodes().back();
+    if (matmul.op_type() != "MatMul" || add.op_type() != "Add" || !matmul.domain().empty() || !add.domain().empty()) return;
+    auto formal = [&](const Value* value) {
+      const auto& inputs = function->body->inputs();
+      auto it = std::find(inputs.begin(), inputs.end(), value);
+      return it == inputs.end() ? nullptr : producer->input(static_cast<size_t>(it - inputs.begin()));
+    };
+    const Value* product = matmul.output(0);
+    const Value* bias_formal = add.input(0) == product ? add.input(1) : add.input(1) == product ? add.input(0) : nullptr;
+    Value* x = formal(matmul.input(0));
+    Value* w = formal(matmul.input(1));
+    Value* b = bias_formal != nullptr ? formal(bias_formal) : nullptr;
+    const int64_t width = 3 * heads_ * (DimOf(query_, 2) ? DimOf(query_, 2)->value / heads_ : 0);
+    if (!IsFloat32(x) || !x->shape() || x->shape()->size() != 3 || w == nullptr || b == nullptr) return;
+    if (w->initializer() == nullptr || b->initializer() == nullptr || w->initializer()->dims().size() != 2 ||
+        w->initializer()->dims()[1] != width || b->initializer()->dims() != std::vector<int64_t>{width}) {
+      return;
+    }
+    if (!SameDim(*DimOf(key_, 2), *DimOf(query_, 2)) || !SameDim(*DimOf(value_, 2), *DimOf(query_, 2))) return;
+    projection_ = producer;
+    projection_x_ = x;
+    projection_w_ = w;
+    projection_b_ = b;
   }
 
   // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2
@@ -270,6 +343,7 @@ class AttentionLowering {
       pieces.push_back(piece);
     }
     Node* split = graph_.CreateNode("Split", "", inputs, pieces, graph_.UniqueNodeName(call_.name() + "/Split"));
+    split_ = split;
     split->SetAttribute(IntAttribute("axis", -1));
     if (opset < 13) {
       Attribute attribute;
@@ -330,7 +404,9 @@ class AttentionLowering {
       graph_.MoveBefore(created, &call_);
       return created;
     };
-    Node* rows = node("Shape", {query_}, "_query_rows", DataType::kInt64, {Dim::Known(1)});
+    // The rows from the projection's input when the Split goes away with it.
+    Node* rows = node("Shape", {projection_ != nullptr ? projection_x_ : query_}, "_query_rows", DataType::kInt64,
+                      {Dim::Known(1)});
     rows->SetAttribute(IntAttribute("start", 1));
     rows->SetAttribute(IntAttribute("end", 2));
     Node* target = node("Concat", {ints({1, 1}, "_ones"), rows->output(0), ints({1}, "_one")}, "_bias_shape",
@@ -386,6 +462,11 @@ class AttentionLowering {
   Value* value_ = nullptr;
   Value* mask_ = nullptr;
   Value* merge_target_ = nullptr;
+  Node* split_ = nullptr;       // the Split written for a combined projection
+  Node* projection_ = nullptr;  // the fused MatMul + bias that ORT's Attention takes in
+  Value* projection_x_ = nullptr;
+  Value* projection_w_ = nullptr;
+  Value* projection_b_ = nullptr;
   int64_t heads_ = 0;
   double scale_ = 1.0;
 };
@@ -542,8 +623,13 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
   for (Node* call : calls) {
     const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
     Outcome outcome = LowerCall(model, graph, *call, attention_biases, gelus);
+    if (!outcome.absorbed.empty()) {
+      std::erase_if(report.kept, [&](const OrtKeptGroup& kept) { return kept.node == outcome.absorbed; });
+    }
     if (!outcome.written.empty()) {
-      report.lowered.push_back({name, function, outcome.written});
+      std::vector<std::string> absorbed;
+      if (!outcome.absorbed.empty()) absorbed.push_back(outcome.absorbed);
+      report.lowered.push_back({name, function, outcome.written, std::move(absorbed)});
     } else if (!outcome.kept_because.empty()) {
       report.kept.push_back({name, function, outcome.kept_because});
     }
@@ -557,7 +643,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     if (written.empty()) {
       report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU is not float32"});
     } else {
-      report.lowered.push_back({gelu.node, gelu.function, written});
+      report.lowered.push_back({gelu.node, gelu.function, written, {}});
     }
   }
   RemoveLeftovers(graph);
@@ -573,7 +659,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
 std::string OrtLoweringToJson(const OrtLoweringReport& report) {
   nlohmann::ordered_json lowered = nlohmann::ordered_json::array(), kept = nlohmann::ordered_json::array();
   for (const OrtLowering& one : report.lowered) {
-    lowered.push_back({{"node", one.node}, {"function", one.function}, {"written", one.written}});
+    lowered.push_back({{"node", one.node}, {"function", one.function}, {"written", one.written}, {"absorbed", one.absorbed}});
   }
   for (const OrtKeptGroup& one : report.kept) {
     kept.push_back({{"node", one.node}, {"function", one.function}, {"reason", one.reason}});

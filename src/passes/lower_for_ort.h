@@ -3,6 +3,8 @@
 // functions back into their ops. It runs after the pipeline has made its decisions and changes
 // none of them; it only picks how each group is spelled.
 //
+//   %qkv = ai.fusionopt::FusedMatMulAdd(%x, %W, %b)             →   %ctx = com.microsoft::Attention(%x, %W, %b, , , %bias)
+//   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)            {num_heads, scale}  (W, b initializers; ORT packs W)
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)   →   %q, %k, %v = Split(%qkv, %sizes) {axis: -1}
 //                                                                %ctx = com.microsoft::MultiHeadAttention(%q, %k, %v,
 //                                                                   , , %bias) {num_heads, scale}
@@ -39,6 +41,7 @@ struct OrtLowering {
   std::string node;      // the fused call (or, for a GELU, the group it was inlined from)
   std::string function;  // its ai.fusionopt function
   std::string written;   // what ORT runs now: "com.microsoft::MultiHeadAttention", ...
+  std::vector<std::string> absorbed;  // earlier fused calls the same kernel took in (Attention's projection)
 };
 
 struct OrtKeptGroup {

@@ -7,7 +7,8 @@ Per fixture:
 - ORT on it equals ORT on the original at each level (fp32: rtol 1e-3, atol 1e-4; fp16 as in
   test_real_exports);
 - exactly the ORT kernels its form allows are written (EXPECTED_WRITTEN): attention as
-  MultiHeadAttention where Q, K and V are split into heads inside the group, GELU epilogues as
+  Attention with its QKV projection where that is one fused MatMul + bias on initializers, else
+  MultiHeadAttention where Q, K and V are split into heads inside the group; GELU epilogues as
   BiasGelu / FastGelu, residual norms as SkipLayerNormalization; nothing for rotary attention,
   fp16 or CNNs, and the report says why for each group it kept;
 - ORT runs fewer nodes on it than on the original where anything was written.
@@ -36,31 +37,31 @@ FP16_TOLERANCE = (2e-2, 4e-3)
 # missing here writes none: LLaMA-family attention has rotary embedding (MultiHeadAttention has
 # none), fp16 stays portable (ORT's CPU contrib kernels are float32), CNNs have no such groups.
 EXPECTED_WRITTEN = {
-    "bert_dynamo18_eager": {"BiasGelu": 2, "MultiHeadAttention": 2},
-    "bert_dynamo18_sdpa": {"BiasGelu": 2, "MultiHeadAttention": 2},
+    "bert_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
+    "bert_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
     "bert_dynamo23_sdpa": {"BiasGelu": 2},
     "bert_torchscript17_eager": {"BiasGelu": 2, "SkipLayerNormalization": 4},
     "bert_torchscript17_sdpa": {"BiasGelu": 2, "SkipLayerNormalization": 4},
-    "clip_vision_dynamo18_sdpa": {"MultiHeadAttention": 2},
+    "clip_vision_dynamo18_sdpa": {"Attention": 2},
     "convnext_dynamo18": {"BiasGelu": 4},
-    "distilbert_dynamo18_eager": {"BiasGelu": 2, "MultiHeadAttention": 2},
-    "distilbert_dynamo18_sdpa": {"BiasGelu": 2, "MultiHeadAttention": 2},
+    "distilbert_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
+    "distilbert_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
     "gpt2_dynamo18_eager": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 4},
     "gpt2_dynamo18_sdpa": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 4},
     "gpt2_dynamo23_sdpa": {"FastGelu": 2, "SkipLayerNormalization": 4},
     "gpt2_torchscript17_eager": {"FastGelu": 2, "SkipLayerNormalization": 3},
     "gpt2_torchscript17_sdpa": {"FastGelu": 2, "SkipLayerNormalization": 3},
-    "roberta_dynamo18_eager": {"BiasGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 1},
-    "roberta_dynamo18_sdpa": {"BiasGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 1},
-    "swin_dynamo18_eager": {"BiasGelu": 3, "MultiHeadAttention": 3, "SkipLayerNormalization": 3},
+    "roberta_dynamo18_eager": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
+    "roberta_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
+    "swin_dynamo18_eager": {"BiasGelu": 3, "Attention": 3, "SkipLayerNormalization": 3},
     "t5_encoder_dynamo18_sdpa": {"MultiHeadAttention": 2},
-    "vit_dynamo18_eager": {"BiasGelu": 2, "MultiHeadAttention": 2},
-    "vit_dynamo18_sdpa": {"BiasGelu": 2, "MultiHeadAttention": 2},
-    "vit_torchscript17_sdpa": {"BiasGelu": 2, "MultiHeadAttention": 2},
+    "vit_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
+    "vit_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
+    "vit_torchscript17_sdpa": {"BiasGelu": 2, "Attention": 2},
     "vit_torchvision_dynamo18": {"BiasGelu": 2},
     "vit_torchvision_torchscript17": {"BiasGelu": 2},
-    "whisper_encoder_dynamo18_eager": {"BiasGelu": 2, "Gelu": 2, "MultiHeadAttention": 2},
-    "whisper_encoder_dynamo18_sdpa": {"BiasGelu": 2, "Gelu": 2, "MultiHeadAttention": 2},
+    "whisper_encoder_dynamo18_eager": {"BiasGelu": 2, "Gelu": 2, "Attention": 2},
+    "whisper_encoder_dynamo18_sdpa": {"BiasGelu": 2, "Gelu": 2, "Attention": 2},
 }
 
 
@@ -124,16 +125,31 @@ def entry_named(name):
 
 
 def test_attention_attributes_come_from_the_pattern(fusionopt, tmp_path):
-    """BERT's fixture: 4 heads of 8 (hidden 32), sdpa's scale 1/sqrt(8) split as sqrt over Q and K,
+    """BERT's fixture: the combined QKV projection taken into ORT's Attention (its [32, 96] weights
+    and [96] bias initializers), 4 heads of 8, sdpa's scale 1/sqrt(8) split as sqrt over Q and K,
     and the extended mask as attention_bias."""
-    out, _ = optimize_for_ort(fusionopt, entry_named("bert_dynamo18_sdpa"), tmp_path)
-    attention = [node for node in onnx.load(str(out)).graph.node if node.op_type == "MultiHeadAttention"]
+    out, lowering = optimize_for_ort(fusionopt, entry_named("bert_dynamo18_sdpa"), tmp_path)
+    model = onnx.load(str(out))
+    initializers = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    attention = [node for node in model.graph.node if node.op_type == "Attention"]
     assert len(attention) == 2
     for node in attention:
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         assert attributes["num_heads"] == 4
         assert attributes["scale"] == pytest.approx(1 / np.sqrt(8), rel=1e-6)
         assert len(node.input) == 6 and node.input[5]  # attention_bias
+        assert initializers[node.input[1]] == [32, 96] and initializers[node.input[2]] == [96]
+    absorbed = [one["absorbed"] for one in lowering["lowered"] if one["written"] == "com.microsoft::Attention"]
+    assert len(absorbed) == 2 and all(len(names) == 1 and names[0].startswith("FusedMatMulAdd") for names in absorbed)
+    assert not [one for one in lowering["kept"] if one["node"] in {names[0] for names in absorbed}]
+
+
+def test_a_projection_on_rank_2_values_keeps_multi_head_attention(fusionopt, tmp_path):
+    """GPT-2's Conv1D projects [B*S, D] rows, which ORT's Attention cannot take: the Split Q, K, V
+    go to MultiHeadAttention, and the context is reshaped back to the rows the next Gemm reads."""
+    out, _ = optimize_for_ort(fusionopt, entry_named("gpt2_dynamo18_sdpa"), tmp_path)
+    ops = collections.Counter(node.op_type for node in onnx.load(str(out)).graph.node)
+    assert ops["MultiHeadAttention"] == 2 and ops["Attention"] == 0
 
 
 def test_kept_groups_say_why(fusionopt, tmp_path):
