@@ -175,3 +175,16 @@ def test_runtime_must_be_known_and_excludes_emit_cuda(fusionopt, tmp_path):
                               tmp_path / "out.onnx")
     assert rc == 2 and "--emit-cuda" in stderr
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_the_docs_example_optimizes_runs_and_compares(fusionopt_bin, tmp_path):
+    """docs/examples/optimize_for_ort.py, as docs/ort.md shows it, on BERT's fixture."""
+    import subprocess
+    model = entry_named("bert_dynamo18_sdpa").path
+    done = subprocess.run([sys.executable, str(lib.REPO_ROOT / "docs" / "examples" / "optimize_for_ort.py"), str(model),
+                           str(tmp_path / "bert.ort.onnx"), "--fusionopt", str(fusionopt_bin)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "outputs match; onnxruntime p50: original" in done.stdout
+    ops = {node.op_type for node in onnx.load(str(tmp_path / "bert.ort.onnx")).graph.node}
+    assert {"Attention", "BiasGelu"} <= ops

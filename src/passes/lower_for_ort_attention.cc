@@ -1,0 +1,407 @@
+// lower-for-ort, attention: a FusedAttention call as com.microsoft Attention (taking in the
+// fused QKV projection before it) or MultiHeadAttention; see lower_for_ort.h for the rewrite
+// and its limits.
+#include <algorithm>
+#include <cmath>
+
+#include "ir/op_class.h"
+#include "passes/lower_for_ort.h"
+#include "passes/lower_for_ort_support.h"
+
+namespace fusionopt::passes::ort_lowering {
+namespace {
+
+// The known trailing entries of a Reshape target part: its constants; or, for a target read at
+// run time, the call's argument when it is a constant, or the constant tail of the Concat that
+// computes it (exporters concatenate Shape dims with the constant [H], [D]).
+std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call) {
+  if (part.kind == ShapePartMatch::Kind::kConstant) return part.constant;
+  if (part.kind != ShapePartMatch::Kind::kValues || part.input < 0) return {};
+  const Value* argument = call.input(static_cast<size_t>(part.input));
+  if (std::optional<std::vector<int64_t>> whole = Int64Constant(argument)) return *whole;
+  const Node* concat = argument != nullptr ? argument->producer() : nullptr;
+  if (concat == nullptr || concat->op_type() != "Concat" || !concat->domain().empty()) return {};
+  std::vector<int64_t> tail;
+  for (auto input = concat->inputs().rbegin(); input != concat->inputs().rend(); ++input) {
+    std::optional<std::vector<int64_t>> values = Int64Constant(*input);
+    if (!values) break;
+    tail.insert(tail.begin(), values->begin(), values->end());
+  }
+  return tail;
+}
+
+// The trailing [H, D] of a head split's target where it is known; H may be -1 (inferred from
+// the width by Reshape, as the dynamo exporter writes it).
+std::optional<std::pair<int64_t, int64_t>> HeadsAndSize(const AttentionReshape& split, const Node& call) {
+  std::vector<int64_t> trailing;
+  for (auto part = split.parts.rbegin(); part != split.parts.rend() && trailing.size() < 2; ++part) {
+    std::vector<int64_t> tail = KnownTail(*part, call);
+    trailing.insert(trailing.begin(), tail.begin(), tail.end());
+    const bool whole = part->kind == ShapePartMatch::Kind::kConstant ||
+                       (part->input >= 0 && Int64Constant(call.input(static_cast<size_t>(part->input))).has_value());
+    if (!whole) break;  // only partly known: the parts before it do not line up with the dims
+  }
+  if (trailing.size() < 2) return std::nullopt;
+  const int64_t heads = trailing[trailing.size() - 2], size = trailing.back();
+  if ((heads <= 0 && heads != -1) || size <= 0) return std::nullopt;
+  return std::make_pair(heads, size);
+}
+
+// Why MultiHeadAttention cannot take this operand as [B,S,H·D] (empty when it can).
+std::string WhyNotBsd(const AttentionOperand& operand, const char* which) {
+  const std::string name(which);
+  if (operand.layout != HeadLayout::kSplitHeads || !operand.split) return name + " is not split into heads inside the group";
+  if (operand.rotary) return name + " has rotary embedding (MultiHeadAttention has none)";
+  if (operand.repeat) return name + " is repeated for grouped-query attention";
+  return {};
+}
+
+class AttentionLowering {
+ public:
+  // `biases`: the additive bias already written for a boolean mask, shared by every layer
+  // that reads the same condition.
+  AttentionLowering(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
+                    std::map<Value*, Value*>& biases)
+      : model_(model), graph_(graph), call_(call), attention_(attention), biases_(biases) {}
+
+  Outcome Run() {
+    if (std::string why = WhyNot(); !why.empty()) return Kept(why);
+    if (projection_ != nullptr) return WriteAttentionWithProjection();
+    std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
+    if (mask_ != nullptr) inputs.push_back(mask_);
+    ReplaceCallBy("MultiHeadAttention", inputs);
+    return Written(std::string(kOrtDomain) + "::MultiHeadAttention");
+  }
+
+ private:
+  std::string WhyNot() {
+    if (attention_.op) return "the core is a standard Attention node";
+    if (call_.outputs().size() != 1) return "the group has more than one result";
+    if (!IsFloat32(call_.output(0))) return "not float32 (ORT's CPU MultiHeadAttention)";
+    for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
+      if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
+    }
+    if (attention_.merge_perm != std::vector<int64_t>{0, 2, 1, 3} || !attention_.merge) {
+      return "the heads are not merged back to [B,S,H*D] inside the group";
+    }
+    if (attention_.softmax_axis != -1 && attention_.softmax_axis != 3) return "the softmax is not over the keys";
+    if (std::string why = ResolveOperands(); !why.empty()) return why;
+    if (std::string why = ResolveMerge(); !why.empty()) return why;
+    if (std::string why = ResolveHeads(); !why.empty()) return why;
+    FindProjection();
+    if (std::string why = ResolveMask(); !why.empty()) return why;
+    scale_ = attention_.q.prescale * attention_.k.prescale;
+    if (attention_.scale) scale_ *= attention_.scale_divides ? 1.0 / *attention_.scale : *attention_.scale;
+    if (!std::isfinite(scale_) || scale_ == 0) return "the scale is not a finite non-zero number";
+    return {};
+  }
+
+  // Attention(x, W, b[, , , bias]): the projection's MatMul and bias Add and the attention in
+  // one kernel, which packs W once when ORT creates the session.
+  Outcome WriteAttentionWithProjection() {
+    const std::string absorbed = projection_->name();
+    std::vector<Value*> inputs = {projection_x_, projection_w_, projection_b_};
+    if (mask_ != nullptr) inputs.insert(inputs.end(), {nullptr, nullptr, mask_});
+    ReplaceCallBy("Attention", inputs);  // the Split written for Q, K and V, and the projection, are left unread
+    return Written(std::string(kOrtDomain) + "::Attention", absorbed);
+  }
+
+  // `op` (num_heads, scale) in the call's place, writing its [B,S,H·D] result; where the group
+  // merged the heads straight to [B·S, H·D] (GPT-2's Conv1D reads 2-D), through a Reshape to
+  // the target the group computed.
+  void ReplaceCallBy(const std::string& op, const std::vector<Value*>& inputs) {
+    Node* lowered = graph_.CreateNode(op, kOrtDomain, inputs, {nullptr}, graph_.UniqueNodeName(call_.name() + "/" + op));
+    lowered->SetAttribute(IntAttribute("num_heads", heads_));
+    lowered->SetAttribute(FloatAttribute("scale", scale_));
+    graph_.MoveBefore(lowered, &call_);
+    Value* result = call_.output(static_cast<size_t>(attention_.result_output));
+    if (merge_target_ == nullptr) {
+      graph_.TransferProducer(result, lowered, 0);
+    } else {
+      Value* context = graph_.CreateValue(graph_.UniqueName(call_.name() + "_context"));
+      context->type().dtype = DataType::kFloat;
+      context->type().shape = Shape{*DimOf(inputs[0], 0), *DimOf(inputs[0], 1), *DimOf(query_, 2)};
+      graph_.TransferProducer(context, lowered, 0);
+      Node* reshape = graph_.CreateNode("Reshape", "", {context, merge_target_}, {nullptr},
+                                        graph_.UniqueNodeName(call_.name() + "/merge"));
+      graph_.MoveBefore(reshape, &call_);
+      graph_.TransferProducer(result, reshape, 0);
+    }
+    graph_.RemoveNode(&call_);
+  }
+
+  // The combined Q, K, V projection as ORT's Attention takes it: an ai.fusionopt call whose
+  // body is MatMul(x, W) + b, W a [D_in, 3·H·D] and b a [3·H·D] initializer, read by nothing
+  // but this attention, split into equal Q, K, V in that order.
+  void FindProjection() {
+    if (!attention_.combined || attention_.split_outputs != 3 || attention_.q.split_output != 0 ||
+        attention_.k.split_output != 1 || attention_.v.split_output != 2) {
+      return;
+    }
+    Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
+    Node* producer = combined->producer();
+    if (producer == nullptr || producer->domain() != kFusionDomain || combined->is_graph_output()) return;
+    for (const Use& use : combined->uses()) {
+      if (use.node != &call_ && use.node != split_) return;
+    }
+    const Function* function = model_.FindFunction(producer->domain(), producer->op_type());
+    if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return;
+    const Node& matmul = *function->body->nodes().front();
+    const Node& add = *function->body->nodes().back();
+    if (matmul.op_type() != "MatMul" || add.op_type() != "Add" || !matmul.domain().empty() || !add.domain().empty()) return;
+    auto formal = [&](const Value* value) {
+      const auto& inputs = function->body->inputs();
+      auto it = std::find(inputs.begin(), inputs.end(), value);
+      return it == inputs.end() ? nullptr : producer->input(static_cast<size_t>(it - inputs.begin()));
+    };
+    const Value* product = matmul.output(0);
+    const Value* bias_formal = add.input(0) == product ? add.input(1) : add.input(1) == product ? add.input(0) : nullptr;
+    Value* x = formal(matmul.input(0));
+    Value* w = formal(matmul.input(1));
+    Value* b = bias_formal != nullptr ? formal(bias_formal) : nullptr;
+    const int64_t width = 3 * heads_ * (DimOf(query_, 2) ? DimOf(query_, 2)->value / heads_ : 0);
+    if (!IsFloat32(x) || !x->shape() || x->shape()->size() != 3 || w == nullptr || b == nullptr) return;
+    if (w->initializer() == nullptr || b->initializer() == nullptr || w->initializer()->dims().size() != 2 ||
+        w->initializer()->dims()[1] != width || b->initializer()->dims() != std::vector<int64_t>{width}) {
+      return;
+    }
+    if (!SameDim(*DimOf(key_, 2), *DimOf(query_, 2)) || !SameDim(*DimOf(value_, 2), *DimOf(query_, 2))) return;
+    projection_ = producer;
+    projection_x_ = x;
+    projection_w_ = w;
+    projection_b_ = b;
+  }
+
+  // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2
+  // here) gets a Reshape to the target it computed, which must then be one value or constants.
+  std::string ResolveMerge() {
+    const Value* result = call_.output(static_cast<size_t>(attention_.result_output));
+    if (result->shape() && result->shape()->size() == 3) return {};
+    if (!result->shape() || result->shape()->size() != 2) return "the merged context's rank is unknown or not 2 or 3";
+    const std::vector<AttentionShapePart>& parts = attention_.merge->parts;
+    if (parts.size() == 1 && parts[0].kind == ShapePartMatch::Kind::kValues && parts[0].input >= 0) {
+      merge_target_ = call_.input(static_cast<size_t>(parts[0].input));
+      return {};
+    }
+    std::vector<int64_t> constant;
+    for (const AttentionShapePart& part : parts) {
+      if (part.kind != ShapePartMatch::Kind::kConstant) return "the merge's target is computed inside the group";
+      constant.insert(constant.end(), part.constant.begin(), part.constant.end());
+    }
+    merge_target_ = AddInitializer(graph_, call_.name() + "_merge_shape",
+                                   std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
+                                       DataType::kInt64, {static_cast<int64_t>(constant.size())}, constant)));
+    return {};
+  }
+
+  // H from the head split's target: written there, or (written as -1) the operand's width over
+  // the head size. Q, K and V must agree.
+  std::string ResolveHeads() {
+    std::optional<int64_t> agreed;
+    for (auto [operand, value] : {std::pair{&attention_.q, query_}, {&attention_.k, key_}, {&attention_.v, value_}}) {
+      std::optional<std::pair<int64_t, int64_t>> split = HeadsAndSize(*operand->split, call_);
+      if (!split) return "the head size is not a constant of the head split";
+      int64_t heads = split->first;
+      const std::optional<Dim> width = DimOf(value, 2);
+      if (heads == -1) {
+        if (!width || !width->is_known() || width->value % split->second != 0) return "the heads are neither written nor implied by a known width";
+        heads = width->value / split->second;
+      } else if (width && width->is_known() && width->value != heads * split->second) {
+        return "the head split does not cover the operand's width";
+      }
+      if (agreed && *agreed != heads) return "Q, K and V differ in heads";
+      agreed = heads;
+    }
+    heads_ = *agreed;
+    return {};
+  }
+
+  // Q, K and V as [B,S,H·D] graph values: the call's arguments, or a Split of the combined
+  // projection written before the call.
+  std::string ResolveOperands() {
+    if (!attention_.combined) {
+      query_ = call_.input(static_cast<size_t>(attention_.q.input));
+      key_ = call_.input(static_cast<size_t>(attention_.k.input));
+      value_ = call_.input(static_cast<size_t>(attention_.v.input));
+    } else if (std::string why = SplitCombined(); !why.empty()) {
+      return why;
+    }
+    for (const Value* operand : {query_, key_, value_}) {
+      if (!IsFloat32(operand)) return "Q, K or V is not float32";
+      if (!operand->shape() || operand->shape()->size() != 3) return "Q, K or V is not a rank-3 [B,S,H*D] value";
+    }
+    return {};
+  }
+
+  std::string SplitCombined() {
+    Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
+    if (combined == nullptr || !combined->shape() || combined->shape()->size() != 3) return "the combined projection is not rank 3";
+    if (attention_.split_axis != -1 && attention_.split_axis != 2) return "the combined projection is not split on its last axis";
+    const int64_t opset = model_.OpsetFor("").value_or(0);
+    std::optional<std::vector<int64_t>> sizes;
+    Value* sizes_argument = attention_.split_sizes.input >= 0 ? call_.input(static_cast<size_t>(attention_.split_sizes.input)) : nullptr;
+    if (attention_.split_sizes.present()) {
+      sizes = attention_.split_sizes.constant != nullptr
+                  ? std::optional(std::vector<int64_t>(attention_.split_sizes.constant->values<int64_t>().begin(),
+                                                       attention_.split_sizes.constant->values<int64_t>().end()))
+                  : Int64Constant(sizes_argument);
+    } else if (!attention_.split_attribute.empty()) {
+      sizes = attention_.split_attribute;
+    } else if (const Dim width = (*combined->shape())[2]; width.is_known() && attention_.split_outputs > 0 &&
+                                                          width.value % attention_.split_outputs == 0) {
+      sizes = std::vector<int64_t>(static_cast<size_t>(attention_.split_outputs), width.value / attention_.split_outputs);
+    }
+    if (!sizes || static_cast<int>(sizes->size()) != attention_.split_outputs) return "the Split's sizes are not constants";
+    std::vector<Value*> inputs = {combined};
+    if (opset >= 13) {
+      inputs.push_back(sizes_argument != nullptr && Int64Constant(sizes_argument)
+                           ? sizes_argument
+                           : AddInitializer(graph_, call_.name() + "_split_sizes",
+                                            std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
+                                                DataType::kInt64, {static_cast<int64_t>(sizes->size())}, *sizes))));
+    }
+    std::vector<Value*> pieces;
+    for (int i = 0; i < attention_.split_outputs; ++i) {
+      Value* piece = graph_.CreateValue(graph_.UniqueName(call_.name() + "_qkv"));
+      piece->type().dtype = combined->dtype();
+      Shape shape = *combined->shape();
+      shape[2] = Dim::Known((*sizes)[static_cast<size_t>(i)]);
+      piece->type().shape = shape;
+      pieces.push_back(piece);
+    }
+    Node* split = graph_.CreateNode("Split", "", inputs, pieces, graph_.UniqueNodeName(call_.name() + "/Split"));
+    split_ = split;
+    split->SetAttribute(IntAttribute("axis", -1));
+    if (opset < 13) {
+      Attribute attribute;
+      attribute.name = "split";
+      attribute.kind = AttributeKind::kInts;
+      attribute.ints = *sizes;
+      split->SetAttribute(std::move(attribute));
+    }
+    graph_.MoveBefore(split, &call_);
+    query_ = pieces.at(static_cast<size_t>(attention_.q.split_output));
+    key_ = pieces.at(static_cast<size_t>(attention_.k.split_output));
+    value_ = pieces.at(static_cast<size_t>(attention_.v.split_output));
+    return {};
+  }
+
+  // MultiHeadAttention's attention_bias must be [B|1, H|1, Sq, Sk] exactly (ORT refuses a
+  // mask that broadcasts over the queries), so the last two dims are proven equal to Q's and
+  // K's sequence dims.
+  std::string ResolveMask() {
+    if (attention_.mask_kind == AttentionMaskKind::kNone) return {};
+    mask_ = ArgumentFor(graph_, call_, attention_.mask.input, attention_.mask.constant, call_.name() + "_mask");
+    if (mask_ == nullptr || !mask_->shape() || mask_->shape()->size() != 4) return "the mask is not rank 4";
+    if (attention_.mask_kind == AttentionMaskKind::kBoolean) {
+      if (std::string why = BiasFromCondition(); !why.empty()) return why;
+    }
+    if (!IsFloat32(mask_)) return "the additive mask is not float32";
+    const std::optional<Dim> sq = DimOf(query_, 1), sk = DimOf(key_, 1);
+    if (sq && sk && SameDim(*DimOf(mask_, 3), *sk) && *DimOf(mask_, 2) == Dim::Known(1) && !(*sq == Dim::Known(1))) {
+      ExpandOverQueries();  // BERT's extended mask [B,1,1,Sk]
+    }
+    const std::optional<Dim> mq = DimOf(mask_, 2), mk = DimOf(mask_, 3);
+    if (!sq || !sk || !SameDim(*mq, *sq) || !SameDim(*mk, *sk)) {
+      return "the additive mask is not provably [., ., Sq, Sk] (ORT's attention_bias does not broadcast there)";
+    }
+    const Dim heads = (*mask_->shape())[1];
+    if (!(heads.is_known() && (heads.value == 1 || heads.value == heads_))) return "the additive mask's head dim is not 1 or H";
+    return {};
+  }
+
+  // A mask the scores broadcast over the queries, expanded once to [., ., Sq, Sk] (ORT's
+  // attention_bias must have Sq rows): Expand(mask, Concat([1], [1], Shape(Q)[1:2], [1])),
+  // written before the first layer that reads it and shared by the rest.
+  void ExpandOverQueries() {
+    if (Value* known = biases_[mask_]; known != nullptr) {
+      mask_ = known;
+      return;
+    }
+    auto ints = [&](std::vector<int64_t> values, const char* stem) {
+      return AddInitializer(graph_, call_.name() + stem,
+                            std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
+                                DataType::kInt64, {static_cast<int64_t>(values.size())}, values)));
+    };
+    auto node = [&](const char* op, std::vector<Value*> inputs, const char* stem, DataType dtype, Shape shape) {
+      Value* output = graph_.CreateValue(graph_.UniqueName(call_.name() + stem));
+      output->type().dtype = dtype;
+      output->type().shape = std::move(shape);
+      Node* created = graph_.CreateNode(op, "", inputs, {output}, graph_.UniqueNodeName(call_.name() + "/" + stem));
+      graph_.MoveBefore(created, &call_);
+      return created;
+    };
+    // The rows from the projection's input when the Split goes away with it.
+    Node* rows = node("Shape", {projection_ != nullptr ? projection_x_ : query_}, "_query_rows", DataType::kInt64,
+                      {Dim::Known(1)});
+    rows->SetAttribute(IntAttribute("start", 1));
+    rows->SetAttribute(IntAttribute("end", 2));
+    Node* target = node("Concat", {ints({1, 1}, "_ones"), rows->output(0), ints({1}, "_one")}, "_bias_shape",
+                        DataType::kInt64, {Dim::Known(4)});
+    target->SetAttribute(IntAttribute("axis", 0));
+    Shape expanded = *mask_->shape();
+    expanded[2] = *DimOf(query_, 1);
+    Node* expand = node("Expand", {mask_, target->output(0)}, "_attention_bias", DataType::kFloat, expanded);
+    biases_[mask_] = expand->output(0);
+    mask_ = expand->output(0);
+  }
+
+  // Where(cond, s, fill) before the softmax as s + Where(cond, 0, fill): the same wherever a
+  // row keeps a key, and, because the fill is so negative that adding a score rounds back to it,
+  // also on rows that mask every key (both give the uniform row). A fill that is -inf or
+  // merely large (-1e4, older exports) would differ there, so it stays a function.
+  std::string BiasFromCondition() {
+    if (mask_->dtype() != DataType::kBool) return "the Where mask's condition is not boolean";
+    if (!std::isfinite(attention_.fill) || attention_.fill > -1e30) {
+      return "the Where mask's fill is not a finite float32 minimum (an additive bias would differ on fully masked rows)";
+    }
+    if (Value* known = biases_[mask_]; known != nullptr) {
+      mask_ = known;
+      return {};
+    }
+    auto scalar = [&](double value, const char* stem) {
+      return AddInitializer(graph_, call_.name() + stem,
+                            std::make_shared<const Tensor>(Tensor::FromValues<float>(DataType::kFloat, {}, {static_cast<float>(value)})));
+    };
+    Value* kept = scalar(0.0, "_kept"), *masked = scalar(attention_.fill, "_masked");
+    Value* bias = graph_.CreateValue(graph_.UniqueName(call_.name() + "_attention_bias"));
+    bias->type().dtype = DataType::kFloat;
+    bias->type().shape = mask_->shape();
+    std::vector<Value*> inputs = attention_.fill_when_true ? std::vector<Value*>{mask_, masked, kept}
+                                                           : std::vector<Value*>{mask_, kept, masked};
+    Node* where = graph_.CreateNode("Where", "", inputs, {bias}, graph_.UniqueNodeName(call_.name() + "/attention_bias"));
+    // Right after the condition's producer (or first), so every layer reading it can use it.
+    Node* producer = mask_->producer();
+    Node* after = producer != nullptr ? graph_.NodeAfter(producer) : graph_.nodes().front().get();
+    graph_.MoveBefore(where, after != nullptr ? after : &call_);
+    biases_[mask_] = bias;
+    mask_ = bias;
+    return {};
+  }
+
+  Model& model_;
+  Graph& graph_;
+  Node& call_;
+  const FusedAttention& attention_;
+  std::map<Value*, Value*>& biases_;
+  Value* query_ = nullptr;
+  Value* key_ = nullptr;
+  Value* value_ = nullptr;
+  Value* mask_ = nullptr;
+  Value* merge_target_ = nullptr;
+  Node* split_ = nullptr;       // the Split written for a combined projection
+  Node* projection_ = nullptr;  // the fused MatMul + bias that ORT's Attention takes in
+  Value* projection_x_ = nullptr;
+  Value* projection_w_ = nullptr;
+  Value* projection_b_ = nullptr;
+  int64_t heads_ = 0;
+  double scale_ = 1.0;
+};
+}  // namespace
+
+Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
+                       std::map<Value*, Value*>& biases) {
+  return AttentionLowering(model, graph, call, attention, biases).Run();
+}
+
+}  // namespace fusionopt::passes::ort_lowering

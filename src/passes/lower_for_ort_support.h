@@ -1,0 +1,77 @@
+// What the --runtime ort lowering's two files share (lower_for_ort.cc: the driver, norms and
+// GELU; lower_for_ort_attention.cc: attention): how a fused call's outcome is reported, and the
+// small questions both ask of values and shapes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/constant_value.h"
+#include "ir/graph.h"
+#include "passes/fold_rewrites.h"
+#include "patterns/attention.h"
+
+namespace fusionopt::passes::ort_lowering {
+
+// What one fused call became, or why it stays: exactly one of the two is set.
+struct Outcome {
+  std::string written;
+  std::string kept_because;
+  std::string absorbed;  // a fused call before this one that the written kernel took in
+};
+
+inline Outcome Written(std::string op, std::string absorbed = {}) { return {std::move(op), {}, std::move(absorbed)}; }
+inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}}; }
+
+inline Attribute IntAttribute(std::string name, int64_t value) {
+  Attribute attribute;
+  attribute.name = std::move(name);
+  attribute.kind = AttributeKind::kInt;
+  attribute.i = value;
+  return attribute;
+}
+
+inline Attribute FloatAttribute(std::string name, double value) {
+  Attribute attribute;
+  attribute.name = std::move(name);
+  attribute.kind = AttributeKind::kFloat;
+  attribute.f = static_cast<float>(value);
+  return attribute;
+}
+
+inline bool IsFloat32(const Value* value) { return value != nullptr && value->dtype() == DataType::kFloat; }
+
+// The graph value a body operand stands for at `call`: the call's argument, or the body's own
+// constant as a new initializer.
+inline Value* ArgumentFor(Graph& graph, const Node& call, int input, const TensorPtr& constant, const std::string& stem) {
+  if (input >= 0) return call.input(static_cast<size_t>(input));
+  if (constant != nullptr) return AddInitializer(graph, stem, constant);
+  return nullptr;
+}
+
+// Dims two values provably share: equal known sizes or the same symbol.
+inline bool SameDim(const Dim& a, const Dim& b) { return (a.is_known() || a.is_symbolic()) && a == b; }
+
+inline std::optional<Dim> DimOf(const Value* value, size_t axis) {
+  if (value == nullptr || !value->shape() || value->shape()->size() <= axis) return std::nullopt;
+  return (*value->shape())[axis];
+}
+
+inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
+  if (value == nullptr) return std::nullopt;
+  TensorPtr constant = ConstantValueOf(*value, /*initializers_overridable=*/false);
+  if (constant == nullptr || constant->dtype() != DataType::kInt64) return std::nullopt;
+  std::span<const int64_t> values = constant->values<int64_t>();
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+
+// A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
+// `biases`: the attention bias already written for a mask, shared by every layer reading it.
+Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
+                       std::map<Value*, Value*>& biases);
+
+}  // namespace fusionopt::passes::ort_lowering
