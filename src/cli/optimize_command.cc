@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -80,6 +81,14 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& optio
     for (const char* pass : {"fuse-horizontal-contractions", "fuse-horizontal-elementwise"}) {
       if (!pipeline.pass_options.Find(pass, "max_members")) {
         pipeline.pass_options.Set(pass, "max_members", std::to_string(*options.max_horizontal));
+      }
+    }
+  }
+  if (options.runtime == "ort") {
+    for (const std::string& pass : passes::PassesOrtRunsBetterWithout()) {
+      if (std::find(pipeline.disabled.begin(), pipeline.disabled.end(), pass) == pipeline.disabled.end()) {
+        pipeline.disabled.push_back(pass);
+        spdlog::debug("--runtime ort: {} left out (ONNX Runtime runs the model faster without it; docs/ort.md)", pass);
       }
     }
   }

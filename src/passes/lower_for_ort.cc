@@ -160,6 +160,11 @@ void RemoveLeftovers(Graph& graph) {
 
 }  // namespace
 
+const std::vector<std::string>& PassesOrtRunsBetterWithout() {
+  static const std::vector<std::string> passes = {"lower-batchnorm"};
+  return passes;
+}
+
 Result<OrtLoweringReport> LowerForOrt(Model& model) {
   InferShapes(model);  // the lowering proves shapes equal; every value typed that can be
   Graph& graph = *model.graph;

@@ -55,6 +55,12 @@ struct OrtLoweringReport {
   std::vector<OrtKeptGroup> kept;
 };
 
+// Passes whose rewrite helps fusionopt's runtimes but costs ONNX Runtime time, so `--runtime ort`
+// leaves them out: lower-batchnorm turns a BatchNormalization no contraction absorbed into a
+// Mul and an Add, which ORT runs as two kernels where it had one (DenseNet-121 under ORT: 84.7
+// ms with them against 74.8 without, the original 74.4; docs/benchmarks.md).
+const std::vector<std::string>& PassesOrtRunsBetterWithout();
+
 // Rewrites `model`'s main graph in place and imports the com.microsoft domain when it wrote an
 // op of it. Functions no call uses any more are removed.
 Result<OrtLoweringReport> LowerForOrt(Model& model);

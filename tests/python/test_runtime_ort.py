@@ -188,3 +188,20 @@ def test_the_docs_example_optimizes_runs_and_compares(fusionopt_bin, tmp_path):
     assert "outputs match; onnxruntime p50: original" in done.stdout
     ops = {node.op_type for node in onnx.load(str(tmp_path / "bert.ort.onnx")).graph.node}
     assert {"Attention", "BiasGelu"} <= ops
+
+
+def test_passes_that_cost_ort_time_are_left_out(fusionopt, tmp_path):
+    """DenseNet's pre-activation batch norms: -O3 lowers them to Mul/Add for its own elementwise
+    fusion, which ORT would run as two kernels each; with --runtime ort they stay
+    BatchNormalization (ORT's own kernel)."""
+    model = entry_named("densenet_dynamo18").path
+    portable = tmp_path / "portable.onnx"
+    rc, _, stderr = fusionopt(model, "-O3", "-o", portable)
+    assert rc == 0, stderr
+    out, _ = optimize_for_ort(fusionopt, entry_named("densenet_dynamo18"), tmp_path)
+
+    def batch_norms(path):
+        return sum(node.op_type == "BatchNormalization" for node in onnx.load(str(path)).graph.node)
+
+    assert batch_norms(portable) == 0
+    assert batch_norms(out) == batch_norms(model) > 0
