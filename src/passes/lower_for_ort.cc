@@ -118,7 +118,7 @@ struct InlinedGelu {
   int64_t opset = 0;
 };
 
-Outcome LowerCall(Model& model, Graph& graph, Node& call, std::map<Value*, Value*>& attention_biases,
+Outcome LowerCall(Model& model, Graph& graph, Node& call, AttentionBiases& attention_biases,
                   std::vector<InlinedGelu>& gelus) {
   const Function* function = model.FindFunction(call.domain(), call.op_type());
   if (function == nullptr || function->body == nullptr) return Kept("no function body");
@@ -173,7 +173,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     if (node->domain() == kFusionDomain) calls.push_back(node.get());
   }
   OrtLoweringReport report;
-  std::map<Value*, Value*> attention_biases;
+  AttentionBiases attention_biases;
   std::vector<InlinedGelu> gelus;
   for (Node* call : calls) {
     const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();

@@ -61,7 +61,7 @@ class AttentionLowering {
   // `biases`: the additive bias already written for a boolean mask, shared by every layer
   // that reads the same condition.
   AttentionLowering(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                    std::map<Value*, Value*>& biases)
+                    AttentionBiases& biases)
       : model_(model), graph_(graph), call_(call), attention_(attention), biases_(biases) {}
 
   Outcome Run() {
@@ -297,26 +297,26 @@ class AttentionLowering {
       if (std::string why = BiasFromCondition(); !why.empty()) return why;
     }
     if (!IsFloat32(mask_)) return "the additive mask is not float32";
-    const std::optional<Dim> sq = DimOf(query_, 1), sk = DimOf(key_, 1);
-    if (sq && sk && SameDim(*DimOf(mask_, 3), *sk) && *DimOf(mask_, 2) == Dim::Known(1) && !(*sq == Dim::Known(1))) {
-      ExpandOverQueries();  // BERT's extended mask [B,1,1,Sk]
-    }
-    const std::optional<Dim> mq = DimOf(mask_, 2), mk = DimOf(mask_, 3);
-    if (!sq || !sk || !SameDim(*mq, *sq) || !SameDim(*mk, *sk)) {
-      return "the additive mask is not provably [., ., Sq, Sk] (ORT's attention_bias does not broadcast there)";
-    }
+    const Dim sq = *DimOf(query_, 1), sk = *DimOf(key_, 1);  // rank 3: ResolveOperands checked
+    if (!SameDim(*DimOf(mask_, 2), sq) || !SameDim(*DimOf(mask_, 3), sk)) ExpandToScores(sq, sk);
+    // The original broadcasts the mask to [B,H,Sq,Sk], so an unknown head dim is 1 or H.
     const Dim heads = (*mask_->shape())[1];
-    if (!(heads.is_known() && (heads.value == 1 || heads.value == heads_))) return "the additive mask's head dim is not 1 or H";
+    if (heads.is_known() && heads.value != 1 && heads.value != heads_) return "the additive mask's head dim is not 1 or H";
     return {};
   }
 
-  // A mask the scores broadcast over the queries, expanded once to [., ., Sq, Sk] (ORT's
-  // attention_bias must have Sq rows): Expand(mask, Concat([1], [1], Shape(Q)[1:2], [1])),
-  // written before the first layer that reads it and shared by the rest.
-  void ExpandOverQueries() {
-    if (Value* known = biases_[mask_]; known != nullptr) {
-      mask_ = known;
-      return;
+  // A mask the scores broadcast over its rows or columns (BERT's extended mask [B,1,1,Sk]), or
+  // whose dims are not known to be the scores' (TorchScript exports), expanded to [., ., Sq, Sk]
+  // (ORT's attention_bias must have exactly those): Expand(mask, Concat([1, 1], Shape(Q)[1:2],
+  // Shape(K)[1:2])). Shared by the layers after this one when Sq and Sk are provably theirs too.
+  void ExpandToScores(const Dim& sq, const Dim& sk) {
+    const bool shareable = (sq.is_known() || sq.is_symbolic()) && (sk.is_known() || sk.is_symbolic());
+    const std::pair<Value*, std::string> key{mask_, "expand " + ShapeToString({sq, sk})};
+    if (shareable) {
+      if (Value* known = biases_[key]; known != nullptr) {
+        mask_ = known;
+        return;
+      }
     }
     auto ints = [&](std::vector<int64_t> values, const char* stem) {
       return AddInitializer(graph_, call_.name() + stem,
@@ -331,18 +331,22 @@ class AttentionLowering {
       graph_.MoveBefore(created, &call_);
       return created;
     };
-    // The rows from the projection's input when the Split goes away with it.
-    Node* rows = node("Shape", {projection_ != nullptr ? projection_x_ : query_}, "_query_rows", DataType::kInt64,
-                      {Dim::Known(1)});
-    rows->SetAttribute(IntAttribute("start", 1));
-    rows->SetAttribute(IntAttribute("end", 2));
-    Node* target = node("Concat", {ints({1, 1}, "_ones"), rows->output(0), ints({1}, "_one")}, "_bias_shape",
-                        DataType::kInt64, {Dim::Known(4)});
+    // Rows and columns from the projection's input when the Split goes away with it (Q, K and V
+    // all come from it then).
+    auto sequence_of = [&](Value* operand, const char* stem) {
+      Node* dim = node("Shape", {projection_ != nullptr ? projection_x_ : operand}, stem, DataType::kInt64, {Dim::Known(1)});
+      dim->SetAttribute(IntAttribute("start", 1));
+      dim->SetAttribute(IntAttribute("end", 2));
+      return dim->output(0);
+    };
+    Node* target = node("Concat", {ints({1, 1}, "_ones"), sequence_of(query_, "_query_rows"), sequence_of(key_, "_key_columns")},
+                        "_bias_shape", DataType::kInt64, {Dim::Known(4)});
     target->SetAttribute(IntAttribute("axis", 0));
     Shape expanded = *mask_->shape();
-    expanded[2] = *DimOf(query_, 1);
+    expanded[2] = sq;
+    expanded[3] = sk;
     Node* expand = node("Expand", {mask_, target->output(0)}, "_attention_bias", DataType::kFloat, expanded);
-    biases_[mask_] = expand->output(0);
+    if (shareable) biases_[key] = expand->output(0);
     mask_ = expand->output(0);
   }
 
@@ -355,7 +359,7 @@ class AttentionLowering {
     if (!std::isfinite(attention_.fill) || attention_.fill > -1e30) {
       return "the Where mask's fill is not a finite float32 minimum (an additive bias would differ on fully masked rows)";
     }
-    if (Value* known = biases_[mask_]; known != nullptr) {
+    if (Value* known = biases_[{mask_, "bias"}]; known != nullptr) {
       mask_ = known;
       return {};
     }
@@ -374,7 +378,7 @@ class AttentionLowering {
     Node* producer = mask_->producer();
     Node* after = producer != nullptr ? graph_.NodeAfter(producer) : graph_.nodes().front().get();
     graph_.MoveBefore(where, after != nullptr ? after : &call_);
-    biases_[mask_] = bias;
+    biases_[{mask_, "bias"}] = bias;
     mask_ = bias;
     return {};
   }
@@ -383,7 +387,7 @@ class AttentionLowering {
   Graph& graph_;
   Node& call_;
   const FusedAttention& attention_;
-  std::map<Value*, Value*>& biases_;
+  AttentionBiases& biases_;
   Value* query_ = nullptr;
   Value* key_ = nullptr;
   Value* value_ = nullptr;
@@ -400,7 +404,7 @@ class AttentionLowering {
 }  // namespace
 
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       std::map<Value*, Value*>& biases) {
+                       AttentionBiases& biases) {
   return AttentionLowering(model, graph, call, attention, biases).Run();
 }
 

@@ -69,9 +69,14 @@ inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
 }
 
 
+// Attention biases written once and shared by every layer that reads the same mask: keyed by the
+// mask and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a
+// mask expanded to the scores' rows and columns, where both dims are provably the same).
+using AttentionBiases = std::map<std::pair<Value*, std::string>, Value*>;
+
 // A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
 // `biases`: the attention bias already written for a mask, shared by every layer reading it.
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       std::map<Value*, Value*>& biases);
+                       AttentionBiases& biases);
 
 }  // namespace fusionopt::passes::ort_lowering
