@@ -16,6 +16,7 @@ whose ai.fusionopt functions ORT inlines.
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -108,7 +109,7 @@ def markdown(results, portable):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_corpus_arguments(parser, rounds=3)
-    parser.add_argument("--binary", type=Path, default=DEFAULT_BINARY)
+    parser.add_argument("--binary", type=Path, default=Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY)))
     parser.add_argument("--portable-side", action="store_true", help="also time ORT on the plain -O3 file")
     args = parser.parse_args()
     results = []

@@ -1,8 +1,9 @@
 """The benchmark scripts issue 14 and 15 rely on run end to end on a committed fixture: the
 op-by-op profile comparison (bench/op_profile.py) reports each side's op types with times that
 add up to no more than the run, bench/optimize_time.py reports a row per binary,
-bench/cpu_corpus.py times every side quiet and beside its background load, and
-bench/contractions.py compares one contraction per shape with MLAS."""
+bench/cpu_corpus.py times every side quiet and beside its background load,
+bench/contractions.py compares one contraction per shape with MLAS, and bench/ort_runtime.py
+times ORT on a model and on its --runtime ort output (issue 16)."""
 import json
 import subprocess
 import sys
@@ -119,3 +120,18 @@ def test_contractions_compares_both_runtimes_per_shape(fusionopt_bin, tmp_path):
             assert 0 < low <= row[side]["ms"] <= high
             assert row[side]["gflops"] == pytest.approx(row["gflop"] * 1e3 / row[side]["ms"])
         assert row["fusionopt_over_ort"] == pytest.approx(row["fusionopt"]["ms"] / row["ort"]["ms"])
+
+
+def test_ort_runtime_times_ort_on_both_files_and_checks_outputs(fusionopt_bin, tmp_path):
+    out = tmp_path / "ort.json"
+    table = run_script("ort_runtime.py", "--only", "bert_dynamo18_sdpa", "--warmup", "1", "--repeat", "2", "--rounds", "2",
+                       "--portable-side", "--json", out, env_binary=fusionopt_bin)
+    results = json.loads(out.read_text())
+    (result,) = [one for one in results if one["model"] == "bert_dynamo18_sdpa"]
+    assert set(result["p50_ms"]) == {"original", "runtime_ort", "portable"}
+    for side in result["p50_ms"].values():
+        assert 0 < side["min"] <= side["median"] <= side["max"]
+    assert result["matches"] == {"original": True, "runtime_ort": True, "portable": True}
+    assert result["lowered"] == {"com.microsoft::Attention": 2, "com.microsoft::BiasGelu": 2}
+    assert result["ort_nodes"]["runtime_ort"] < result["ort_nodes"]["original"]
+    assert "| bert_dynamo18_sdpa |" in table and "geometric mean speed-up" in table
