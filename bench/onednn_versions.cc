@@ -20,6 +20,8 @@
 
 namespace {
 
+// Its own engine and stream rather than the runtime's (cpu_runtime/onednn): this file is also
+// built against a second oneDNN, which the runtime's library cannot link with.
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Arguments = std::unordered_map<int, memory>;

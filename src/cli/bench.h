@@ -71,7 +71,7 @@ struct RooflinePoint {
   std::string op;
   double intensity = 0;       // FLOP per byte
   double attained_flops = 0;  // FLOP/s
-  double seconds = 0;         // mean time per inference
+  double seconds = 0;         // time per inference (the median over the profiled runs)
 };
 struct RooflineSeries {
   std::string label;  // "original", "optimized"

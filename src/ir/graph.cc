@@ -110,6 +110,30 @@ std::optional<std::vector<int64_t>> Node::GetInts(std::string_view name) const {
   return attribute->ints;
 }
 
+Attribute Attribute::Int(std::string name, int64_t value) {
+  Attribute attribute;
+  attribute.name = std::move(name);
+  attribute.kind = AttributeKind::kInt;
+  attribute.i = value;
+  return attribute;
+}
+
+Attribute Attribute::Float(std::string name, float value) {
+  Attribute attribute;
+  attribute.name = std::move(name);
+  attribute.kind = AttributeKind::kFloat;
+  attribute.f = value;
+  return attribute;
+}
+
+Attribute Attribute::Ints(std::string name, std::vector<int64_t> values) {
+  Attribute attribute;
+  attribute.name = std::move(name);
+  attribute.kind = AttributeKind::kInts;
+  attribute.ints = std::move(values);
+  return attribute;
+}
+
 Attribute Attribute::CopyWithoutGraphs() const {
   Attribute copy;
   copy.name = name;

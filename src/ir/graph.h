@@ -146,6 +146,11 @@ struct Attribute {
   // A copy of every field but the subgraphs (g, graphs): a copied subgraph needs its new
   // owner node, so callers that copy graph attributes attach those themselves.
   Attribute CopyWithoutGraphs() const;
+
+  // The attributes rewrites write most: one int, one float, a list of ints.
+  static Attribute Int(std::string name, int64_t value);
+  static Attribute Float(std::string name, float value);
+  static Attribute Ints(std::string name, std::vector<int64_t> values);
 };
 
 std::string_view NameOf(AttributeKind kind);

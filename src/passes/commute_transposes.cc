@@ -97,18 +97,6 @@ Node* NewNode(Graph& graph, const char* op, const std::vector<Value*>& inputs, V
   return graph.CreateNode(op, "", inputs, {output}, UniqueNodeName(graph, base));
 }
 
-void SetInts(Node& node, const char* name, std::vector<int64_t> values) {
-  Attribute attribute;
-  attribute.name = name;
-  attribute.kind = AttributeKind::kInts;
-  attribute.ints = std::move(values);
-  node.SetAttribute(std::move(attribute));
-}
-
-Value* Int64s(Graph& graph, const std::string& base, const std::vector<int64_t>& values) {
-  auto count = static_cast<int64_t>(values.size());
-  return AddInitializer(graph, base, std::make_shared<Tensor>(Tensor::FromValues<int64_t>(DataType::kInt64, {count}, values)));
-}
 
 // ---- sinking -------------------------------------------------------------------------------
 
@@ -163,7 +151,7 @@ void RedirectShapeReader(Graph& graph, Node& shape, Value& input, const std::vec
   for (int64_t i = start; i < end; ++i) picked.push_back(perm[static_cast<size_t>(i)]);
   Value* full = NewValue(graph, input.name() + "_shape", DataType::kInt64);
   NewNode(graph, "Shape", {&input}, full, shape.name() + "_untransposed");
-  Value* indices = Int64s(graph, shape.name() + "_perm", picked);
+  Value* indices = AddInt64Initializer(graph, shape.name() + "_perm", picked);
   Node* gather = graph.CreateNode("Gather", "", {full, indices}, {nullptr}, UniqueNodeName(graph, shape.name() + "_gather"));
   graph.TransferProducer(shape.output(0), gather, 0);
   graph.RemoveNode(&shape);
@@ -185,7 +173,7 @@ void Sink(Graph& graph, const SinkMatch& match) {
     NewNode(graph, "Add", operands, unpermuted, match.bias_add->name());
   }
   Node* moved = graph.CreateNode("Transpose", "", {unpermuted}, {nullptr}, UniqueNodeName(graph, match.transpose->name()));
-  SetInts(*moved, "perm", match.perm);
+  moved->SetAttribute(Attribute::Ints("perm", match.perm));
   graph.DetachProducer(result);
   graph.TransferProducer(result, moved, 0);
   if (match.bias_add != nullptr) graph.RemoveNode(match.bias_add);
@@ -291,10 +279,10 @@ void Hoist(Graph& graph, const HoistMatch& match, const Model& model) {
     source = activations.producer()->input(0);
   }
   Value* split = NewValue(graph, activations.name() + "_unflattened", activations.dtype());
-  NewNode(graph, "Reshape", {source, Int64s(graph, match.reshape->name() + "_shape", match.leading_shape)}, split,
+  NewNode(graph, "Reshape", {source, AddInt64Initializer(graph, match.reshape->name() + "_shape", match.leading_shape)}, split,
           match.reshape->name());
   Value* permuted = NewValue(graph, activations.name() + "_transposed", activations.dtype());
-  SetInts(*NewNode(graph, "Transpose", {split}, permuted, match.transpose->name()), "perm", match.perm);
+  NewNode(graph, "Transpose", {split}, permuted, match.transpose->name())->SetAttribute(Attribute::Ints("perm", match.perm));
   Value* weight = contraction.input(1);
   if (contraction.op_type() == "Gemm" && contraction.GetInt("transB", 0) != 0) {
     weight = AddInitializer(graph, weight->name() + "_transposed", TransposedMatrix(*ConstantOf(weight, model)));

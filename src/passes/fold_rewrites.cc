@@ -33,28 +33,20 @@ Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor) {
   return value;
 }
 
+Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values) {
+  return AddInitializer(graph, base,
+                        std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
+                            DataType::kInt64, {static_cast<int64_t>(values.size())}, values)));
+}
+
 Node* CreateSplit(Graph& graph, Value* input, int64_t axis, const std::vector<int64_t>& sizes, int64_t opset,
                   const std::string& name_stem) {
   std::vector<Value*> inputs = {input};
-  if (opset >= 13) {
-    inputs.push_back(AddInitializer(graph, name_stem + "_sizes",
-                                    std::make_shared<const Tensor>(Tensor::FromValues(
-                                        DataType::kInt64, {static_cast<int64_t>(sizes.size())}, sizes))));
-  }
+  if (opset >= 13) inputs.push_back(AddInt64Initializer(graph, name_stem + "_sizes", sizes));
   Node* split = graph.CreateNode("Split", "", inputs, std::vector<Value*>(sizes.size(), nullptr),
                                  graph.UniqueNodeName(name_stem));
-  Attribute axis_attribute;
-  axis_attribute.name = "axis";
-  axis_attribute.kind = AttributeKind::kInt;
-  axis_attribute.i = axis;
-  split->SetAttribute(std::move(axis_attribute));
-  if (opset < 13) {
-    Attribute sizes_attribute;
-    sizes_attribute.name = "split";
-    sizes_attribute.kind = AttributeKind::kInts;
-    sizes_attribute.ints = sizes;
-    split->SetAttribute(std::move(sizes_attribute));
-  }
+  split->SetAttribute(Attribute::Int("axis", axis));
+  if (opset < 13) split->SetAttribute(Attribute::Ints("split", sizes));
   return split;
 }
 

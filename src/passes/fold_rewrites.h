@@ -21,6 +21,8 @@ TensorPtr FoldableConstant(const Value& value, const Model& model);
 
 // A fresh initializer of `graph` named after `base` (made unique).
 Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor);
+// The same for a 1-D int64 tensor holding `values` (shapes, sizes, axes).
+Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values);
 
 // A Split of `input` along `axis` into pieces of `sizes`, appended to the graph with fresh
 // outputs: sizes as an input from opset 13, as the `split` attribute before.

@@ -6,7 +6,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <span>
 
 #include "ir/op_class.h"
 #include "passes/eliminate_dead_code.h"
@@ -45,7 +44,7 @@ Outcome LowerSkipNorm(Graph& graph, Node& call, const FusedComposite& norm) {
   const std::string op = layer ? "SkipLayerNormalization" : "SkipSimplifiedLayerNormalization";
   std::vector<Value*> outputs(4, nullptr);
   Node* lowered = graph.CreateNode(op, kOrtDomain, inputs, outputs, graph.UniqueNodeName(call.name() + "/" + op));
-  lowered->SetAttribute(FloatAttribute("epsilon", norm.epsilon));
+  lowered->SetAttribute(Attribute::Float("epsilon", static_cast<float>(norm.epsilon)));
   graph.MoveBefore(lowered, &call);
   graph.TransferProducer(call.output(static_cast<size_t>(norm.result_output)), lowered, 0);
   if (norm.residual_sum_output >= 0) {
@@ -72,14 +71,21 @@ std::optional<std::pair<Value*, Value*>> BiasOperands(const Value& x, const std:
   return std::nullopt;
 }
 
+// The GELU `node` anchors (an Erf or Tanh of a decomposed one, or a Gelu op), if any.
+std::optional<CompositeMatch> GeluAt(Node& node, int64_t opset) {
+  if (node.op_type() != "Erf" && node.op_type() != "Tanh" && node.op_type() != "Gelu") return std::nullopt;
+  CompositeSearch search = MatchCompositeAt(node, opset);
+  if (!search.match || search.match->kind != CompositeKind::kGelu) return std::nullopt;
+  return search.match;
+}
+
 // The GELU among `members` (inlined ops of one group), written as ORT's kernel; "" when there
 // is none or it does not qualify.
 std::string LowerGeluAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset) {
   for (Node* member : members) {
-    if (member->op_type() != "Erf" && member->op_type() != "Tanh" && member->op_type() != "Gelu") continue;
-    CompositeSearch search = MatchCompositeAt(*member, opset);
-    if (!search.match || search.match->kind != CompositeKind::kGelu) continue;
-    const CompositeMatch& gelu = *search.match;
+    std::optional<CompositeMatch> found = GeluAt(*member, opset);
+    if (!found) continue;
+    const CompositeMatch& gelu = *found;
     if (!IsFloat32(gelu.x) || !IsFloat32(gelu.output)) return {};
     const bool tanh = gelu.gelu_form == GeluForm::kTanh;
     std::optional<std::pair<Value*, Value*>> biased = BiasOperands(*gelu.x, gelu.nodes);
@@ -103,12 +109,8 @@ std::string LowerGeluAmong(Graph& graph, const std::vector<Node*>& members, int6
 // Whether the body holds a GELU (the matcher needs no types, so the untyped body will do).
 bool HasGelu(const Function& function) {
   const int64_t opset = function.OpsetFor("").value_or(0);
-  for (const auto& node : function.body->nodes()) {
-    if (node->op_type() != "Erf" && node->op_type() != "Tanh" && node->op_type() != "Gelu") continue;
-    CompositeSearch search = MatchCompositeAt(*node, opset);
-    if (search.match && search.match->kind == CompositeKind::kGelu) return true;
-  }
-  return false;
+  return std::any_of(function.body->nodes().begin(), function.body->nodes().end(),
+                     [&](const auto& node) { return GeluAt(*node, opset).has_value(); });
 }
 
 // A group inlined for its GELU, lowered once the inlined values are typed.

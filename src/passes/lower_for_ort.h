@@ -15,16 +15,19 @@
 //   (tanh, with its bias Add when there is one); the rest of the group's ops stay standard ops.
 //
 // Every attribute ORT needs is derived from the recognised body (patterns/attention.h,
-// patterns/composite.h), never guessed: heads and head size from the head split's constant
-// target, the scale from every constant the pattern multiplies the scores by, the mask from its
-// kind (an additive mask as attention_bias; a Where mask with the float32 minimum as its fill as
-// the additive bias Where(cond, 0, fill), written once per condition), the epsilon from the norm.
+// patterns/composite.h), never guessed: heads and head size from the head split's target (H
+// written as -1 is the operand's width over the head size), the scale from every constant the
+// pattern multiplies the scores by, the epsilon from the norm. The mask becomes attention_bias:
+// an additive mask as it is; a Where mask whose fill is the float32 minimum as the bias
+// Where(cond, 0, fill); either expanded to [., ., Sq, Sk] from Q's and K's run-time shapes
+// when its last dims are not provably those (ORT's attention_bias does not broadcast there).
+// Biases and expansions are written once and shared by the layers that provably agree.
 //
 // Limits: float32 only (ORT's CPU contrib kernels); attention needs Q, K and V split into heads
-// inside the group from [B,S,H·D] values, no rotary embedding or grouped-query repeat, the head
-// merge back to [B,S,H·D] inside, and a mask of shape [B|1, H|1, Sq, Sk] (ORT's attention_bias does
-// not broadcast over the queries) or none. A group that does not qualify stays an ai.fusionopt function,
-// which ORT inlines; the report says why for each.
+// inside the group from [B,S,H·D] values, no rotary embedding or grouped-query repeat, and the
+// heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape after the kernel).
+// A group that does not qualify stays an ai.fusionopt function, which ORT inlines; the report
+// says why for each.
 #pragma once
 
 #include <string>
@@ -57,8 +60,8 @@ struct OrtLoweringReport {
 
 // Passes whose rewrite helps fusionopt's runtimes but costs ONNX Runtime time, so `--runtime ort`
 // leaves them out: lower-batchnorm turns a BatchNormalization no contraction absorbed into a
-// Mul and an Add, which ORT runs as two kernels where it had one (DenseNet-121 under ORT: 84.7
-// ms with them against 74.8 without, the original 74.4; docs/benchmarks.md).
+// Mul and an Add, which ORT runs as two kernels where it had one (DenseNet-121 under ORT: 83.1
+// ms with the pass against 74.0 without, the original 74.1; bench/ort_runtime.py, docs/benchmarks.md).
 const std::vector<std::string>& PassesOrtRunsBetterWithout();
 
 // Rewrites `model`'s main graph in place and imports the com.microsoft domain when it wrote an

@@ -85,15 +85,16 @@ class AttentionLowering {
       return "the heads are not merged back to [B,S,H*D] inside the group";
     }
     if (attention_.softmax_axis != -1 && attention_.softmax_axis != 3) return "the softmax is not over the keys";
+    scale_ = attention_.q.prescale * attention_.k.prescale;
+    if (attention_.scale) scale_ *= attention_.scale_divides ? 1.0 / *attention_.scale : *attention_.scale;
+    if (!std::isfinite(scale_) || scale_ == 0) return "the scale is not a finite non-zero number";
+    // Checks that need nothing written first come above; from here on a refusal may leave a
+    // Split or an initializer behind, which LowerForOrt removes when nothing reads it.
     if (std::string why = ResolveOperands(); !why.empty()) return why;
     if (std::string why = ResolveMerge(); !why.empty()) return why;
     if (std::string why = ResolveHeads(); !why.empty()) return why;
     FindProjection();
-    if (std::string why = ResolveMask(); !why.empty()) return why;
-    scale_ = attention_.q.prescale * attention_.k.prescale;
-    if (attention_.scale) scale_ *= attention_.scale_divides ? 1.0 / *attention_.scale : *attention_.scale;
-    if (!std::isfinite(scale_) || scale_ == 0) return "the scale is not a finite non-zero number";
-    return {};
+    return ResolveMask();
   }
 
   // Attention(x, W, b[, , , bias]): the projection's MatMul and bias Add and the attention in
@@ -111,8 +112,8 @@ class AttentionLowering {
   // the target the group computed.
   void ReplaceCallBy(const std::string& op, const std::vector<Value*>& inputs) {
     Node* lowered = graph_.CreateNode(op, kOrtDomain, inputs, {nullptr}, graph_.UniqueNodeName(call_.name() + "/" + op));
-    lowered->SetAttribute(IntAttribute("num_heads", heads_));
-    lowered->SetAttribute(FloatAttribute("scale", scale_));
+    lowered->SetAttribute(Attribute::Int("num_heads", heads_));
+    lowered->SetAttribute(Attribute::Float("scale", static_cast<float>(scale_)));
     graph_.MoveBefore(lowered, &call_);
     Value* result = call_.output(static_cast<size_t>(attention_.result_output));
     if (merge_target_ == nullptr) {
@@ -188,9 +189,7 @@ class AttentionLowering {
       if (part.kind != ShapePartMatch::Kind::kConstant) return "the merge's target is computed inside the group";
       constant.insert(constant.end(), part.constant.begin(), part.constant.end());
     }
-    merge_target_ = AddInitializer(graph_, call_.name() + "_merge_shape",
-                                   std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
-                                       DataType::kInt64, {static_cast<int64_t>(constant.size())}, constant)));
+    merge_target_ = AddInt64Initializer(graph_, call_.name() + "_merge_shape", constant);
     return {};
   }
 
@@ -239,12 +238,10 @@ class AttentionLowering {
     if (attention_.split_axis != -1 && attention_.split_axis != 2) return "the combined projection is not split on its last axis";
     const int64_t opset = model_.OpsetFor("").value_or(0);
     std::optional<std::vector<int64_t>> sizes;
-    Value* sizes_argument = attention_.split_sizes.input >= 0 ? call_.input(static_cast<size_t>(attention_.split_sizes.input)) : nullptr;
-    if (attention_.split_sizes.present()) {
-      sizes = attention_.split_sizes.constant != nullptr
-                  ? std::optional(std::vector<int64_t>(attention_.split_sizes.constant->values<int64_t>().begin(),
-                                                       attention_.split_sizes.constant->values<int64_t>().end()))
-                  : Int64Constant(sizes_argument);
+    if (attention_.split_sizes.constant != nullptr) {
+      sizes = attention_.split_sizes.constant->AsInt64s();
+    } else if (attention_.split_sizes.input >= 0) {
+      sizes = Int64Constant(call_.input(static_cast<size_t>(attention_.split_sizes.input)));
     } else if (!attention_.split_attribute.empty()) {
       sizes = attention_.split_attribute;
     } else if (const Dim width = (*combined->shape())[2]; width.is_known() && attention_.split_outputs > 0 &&
@@ -252,34 +249,17 @@ class AttentionLowering {
       sizes = std::vector<int64_t>(static_cast<size_t>(attention_.split_outputs), width.value / attention_.split_outputs);
     }
     if (!sizes || static_cast<int>(sizes->size()) != attention_.split_outputs) return "the Split's sizes are not constants";
-    std::vector<Value*> inputs = {combined};
-    if (opset >= 13) {
-      inputs.push_back(sizes_argument != nullptr && Int64Constant(sizes_argument)
-                           ? sizes_argument
-                           : AddInitializer(graph_, call_.name() + "_split_sizes",
-                                            std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
-                                                DataType::kInt64, {static_cast<int64_t>(sizes->size())}, *sizes))));
-    }
+    Node* split = CreateSplit(graph_, combined, -1, *sizes, opset, call_.name() + "/Split");
     std::vector<Value*> pieces;
-    for (int i = 0; i < attention_.split_outputs; ++i) {
+    for (size_t i = 0; i < sizes->size(); ++i) {
       Value* piece = graph_.CreateValue(graph_.UniqueName(call_.name() + "_qkv"));
       piece->type().dtype = combined->dtype();
-      Shape shape = *combined->shape();
-      shape[2] = Dim::Known((*sizes)[static_cast<size_t>(i)]);
-      piece->type().shape = shape;
+      piece->type().shape = Shape{(*combined->shape())[0], (*combined->shape())[1], Dim::Known((*sizes)[i])};
+      graph_.TransferProducer(piece, split, static_cast<int>(i));
       pieces.push_back(piece);
     }
-    Node* split = graph_.CreateNode("Split", "", inputs, pieces, graph_.UniqueNodeName(call_.name() + "/Split"));
-    split_ = split;
-    split->SetAttribute(IntAttribute("axis", -1));
-    if (opset < 13) {
-      Attribute attribute;
-      attribute.name = "split";
-      attribute.kind = AttributeKind::kInts;
-      attribute.ints = *sizes;
-      split->SetAttribute(std::move(attribute));
-    }
     graph_.MoveBefore(split, &call_);
+    split_ = split;
     query_ = pieces.at(static_cast<size_t>(attention_.q.split_output));
     key_ = pieces.at(static_cast<size_t>(attention_.k.split_output));
     value_ = pieces.at(static_cast<size_t>(attention_.v.split_output));
@@ -318,11 +298,6 @@ class AttentionLowering {
         return;
       }
     }
-    auto ints = [&](std::vector<int64_t> values, const char* stem) {
-      return AddInitializer(graph_, call_.name() + stem,
-                            std::make_shared<const Tensor>(Tensor::FromValues<int64_t>(
-                                DataType::kInt64, {static_cast<int64_t>(values.size())}, values)));
-    };
     auto node = [&](const char* op, std::vector<Value*> inputs, const char* stem, DataType dtype, Shape shape) {
       Value* output = graph_.CreateValue(graph_.UniqueName(call_.name() + stem));
       output->type().dtype = dtype;
@@ -335,13 +310,13 @@ class AttentionLowering {
     // all come from it then).
     auto sequence_of = [&](Value* operand, const char* stem) {
       Node* dim = node("Shape", {projection_ != nullptr ? projection_x_ : operand}, stem, DataType::kInt64, {Dim::Known(1)});
-      dim->SetAttribute(IntAttribute("start", 1));
-      dim->SetAttribute(IntAttribute("end", 2));
+      dim->SetAttribute(Attribute::Int("start", 1));
+      dim->SetAttribute(Attribute::Int("end", 2));
       return dim->output(0);
     };
-    Node* target = node("Concat", {ints({1, 1}, "_ones"), sequence_of(query_, "_query_rows"), sequence_of(key_, "_key_columns")},
+    Node* target = node("Concat", {AddInt64Initializer(graph_, call_.name() + "_ones", {1, 1}), sequence_of(query_, "_query_rows"), sequence_of(key_, "_key_columns")},
                         "_bias_shape", DataType::kInt64, {Dim::Known(4)});
-    target->SetAttribute(IntAttribute("axis", 0));
+    target->SetAttribute(Attribute::Int("axis", 0));
     Shape expanded = *mask_->shape();
     expanded[2] = sq;
     expanded[3] = sk;

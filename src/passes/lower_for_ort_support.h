@@ -5,7 +5,6 @@
 
 #include <map>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -16,7 +15,8 @@
 
 namespace fusionopt::passes::ort_lowering {
 
-// What one fused call became, or why it stays: exactly one of the two is set.
+// What one fused call became, or why it stays: at most one of the two is set, neither when the
+// decision waits (a group inlined for its GELU is lowered once the inlined values are typed).
 struct Outcome {
   std::string written;
   std::string kept_because;
@@ -25,22 +25,6 @@ struct Outcome {
 
 inline Outcome Written(std::string op, std::string absorbed = {}) { return {std::move(op), {}, std::move(absorbed)}; }
 inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}}; }
-
-inline Attribute IntAttribute(std::string name, int64_t value) {
-  Attribute attribute;
-  attribute.name = std::move(name);
-  attribute.kind = AttributeKind::kInt;
-  attribute.i = value;
-  return attribute;
-}
-
-inline Attribute FloatAttribute(std::string name, double value) {
-  Attribute attribute;
-  attribute.name = std::move(name);
-  attribute.kind = AttributeKind::kFloat;
-  attribute.f = static_cast<float>(value);
-  return attribute;
-}
 
 inline bool IsFloat32(const Value* value) { return value != nullptr && value->dtype() == DataType::kFloat; }
 
@@ -64,10 +48,8 @@ inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
   if (value == nullptr) return std::nullopt;
   TensorPtr constant = ConstantValueOf(*value, /*initializers_overridable=*/false);
   if (constant == nullptr || constant->dtype() != DataType::kInt64) return std::nullopt;
-  std::span<const int64_t> values = constant->values<int64_t>();
-  return std::vector<int64_t>(values.begin(), values.end());
+  return constant->AsInt64s();
 }
-
 
 // Attention biases written once and shared by every layer that reads the same mask: keyed by the
 // mask and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a

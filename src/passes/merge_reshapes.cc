@@ -104,11 +104,7 @@ bool MergeTransposes(Graph& graph, Node& second, PassContext& context) {
   Value& input = *first->input(0);
   second.ReplaceInput(0, &input);
   graph.RemoveNode(first);
-  Attribute perm;
-  perm.name = "perm";
-  perm.kind = AttributeKind::kInts;
-  perm.ints = composed;
-  second.SetAttribute(std::move(perm));
+  second.SetAttribute(Attribute::Ints("perm", composed));
   context.Matched();
   context.Count("transposes_merged");
   bool identity = IsPermutation(composed) && std::is_sorted(composed.begin(), composed.end());
@@ -306,11 +302,7 @@ bool MergeViewChain(Graph& graph, Node& last, PassContext& context) {
     merged = graph.CreateNode(last.op_type(), "", {&source, axes}, {nullptr}, last.name());
   } else {
     merged = graph.CreateNode(last.op_type(), "", {&source}, {nullptr}, last.name());
-    Attribute axes;
-    axes.name = "axes";
-    axes.kind = AttributeKind::kInts;
-    axes.ints = same_op->second;
-    merged->SetAttribute(std::move(axes));
+    merged->SetAttribute(Attribute::Ints("axes", same_op->second));
   }
   ReplaceViews(graph, replaced, *merged, output);
   context.Matched();
@@ -358,11 +350,7 @@ bool MergeTransposeThroughReshapes(Graph& graph, Node& split, PassContext& conte
   if (!perm) return false;
   Value& output = *split.output(0);
   Node* merged = graph.CreateNode("Transpose", "", {merge->input(0)}, {nullptr}, split.name());
-  Attribute attribute;
-  attribute.name = "perm";
-  attribute.kind = AttributeKind::kInts;
-  attribute.ints = *perm;
-  merged->SetAttribute(std::move(attribute));
+  merged->SetAttribute(Attribute::Ints("perm", *perm));
   ReplaceViews(graph, {merge, transpose, &split}, *merged, output);
   context.Matched();
   context.Count("transposes_through_reshapes");
@@ -428,11 +416,7 @@ bool MergeTransposeThroughGrouping(Graph& graph, Node& second, const Model& mode
   Value* permuted = graph.CreateValue(graph.UniqueName(output.name() + "_transposed"));
   permuted->type().dtype = output.dtype();
   Node* transpose = graph.CreateNode("Transpose", "", {first->input(0)}, {permuted}, first->name());
-  Attribute attribute;
-  attribute.name = "perm";
-  attribute.kind = AttributeKind::kInts;
-  attribute.ints = composed;
-  transpose->SetAttribute(std::move(attribute));
+  transpose->SetAttribute(Attribute::Ints("perm", composed));
   Node* merged = graph.CreateNode("Reshape", "", {permuted, AddInts(graph, model, output.name() + "_shape", *target)},
                                   {nullptr}, second.name());
   ReplaceViews(graph, {first, reshape, &second}, *merged, output);

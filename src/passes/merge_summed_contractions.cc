@@ -259,14 +259,6 @@ std::optional<Merge> MatMulMerge(const std::vector<Value*>& leaves, const Model&
   return std::nullopt;
 }
 
-Attribute IntsAttribute(const char* name, std::vector<int64_t> values) {
-  Attribute attribute;
-  attribute.name = name;
-  attribute.kind = AttributeKind::kInts;
-  attribute.ints = std::move(values);
-  return attribute;
-}
-
 // The merged Conv writing `out` (null: an empty output slot for the caller to fill).
 Node* WriteConv(Graph& graph, const Merge& merge, Value& x, const std::vector<int64_t>& kernel,
                 const std::vector<int64_t>& pads, Value* out) {
@@ -297,8 +289,8 @@ Node* WriteConv(Graph& graph, const Merge& merge, Value& x, const std::vector<in
   for (const Attribute& attribute : like.attributes()) {
     if (attribute.name != "pads" && attribute.name != "kernel_shape") conv->SetAttribute(attribute.CopyWithoutGraphs());
   }
-  conv->SetAttribute(IntsAttribute("pads", pads));
-  if (like.FindAttribute("kernel_shape") != nullptr) conv->SetAttribute(IntsAttribute("kernel_shape", kernel));
+  conv->SetAttribute(Attribute::Ints("pads", pads));
+  if (like.FindAttribute("kernel_shape") != nullptr) conv->SetAttribute(Attribute::Ints("kernel_shape", kernel));
   return conv;
 }
 

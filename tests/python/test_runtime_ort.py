@@ -79,19 +79,19 @@ def optimize_for_ort(fusionopt, entry, tmp_path):
     return out, json.loads(report.read_text())["ort_lowering"]
 
 
-def session(path, level):
+def session(path, level, saved=None):
+    """An ORT CPU session at `level`; with `saved`, ORT writes its optimized graph there."""
     options = ort.SessionOptions()
     options.graph_optimization_level = level
     options.intra_op_num_threads = 2
+    if saved is not None:
+        options.optimized_model_filepath = str(saved)
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def nodes_ort_runs(path, tmp_path):
     saved = tmp_path / f"{path.stem}.after_ort.onnx"
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.optimized_model_filepath = str(saved)
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, saved)
     return len(onnx.load(str(saved)).graph.node)
 
 

@@ -44,13 +44,7 @@ graph main (float[2,4] %a, float[2,3] %s) -> (float[2,3] %y, float[2,3] %z)
 )";
 }
 
-std::unique_ptr<Model> Optimized(const std::string& text) {
-  auto model = ParseInferred(text);
-  passes::PipelineOptions options;
-  options.level = 3;
-  REQUIRE(passes::RunPipeline(*model, options).ok());
-  return model;
-}
+std::unique_ptr<Model> Optimized(const std::string& text) { return pass_test::ParseOptimized(text, 3); }
 
 std::vector<const Node*> FusedCalls(const Model& model) {
   std::vector<const Node*> calls;

@@ -9,7 +9,6 @@
 
 #include "pass_test_support.h"
 #include "passes/lower_for_ort.h"
-#include "passes/pipeline.h"
 
 namespace fusionopt {
 namespace {
@@ -55,13 +54,8 @@ std::string Projection(const std::string& form, const std::string& dtype = "floa
          gelu + "}\n";
 }
 
-std::unique_ptr<Model> OptimizedAtO3(const std::string& text) {
-  auto model = ParseInferred(text);
-  passes::PipelineOptions options;
-  options.level = 3;
-  REQUIRE(passes::RunPipeline(*model, options).ok());
-  return model;
-}
+
+std::unique_ptr<Model> OptimizedAtO3(const std::string& text) { return pass_test::ParseOptimized(text, 3); }
 
 bool Has(const std::vector<std::string>& ops, const std::string& op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
 

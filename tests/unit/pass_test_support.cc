@@ -132,6 +132,14 @@ std::unique_ptr<Model> ParseInferred(const std::string& text) {
   return model;
 }
 
+std::unique_ptr<Model> ParseOptimized(const std::string& text, int level) {
+  std::unique_ptr<Model> model = ParseInferred(text);
+  passes::PipelineOptions options;
+  options.level = level;
+  REQUIRE(passes::RunPipeline(*model, options).ok());
+  return model;
+}
+
 Node* FindNode(const Graph& graph, const std::string& name) {
   for (const auto& node : graph.nodes()) {
     if (node->name() == name) return node.get();

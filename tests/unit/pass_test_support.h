@@ -34,6 +34,8 @@ using Options = std::vector<std::pair<std::string, std::string>>;
 using cpu_test::Parse;  // the model exactly as written
 // Parsed and shape-inferred, as the loader leaves a model.
 std::unique_ptr<Model> ParseInferred(const std::string& text);
+// Parsed, shape-inferred and run through the whole pipeline of `level` (default target).
+std::unique_ptr<Model> ParseOptimized(const std::string& text, int level);
 // The node of `graph` named `name`; fails the test when there is none.
 Node* FindNode(const Graph& graph, const std::string& name);
 // The published h100 cost-model profile (the pipeline's default target).
