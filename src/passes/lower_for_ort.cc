@@ -20,40 +20,6 @@ namespace {
 
 using namespace ort_lowering;
 
-// A norm with a residual prologue as ORT's Skip*Normalization: outputs y, mean, inv_std_var,
-// and the residual sum (when the group returns it).
-Outcome LowerSkipNorm(Graph& graph, Node& call, const FusedComposite& norm) {
-  const bool layer = norm.kind == CompositeKind::kLayerNorm;
-  if (norm.kind != CompositeKind::kLayerNorm && norm.kind != CompositeKind::kRmsNorm) return Kept("not a norm");
-  if (!norm.residual.present()) return Kept("a norm without a residual (ORT fuses it from the inlined ops)");
-  Value* x = ArgumentFor(graph, call, norm.x.input, norm.x.constant, call.name() + "_x");
-  Value* skip = ArgumentFor(graph, call, norm.residual.input, norm.residual.constant, call.name() + "_skip");
-  Value* gamma = ArgumentFor(graph, call, norm.gamma.input, norm.gamma.constant, call.name() + "_gamma");
-  Value* beta = ArgumentFor(graph, call, norm.beta.input, norm.beta.constant, call.name() + "_beta");
-  if (!IsFloat32(x) || !IsFloat32(skip) || gamma == nullptr) return Kept("not float32, or no gamma");
-  if (!x->shape() || !skip->shape() || x->shape()->size() != 3 || *x->shape() != *skip->shape()) {
-    return Kept("the input and the residual are not provably one [B,S,H] shape");
-  }
-  const std::optional<int64_t> axis = NormalizedAxis(norm.axis, 3);
-  if (!axis || *axis != 2) return Kept("the norm is not over the last axis");
-  if (!gamma->shape() || gamma->shape()->size() != 1 || (beta != nullptr && (!beta->shape() || beta->shape()->size() != 1))) {
-    return Kept("gamma or beta is not 1-D");
-  }
-  std::vector<Value*> inputs = {x, skip, gamma};
-  if (layer && beta != nullptr) inputs.push_back(beta);
-  const std::string op = layer ? "SkipLayerNormalization" : "SkipSimplifiedLayerNormalization";
-  std::vector<Value*> outputs(4, nullptr);
-  Node* lowered = graph.CreateNode(op, kOrtDomain, inputs, outputs, graph.UniqueNodeName(call.name() + "/" + op));
-  lowered->SetAttribute(Attribute::Float("epsilon", static_cast<float>(norm.epsilon)));
-  graph.MoveBefore(lowered, &call);
-  graph.TransferProducer(call.output(static_cast<size_t>(norm.result_output)), lowered, 0);
-  if (norm.residual_sum_output >= 0) {
-    graph.TransferProducer(call.output(static_cast<size_t>(norm.residual_sum_output)), lowered, 3);
-  }
-  graph.RemoveNode(&call);
-  return Written(std::string(kOrtDomain) + "::" + op);
-}
-
 // A constant 1-D bias Add read only by the GELU's ops: its other operand, and the bias.
 std::optional<std::pair<Value*, Value*>> BiasOperands(const Value& x, const std::vector<Node*>& gelu_nodes) {
   Node* add = x.producer();
@@ -129,7 +95,7 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, AttentionBiases& atten
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
-      return LowerSkipNorm(graph, call, *composite);
+      return LowerNorm(model, graph, call, *composite);
     }
   }
   if (!HasGelu(*function)) return Kept("ORT has no kernel for this group (it inlines the function)");

@@ -150,11 +150,7 @@ class AttentionLowering {
     const Node& matmul = *function->body->nodes().front();
     const Node& add = *function->body->nodes().back();
     if (matmul.op_type() != "MatMul" || add.op_type() != "Add" || !matmul.domain().empty() || !add.domain().empty()) return;
-    auto formal = [&](const Value* value) {
-      const auto& inputs = function->body->inputs();
-      auto it = std::find(inputs.begin(), inputs.end(), value);
-      return it == inputs.end() ? nullptr : producer->input(static_cast<size_t>(it - inputs.begin()));
-    };
+    auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, *producer, value); };
     const Value* product = matmul.output(0);
     const Value* bias_formal = add.input(0) == product ? add.input(1) : add.input(1) == product ? add.input(0) : nullptr;
     Value* x = formal(matmul.input(0));

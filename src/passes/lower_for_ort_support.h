@@ -3,6 +3,7 @@
 // small questions both ask of values and shapes.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "ir/graph.h"
 #include "passes/fold_rewrites.h"
 #include "patterns/attention.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::passes::ort_lowering {
 
@@ -34,6 +36,15 @@ inline Value* ArgumentFor(Graph& graph, const Node& call, int input, const Tenso
   if (input >= 0) return call.input(static_cast<size_t>(input));
   if (constant != nullptr) return AddInitializer(graph, stem, constant);
   return nullptr;
+}
+
+// The call's argument for one of its function body's formal inputs; nullptr for a value that is
+// not a formal input.
+inline Value* ArgumentOfFormal(const Function& function, const Node& call, const Value* formal) {
+  const auto& formals = function.body->inputs();
+  auto it = std::find(formals.begin(), formals.end(), formal);
+  if (it == formals.end() || static_cast<size_t>(it - formals.begin()) >= call.inputs().size()) return nullptr;
+  return call.input(static_cast<size_t>(it - formals.begin()));
 }
 
 // Dims two values provably share: equal known sizes or the same symbol.
@@ -60,5 +71,10 @@ using AttentionBiases = std::map<std::pair<Value*, std::string>, Value*>;
 // `biases`: the attention bias already written for a mask, shared by every layer reading it.
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
                        AttentionBiases& biases);
+
+// A fused LayerNorm or RMSNorm as Skip(Simplified)LayerNormalization, taking in the residual
+// Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as
+// the standard ops ORT fuses into SimplifiedLayerNormalization.
+Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm);
 
 }  // namespace fusionopt::passes::ort_lowering

@@ -9,7 +9,7 @@ Per fixture:
 - exactly the ORT kernels its form allows are written (EXPECTED_WRITTEN): attention as
   Attention with its QKV projection where that is one fused MatMul + bias on initializers, else
   MultiHeadAttention where Q, K and V are split into heads inside the group; GELU epilogues as
-  BiasGelu / FastGelu, residual norms as SkipLayerNormalization; nothing for rotary attention,
+  BiasGelu / FastGelu, residual norms as Skip(Simplified)LayerNormalization; nothing for rotary attention,
   fp16 or CNNs, and the report says why for each group it kept;
 - ORT runs fewer nodes on it than on the original where anything was written.
 """
@@ -34,8 +34,10 @@ FP32_TOLERANCE = (1e-3, 1e-4)
 FP16_TOLERANCE = (2e-2, 4e-3)
 
 # The com.microsoft ops each fixture's -O3 --runtime ort output holds (two layers each). A form
-# missing here writes none: LLaMA-family attention has rotary embedding (MultiHeadAttention has
-# none), fp16 stays portable (ORT's CPU contrib kernels are float32), CNNs have no such groups.
+# missing here writes none: fp16 stays portable (ORT's CPU contrib kernels are float32), CNNs
+# have no such groups. LLaMA-family attention stays a function (rotary embedding: MultiHeadAttention
+# has none); their residual RMSNorms become SkipSimplifiedLayerNormalization, each taking in the
+# residual Add that -O3 had fused into the projection before it.
 EXPECTED_WRITTEN = {
     "bert_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
     "bert_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
@@ -54,10 +56,14 @@ EXPECTED_WRITTEN = {
     "roberta_dynamo18_eager": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
     "roberta_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
     "swin_dynamo18_eager": {"BiasGelu": 3, "Attention": 3, "SkipLayerNormalization": 3},
-    "t5_encoder_dynamo18_sdpa": {"MultiHeadAttention": 2},
+    "llama_dynamo18_eager": {"SkipSimplifiedLayerNormalization": 4},
+    "llama_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
+    "mistral_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
+    "qwen2_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
+    "t5_encoder_dynamo18_sdpa": {"MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
     # TorchScript T5: one layer's K is read through a layout chain, not split into heads inside
     # the group, so only the other layer qualifies.
-    "t5_encoder_torchscript17_sdpa": {"MultiHeadAttention": 1},
+    "t5_encoder_torchscript17_sdpa": {"MultiHeadAttention": 1, "SkipSimplifiedLayerNormalization": 4},
     "vit_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
     "vit_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
     "vit_torchscript17_sdpa": {"BiasGelu": 2, "Attention": 2},
@@ -103,7 +109,8 @@ def test_runtime_ort_output_loads_everywhere_and_equals_the_original(fusionopt, 
     onnx.checker.check_model(model, full_check=True)
     written = collections.Counter(node.op_type for node in model.graph.node if node.domain == "com.microsoft")
     assert dict(written) == EXPECTED_WRITTEN.get(entry.name, {})
-    assert sum(written.values()) == len(lowering["lowered"])  # one ORT node per lowered group
+    # One ORT node per lowered group, but for RMSNorms spelled as the standard ops ORT fuses.
+    assert sum(written.values()) == sum(one["written"].startswith("com.microsoft::") for one in lowering["lowered"])
     assert all(one["reason"] for one in lowering["kept"])  # every group kept says why
     imports = {opset.domain: opset.version for opset in model.opset_import}
     assert ("com.microsoft" in imports) == bool(written)
@@ -162,6 +169,31 @@ def test_kept_groups_say_why(fusionopt, tmp_path):
     reasons = {one["reason"] for one in lowering["kept"] if one["function"].endswith("FusedAttention")}
     assert reasons == {"Q has rotary embedding (MultiHeadAttention has none)"}
     assert not [one for one in lowering["lowered"] if "MultiHeadAttention" in one["written"]]
+
+
+def test_llama_norms_run_as_ort_norm_kernels(fusionopt, tmp_path):
+    """LLaMA's RMSNorms: -O3 fuses each residual Add into the projection before it, so the
+    lowering takes it back out into SkipSimplifiedLayerNormalization (the projection's MatMul
+    stays, the sum goes on as the kernel's fourth output); the first norm, with no residual, is
+    spelled as ORT's SimplifiedLayerNormFusion matches. ORT then runs every norm as one kernel,
+    where on the original (transformers' Reciprocal form) it runs each as seven."""
+    entry = entry_named("llama_dynamo18_sdpa")
+    out, lowering = optimize_for_ort(fusionopt, entry, tmp_path)
+    skip = [one for one in lowering["lowered"] if one["written"].endswith("SkipSimplifiedLayerNormalization")]
+    assert len(skip) == 4 and all(len(one["absorbed"]) == 1 for one in skip)
+    absorbed = {name for one in skip for name in one["absorbed"]}
+    assert not absorbed & {one["node"] for one in lowering["kept"]}
+    assert [one["written"] for one in lowering["lowered"] if one not in skip] == [
+        "SimplifiedLayerNormalization (standard ops ORT fuses)"]
+
+    def ops_ort_runs(path):
+        saved = tmp_path / f"{path.stem}.after_ort.onnx"
+        session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, saved)
+        return collections.Counter(node.op_type for node in onnx.load(str(saved)).graph.node)
+    after, original = ops_ort_runs(out), ops_ort_runs(entry.path)
+    assert after["SkipSimplifiedLayerNormalization"] == 4 and after["SimplifiedLayerNormalization"] == 1
+    assert after["Reciprocal"] == 0 and after["ReduceMean"] == 0
+    assert original["Reciprocal"] == 5 and original["SimplifiedLayerNormalization"] == 0
 
 
 def test_fp16_stays_portable(fusionopt, tmp_path):

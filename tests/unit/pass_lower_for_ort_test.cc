@@ -130,6 +130,77 @@ TEST_CASE("lower-for-ort: a residual LayerNorm becomes SkipLayerNormalization wi
   CHECK(skip.output(3)->name() == "sum");  // the residual stream, read on by residual_2
 }
 
+// A LLaMA-style block end: the output projection (with a bias here, as BERT's has) adds the
+// residual stream, an RMSNorm (transformers' Reciprocal form) reads the sum, and the stream
+// goes on. `residual` is the residual's type.
+std::string ProjectionThenRmsNorm(const std::string& residual = "float[N,4,8]") {
+  std::string weights;
+  for (int i = 0; i < 64; ++i) weights += (i ? ", " : "") + std::to_string(((i * 5) % 11 - 5) / 8.0);
+  return Header() + "graph main (float[N,4,8] %x, " + residual + R"( %r) -> (float[N,4,8] %y, float[N,4,8] %next)
+  init float[8,8] %w = [)" + weights + R"(]
+  init float[8] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2]
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float[] %two = [2.0]
+  init float[] %eps = [1e-06]
+{
+  %m = MatMul(%x, %w) @o_proj
+  %biased = Add(%m, %b) @bias
+  %sum = Add(%r, %biased) @residual
+  %sq = Pow(%sum, %two) @pow
+  %var = ReduceMean(%sq) {axes: [-1], keepdims: 1} @mean
+  %shifted = Add(%var, %eps) @add_eps
+  %root = Sqrt(%shifted) @sqrt
+  %inv = Reciprocal(%root) @reciprocal
+  %n = Mul(%sum, %inv) @normalize
+  %y = Mul(%n, %g) @gamma
+  %next = Add(%sum, %y) @next_residual
+}
+)";
+}
+
+TEST_CASE("lower-for-ort: an RMSNorm after a projection that adds the residual becomes MatMul + SkipSimplifiedLayerNormalization", "[passes][ort]") {
+  auto model = OptimizedAtO3(ProjectionThenRmsNorm());
+  const std::vector<std::string> optimized = OpTypes(*model->graph);
+  CAPTURE(optimized);
+  REQUIRE(Has(optimized, "ai.fusionopt::FusedRMSNorm"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "com.microsoft::SkipSimplifiedLayerNormalization");
+  REQUIRE(report->lowered[0].absorbed.size() == 1);  // the fused projection
+  const Node& skip = Only(*model->graph, "SkipSimplifiedLayerNormalization");
+  REQUIRE(skip.inputs().size() == 4);
+  CHECK(skip.input(0)->producer()->op_type() == "MatMul");
+  CHECK(skip.input(0)->producer()->input(1)->name() == "w");
+  CHECK(skip.input(1)->name() == "r");
+  CHECK(skip.input(2)->name() == "g");
+  CHECK(skip.input(3)->name() == "b");  // the projection's bias, added inside the kernel
+  CHECK(skip.GetFloat("epsilon", 0) == Approx(1e-6));
+  CHECK(skip.output(0)->name() == "y");
+  CHECK(skip.output(3)->name() == "sum");  // read on by next_residual
+  for (const auto& node : model->graph->nodes()) CHECK(node->domain() != "ai.fusionopt");
+}
+
+TEST_CASE("lower-for-ort: an RMSNorm without a residual is spelled as ORT's SimplifiedLayerNormFusion matches", "[passes][ort]") {
+  // The residual broadcasts ([1,4,8] against the [N,4,8] product), so the kernel cannot take
+  // it in: the projection stays a function and the norm alone is rewritten.
+  auto model = OptimizedAtO3(ProjectionThenRmsNorm("float[1,4,8]"));
+  REQUIRE(Has(OpTypes(*model->graph), "ai.fusionopt::FusedRMSNorm"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "SimplifiedLayerNormalization (standard ops ORT fuses)");
+  CHECK(report->lowered[0].absorbed.empty());
+  std::vector<std::string> ops = OpTypes(*model->graph);
+  CHECK(Has(ops, "Div"));
+  CHECK_FALSE(Has(ops, "Reciprocal"));
+  CHECK_FALSE(Has(ops, "com.microsoft::SkipSimplifiedLayerNormalization"));
+  const Node& divide = Only(*model->graph, "Div");
+  CHECK(divide.input(1)->producer()->op_type() == "Sqrt");
+  CHECK(divide.output(0)->uses().front().node->output(0)->name() == "y");
+  CHECK(std::count_if(ops.begin(), ops.end(), [](const std::string& op) { return op.starts_with("ai.fusionopt::"); }) >= 1);
+}
+
 TEST_CASE("lower-for-ort: groups ORT has no kernel for, and fp16, stay functions with a reason", "[passes][ort]") {
   auto half = OptimizedAtO3(Projection("erf", "float16"));
   auto report = passes::LowerForOrt(*half);
