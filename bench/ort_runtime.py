@@ -10,8 +10,10 @@ Per model: p50 of each side (median of the round medians, with their spread), th
 original / optimized (above 1: the optimized file runs faster), the nodes ORT runs after its
 own optimizations (its saved optimized graph: the kernels it launches per inference), what
 `--runtime ort` wrote (its report's lowered groups), and whether the outputs match ORT on the
-original (rtol 1e-3, atol 1e-4). With --portable-side it also times ORT on the plain -O3 file,
-whose ai.fusionopt functions ORT inlines.
+original (rtol 1e-3, atol 1e-4; float16 models rtol 2e-2, atol 4e-3). With --portable-side it also times ORT on the plain -O3 file,
+whose ai.fusionopt functions ORT inlines. With --onnxscript-side it also times ORT on what the
+tool a user would pick instead writes, onnxscript's `ort_fusions.optimize_for_ort` (needs
+onnxscript, in requirements-dev.txt), and reports where that output fails to load in ORT.
 """
 import argparse
 import collections
@@ -33,6 +35,8 @@ from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, m
 ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 ort.set_default_logger_severity(3)  # not ORT's note on every saved optimized graph
 RTOL, ATOL = 1e-3, 1e-4
+FP16_TOLERANCE = (2e-2, 4e-3)  # float16 models: what tests/python/test_runtime_ort.py allows them
+OURS = ("original", "runtime_ort", "portable")  # the sides whose outputs must match
 
 
 def optimize(binary, model, work, name, *flags):
@@ -48,18 +52,43 @@ def nodes_after_ort(model, threads, work):
     return len(onnx.load(str(saved), load_external_data=False).graph.node)
 
 
+def onnxscript_fused(model, work):
+    """onnxscript's ort_fusions output for `model` and None, or None and why it is missing: the
+    rewriter failed, or ORT refuses to load what it wrote (its first line of error)."""
+    import onnx_ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+    out = work / "onnxscript.onnx"
+    try:
+        fused, _ = optimize_for_ort(onnx_ir.load(str(model)))
+        onnx_ir.save(fused, str(out))
+    except Exception as error:  # noqa: BLE001 -- any failure of the other tool is a result to report
+        return None, f"rewriter failed: {str(error).splitlines()[0][:120]}"
+    try:
+        ort_session(out, ALL, 1)
+    except Exception as error:  # noqa: BLE001
+        return None, f"ORT does not load it: {str(error).splitlines()[0][:160]}"
+    return out, None
+
+
 def measure_model(entry, args, work):
     feeds = entry.feeds()
     lowered_file, report = optimize(args.binary, entry.path, work, "ort", "--runtime", "ort")
     sides = {"original": entry.path, "runtime_ort": lowered_file}
     if args.portable_side:
         sides["portable"], _ = optimize(args.binary, entry.path, work, "portable")
+    onnxscript_failure = None
+    if args.onnxscript_side:
+        fused, onnxscript_failure = onnxscript_fused(entry.path, work)
+        if fused is not None:
+            sides["onnxscript"] = fused
     sessions = {name: ort_session(path, ALL, args.threads) for name, path in sides.items()}
     reference = sessions["original"].run(None, feeds)
+    rtol, atol = FP16_TOLERANCE if entry.info.get("dtype") == "float16" else (RTOL, ATOL)
     matches = {}
     for name, session in sessions.items():
         outputs = session.run(None, feeds)
-        matches[name] = all(np.allclose(a, b, rtol=RTOL, atol=ATOL) for a, b in zip(reference, outputs))
+        matches[name] = all(np.allclose(a.astype(np.float32), b.astype(np.float32), rtol=rtol, atol=atol)
+                            for a, b in zip(reference, outputs))
     rounds = collections.defaultdict(list)
     for round_index in range(args.rounds):
         order = list(sessions) if round_index % 2 == 0 else list(reversed(sessions))
@@ -74,6 +103,7 @@ def measure_model(entry, args, work):
         "lowered": dict(written),
         "kept": len(report["ort_lowering"]["kept"]),
         "matches": matches,
+        "onnxscript_failure": onnxscript_failure,
     }
 
 
@@ -81,12 +111,25 @@ def cell(summary):
     return f"{summary['median']:.3g} ({summary['min']:.3g}–{summary['max']:.3g})"
 
 
-def markdown(results, portable):
+def onnxscript_cells(result):
+    """ORT on onnxscript's output: its p50, --runtime ort's speed over it, its ORT nodes."""
+    if result["onnxscript_failure"]:
+        return f" {result['onnxscript_failure']} | — | — |"
+    p50 = result["p50_ms"]
+    over = p50["onnxscript"]["median"] / p50["runtime_ort"]["median"]
+    differs = "" if result["matches"]["onnxscript"] else " (outputs differ)"
+    return f" {cell(p50['onnxscript'])}{differs} | {over:.2f} | {result['ort_nodes']['onnxscript']} |"
+
+
+def markdown(results, portable, onnxscript):
     head = "| model | ORT on original p50 ms | ORT on --runtime ort p50 ms | speed-up |"
     rule = "|---|---:|---:|---:|"
     if portable:
         head += " ORT on portable -O3 p50 ms |"
         rule += "---:|"
+    if onnxscript:
+        head += " ORT on onnxscript's ort_fusions p50 ms | --runtime ort over onnxscript | onnxscript's ORT nodes |"
+        rule += "---:|---:|---:|"
     head += " ORT nodes original → --runtime ort | written for ORT | outputs match |"
     rule += "---:|---|---|"
     rows = [head, rule]
@@ -98,12 +141,27 @@ def markdown(results, portable):
         row = f"| {result['model']} | {cell(p50['original'])} | {cell(p50['runtime_ort'])} | {speedup:.2f} |"
         if portable:
             row += f" {cell(p50['portable'])} |"
+        if onnxscript:
+            row += onnxscript_cells(result)
         nodes = result["ort_nodes"]
         written = ", ".join(f"{op.split('::')[-1]} ×{count}" for op, count in sorted(result["lowered"].items())) or "—"
-        row += f" {nodes['original']} → {nodes['runtime_ort']} | {written} | {'yes' if all(result['matches'].values()) else 'NO'} |"
+        ours = all(match for side, match in result["matches"].items() if side in OURS)
+        row += f" {nodes['original']} → {nodes['runtime_ort']} | {written} | {'yes' if ours else 'NO'} |"
         rows.append(row)
-    geomean = float(np.exp(np.mean(np.log(speedups)))) if speedups else float("nan")
-    return "\n".join(rows) + f"\n\n- geometric mean speed-up: {geomean:.3f} over {len(speedups)} models (min {min(speedups):.2f})\n"
+    summary = f"- geometric mean speed-up: {geometric_mean(speedups):.3f} over {len(speedups)} models (min {min(speedups):.2f})\n"
+    if onnxscript:
+        loaded = [result["p50_ms"] for result in results if not result["onnxscript_failure"]]
+        theirs = [p50["original"]["median"] / p50["onnxscript"]["median"] for p50 in loaded]
+        over = [p50["onnxscript"]["median"] / p50["runtime_ort"]["median"] for p50 in loaded]
+        if loaded:
+            summary += (f"- onnxscript's output: geometric mean speed-up {geometric_mean(theirs):.3f} over the "
+                        f"{len(loaded)} models whose output loads; --runtime ort over it {geometric_mean(over):.3f} "
+                        f"(min {min(over):.2f})\n")
+    return "\n".join(rows) + "\n\n" + summary
+
+
+def geometric_mean(ratios):
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan")
 
 
 def main():
@@ -111,20 +169,28 @@ def main():
     add_corpus_arguments(parser, rounds=3)
     parser.add_argument("--binary", type=Path, default=Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY)))
     parser.add_argument("--portable-side", action="store_true", help="also time ORT on the plain -O3 file")
+    parser.add_argument("--onnxscript-side", action="store_true",
+                        help="also time ORT on onnxscript's ort_fusions.optimize_for_ort output")
     args = parser.parse_args()
+    if args.onnxscript_side:
+        try:
+            import onnxscript.rewriter.ort_fusions  # noqa: F401
+        except ImportError:
+            sys.exit("error: --onnxscript-side needs onnxscript (pip install -r requirements-dev.txt)")
     results = []
     for entry in corpus_models(args):
         with tempfile.TemporaryDirectory(prefix="fusionopt-ort-") as name:
             work = Path(name)
-            for side in ("original", "runtime_ort", "portable"):
+            for side in ("original", "runtime_ort", "portable", "onnxscript"):
                 (work / side).mkdir()
             result = measure_model(entry, args, work)
         results.append(result)
         p50 = result["p50_ms"]
         print(f"{entry.name}: {p50['original']['median'] / p50['runtime_ort']['median']:.2f}x, "
               f"matches {result['matches']}", file=sys.stderr)
-    write_report(markdown(results, args.portable_side), results, args)
-    if not all(all(result["matches"].values()) for result in results):
+    write_report(markdown(results, args.portable_side, args.onnxscript_side), results, args)
+    # onnxscript's mismatches are its own, reported in its cells; only ours fail the run.
+    if not all(all(match for side, match in result["matches"].items() if side in OURS) for result in results):
         sys.exit("error: an optimized model's outputs differ from ORT on the original")
 
 

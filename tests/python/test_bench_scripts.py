@@ -135,3 +135,21 @@ def test_ort_runtime_times_ort_on_both_files_and_checks_outputs(fusionopt_bin, t
     assert result["lowered"] == {"com.microsoft::Attention": 2, "com.microsoft::BiasGelu": 2}
     assert result["ort_nodes"]["runtime_ort"] < result["ort_nodes"]["original"]
     assert "| bert_dynamo18_sdpa |" in table and "geometric mean speed-up" in table
+
+
+def test_ort_runtime_compares_with_onnxscripts_ort_fusions(fusionopt_bin, tmp_path):
+    """--onnxscript-side: ORT on onnxscript's ort_fusions output is timed beside ours where it
+    loads, and where it does not (GPT-2's Gemm on rank-3 input) the table says why."""
+    pytest.importorskip("onnxscript.rewriter.ort_fusions")
+    out = tmp_path / "ort.json"
+    table = run_script("ort_runtime.py", "--only", "bert_dynamo18_sdpa", "gpt2_dynamo18_sdpa", "--warmup", "1",
+                       "--repeat", "2", "--rounds", "2", "--onnxscript-side", "--json", out, env_binary=fusionopt_bin)
+    results = {one["model"]: one for one in json.loads(out.read_text())}
+    bert, gpt2 = results["bert_dynamo18_sdpa"], results["gpt2_dynamo18_sdpa"]
+    assert set(bert["p50_ms"]) == {"original", "runtime_ort", "onnxscript"}
+    assert bert["onnxscript_failure"] is None and bert["matches"]["onnxscript"]
+    assert 0 < bert["ort_nodes"]["onnxscript"] < bert["ort_nodes"]["original"]
+    assert "onnxscript" not in gpt2["p50_ms"]
+    assert gpt2["onnxscript_failure"].startswith("ORT does not load it")
+    assert gpt2["matches"]["runtime_ort"]
+    assert "--runtime ort over onnxscript" in table and "ORT does not load it" in table
