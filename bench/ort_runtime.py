@@ -72,10 +72,10 @@ def onnxscript_fused(model, work):
 
 def measure_model(entry, args, work):
     feeds = entry.feeds()
-    lowered_file, report = optimize(args.binary, entry.path, work, "ort", "--runtime", "ort")
+    lowered_file, report = optimize(args.binary, entry.path, work, "ort", "--runtime", "ort", "--target", args.target)
     sides = {"original": entry.path, "runtime_ort": lowered_file}
     if args.portable_side:
-        sides["portable"], _ = optimize(args.binary, entry.path, work, "portable")
+        sides["portable"], _ = optimize(args.binary, entry.path, work, "portable", "--target", args.target)
     onnxscript_failure = None
     if args.onnxscript_side:
         fused, onnxscript_failure = onnxscript_fused(entry.path, work)
@@ -169,6 +169,9 @@ def main():
     add_corpus_arguments(parser, rounds=3)
     parser.add_argument("--binary", type=Path, default=Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY)))
     parser.add_argument("--portable-side", action="store_true", help="also time ORT on the plain -O3 file")
+    parser.add_argument("--target", default="cpu",
+                        help="fusionopt's --target: cpu lowers for ORT's CPU EP (the default, what this script runs), "
+                             "a GPU target for its CUDA EP")
     parser.add_argument("--onnxscript-side", action="store_true",
                         help="also time ORT on onnxscript's ort_fusions.optimize_for_ort output")
     args = parser.parse_args()

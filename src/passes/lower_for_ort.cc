@@ -52,7 +52,7 @@ std::string LowerGeluAmong(Graph& graph, const std::vector<Node*>& members, int6
     std::optional<CompositeMatch> found = GeluAt(*member, opset);
     if (!found) continue;
     const CompositeMatch& gelu = *found;
-    if (!IsFloat32(gelu.x) || !IsFloat32(gelu.output)) return {};
+    if (!IsKernelFloat(gelu.x) || gelu.output == nullptr || gelu.output->dtype() != gelu.x->dtype()) return {};
     const bool tanh = gelu.gelu_form == GeluForm::kTanh;
     std::optional<std::pair<Value*, Value*>> biased = BiasOperands(*gelu.x, gelu.nodes);
     std::string op = tanh ? "FastGelu" : biased ? "BiasGelu" : "Gelu";
@@ -164,7 +164,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
       if (constant->output(0)->uses().empty() && !constant->output(0)->is_graph_output()) graph.RemoveNode(constant);
     }
     if (written.empty()) {
-      report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU is not float32"});
+      report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU is not float32 or float16"});
     } else {
       report.lowered.push_back({gelu.node, gelu.function, written, {}});
     }

@@ -77,7 +77,7 @@ class AttentionLowering {
   std::string WhyNot() {
     if (attention_.op) return "the core is a standard Attention node";
     if (call_.outputs().size() != 1) return "the group has more than one result";
-    if (!IsFloat32(call_.output(0))) return "not float32 (ORT's CPU MultiHeadAttention)";
+    if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
     for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
       if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
     }
@@ -120,7 +120,7 @@ class AttentionLowering {
       graph_.TransferProducer(result, lowered, 0);
     } else {
       Value* context = graph_.CreateValue(graph_.UniqueName(call_.name() + "_context"));
-      context->type().dtype = DataType::kFloat;
+      context->type().dtype = ElementType();
       context->type().shape = Shape{*DimOf(inputs[0], 0), *DimOf(inputs[0], 1), *DimOf(query_, 2)};
       graph_.TransferProducer(context, lowered, 0);
       Node* reshape = graph_.CreateNode("Reshape", "", {context, merge_target_}, {nullptr},
@@ -157,7 +157,7 @@ class AttentionLowering {
     Value* w = formal(matmul.input(1));
     Value* b = bias_formal != nullptr ? formal(bias_formal) : nullptr;
     const int64_t width = 3 * heads_ * (DimOf(query_, 2) ? DimOf(query_, 2)->value / heads_ : 0);
-    if (!IsFloat32(x) || !x->shape() || x->shape()->size() != 3 || w == nullptr || b == nullptr) return;
+    if (x == nullptr || x->dtype() != ElementType() || !x->shape() || x->shape()->size() != 3 || w == nullptr || b == nullptr) return;
     if (w->initializer() == nullptr || b->initializer() == nullptr || w->initializer()->dims().size() != 2 ||
         w->initializer()->dims()[1] != width || b->initializer()->dims() != std::vector<int64_t>{width}) {
       return;
@@ -222,7 +222,7 @@ class AttentionLowering {
       return why;
     }
     for (const Value* operand : {query_, key_, value_}) {
-      if (!IsFloat32(operand)) return "Q, K or V is not float32";
+      if (operand->dtype() != ElementType()) return "Q, K or V is not of the context's type";
       if (!operand->shape() || operand->shape()->size() != 3) return "Q, K or V is not a rank-3 [B,S,H*D] value";
     }
     return {};
@@ -272,7 +272,7 @@ class AttentionLowering {
     if (attention_.mask_kind == AttentionMaskKind::kBoolean) {
       if (std::string why = BiasFromCondition(); !why.empty()) return why;
     }
-    if (!IsFloat32(mask_)) return "the additive mask is not float32";
+    if (mask_->dtype() != ElementType()) return "the additive mask is not of the scores' type";
     const Dim sq = *DimOf(query_, 1), sk = *DimOf(key_, 1);  // rank 3: ResolveOperands checked
     if (!SameDim(*DimOf(mask_, 2), sq) || !SameDim(*DimOf(mask_, 3), sk)) ExpandToScores(sq, sk);
     // The original broadcasts the mask to [B,H,Sq,Sk], so an unknown head dim is 1 or H.
@@ -316,7 +316,7 @@ class AttentionLowering {
     Shape expanded = *mask_->shape();
     expanded[2] = sq;
     expanded[3] = sk;
-    Node* expand = node("Expand", {mask_, target->output(0)}, "_attention_bias", DataType::kFloat, expanded);
+    Node* expand = node("Expand", {mask_, target->output(0)}, "_attention_bias", mask_->dtype(), expanded);
     if (shareable) biases_[key] = expand->output(0);
     mask_ = expand->output(0);
   }
@@ -327,6 +327,7 @@ class AttentionLowering {
   // merely large (-1e4, older exports) would differ there, so it stays a function.
   std::string BiasFromCondition() {
     if (mask_->dtype() != DataType::kBool) return "the Where mask's condition is not boolean";
+    if (ElementType() != DataType::kFloat) return "a Where mask on scores that are not float32 (no float32-minimum fill)";
     if (!std::isfinite(attention_.fill) || attention_.fill > -1e30) {
       return "the Where mask's fill is not a finite float32 minimum (an additive bias would differ on fully masked rows)";
     }
@@ -353,6 +354,9 @@ class AttentionLowering {
     mask_ = bias;
     return {};
   }
+
+  // The scores', context's and operands' element type: the group's result's.
+  DataType ElementType() const { return call_.output(0)->dtype(); }
 
   Model& model_;
   Graph& graph_;

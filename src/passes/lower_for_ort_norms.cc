@@ -60,7 +60,7 @@ std::optional<ResidualContraction> ResidualContractionOf(const Model& model, con
     return std::nullopt;
   }
   // The MatMul's own result must already be the sum's [B,S,N]: a rank-3 input sharing B and S.
-  if (!IsFloat32(found.a) || !IsFloat32(sum) || !found.a->shape() || found.a->shape()->size() != 3 ||
+  if (!IsKernelFloat(sum) || found.a == nullptr || found.a->dtype() != sum->dtype() || !found.a->shape() || found.a->shape()->size() != 3 ||
       !sum->shape() || sum->shape()->size() != 3 || !found.residual->shape() || *found.residual->shape() != *sum->shape()) {
     return std::nullopt;
   }
@@ -75,7 +75,8 @@ std::optional<ResidualContraction> ResidualContractionOf(const Model& model, con
 // norm over the last axis, 1-D gamma and beta.
 std::string WhyNotSkipNorm(const FusedComposite& norm, const Value* x, const Value* skip, const Value* gamma,
                            const Value* beta) {
-  if (!IsFloat32(x) || !IsFloat32(skip) || gamma == nullptr) return "not float32, or no gamma";
+  if (std::string why = WhyNotKernelFloat(x); !why.empty()) return why;
+  if (skip == nullptr || skip->dtype() != x->dtype() || gamma == nullptr) return "the residual's type is not the input's, or no gamma";
   if (!x->shape() || !skip->shape() || x->shape()->size() != 3 || *x->shape() != *skip->shape()) {
     return "the input and the residual are not provably one [B,S,H] shape";
   }
@@ -112,7 +113,7 @@ Outcome LowerAfterContraction(Graph& graph, Node& call, const FusedComposite& no
   Value* sum = producer.call->output(0);
   if (std::string why = WhyNotSkipNorm(norm, sum, producer.residual, gamma, beta); !why.empty()) return Kept(why);
   Value* product = graph.CreateValue(graph.UniqueName(producer.call->name() + "_product"));
-  product->type().dtype = DataType::kFloat;
+  product->type().dtype = sum->dtype();
   product->type().shape = sum->shape();
   Node* matmul = graph.CreateNode("MatMul", "", {producer.a, producer.weight}, {product},
                                   graph.UniqueNodeName(producer.call->name() + "/MatMul"));
@@ -128,7 +129,8 @@ Outcome LowerAfterContraction(Graph& graph, Node& call, const FusedComposite& no
 // SimplifiedLayerNormFusion turns into one SimplifiedLayerNormalization kernel (it does not
 // match the Reciprocal form transformers writes, nor this group inlined as written).
 Outcome WriteRmsNormForOrtFusion(Model& model, Graph& graph, Node& call, const FusedComposite& norm, Value* x, Value* gamma) {
-  if (!IsFloat32(x) || gamma == nullptr || !IsFloat32(gamma)) return Kept("not float32, or no gamma");
+  if (gamma == nullptr) return Kept("no gamma inside the group (an fp16 export scales after casting back)");
+  if (!IsFloat32(x) || !IsFloat32(gamma)) return Kept("not float32 (the spelling ORT fuses is written with float32 scalars)");
   const std::optional<int64_t> axis = x->shape() ? NormalizedAxis(norm.axis, static_cast<int64_t>(x->shape()->size())) : std::nullopt;
   if (!axis || *axis != static_cast<int64_t>(x->shape()->size()) - 1) return Kept("the norm is not over the last axis");
   auto scalar = [&](float value, const char* stem) {

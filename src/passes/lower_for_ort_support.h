@@ -30,6 +30,17 @@ inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}}; }
 
 inline bool IsFloat32(const Value* value) { return value != nullptr && value->dtype() == DataType::kFloat; }
 
+// A value of a type the contrib kernels are written for: float32, or float16. The CUDA EP runs
+// float16 natively; the CPU EP runs most of them in float32 between Casts it inserts, and that is
+// still faster than the inlined ops (bench/ort_runtime.py on the full-size fp16 exports: BERT
+// 1.09 lowered against 1.02 kept, GPT-2 1.05 against 1.02; docs/benchmarks.md).
+inline bool IsKernelFloat(const Value* value) {
+  return value != nullptr && (value->dtype() == DataType::kFloat || value->dtype() == DataType::kFloat16);
+}
+
+// Why a group of `value`'s type stays a function (empty when it qualifies).
+inline std::string WhyNotKernelFloat(const Value* value) { return IsKernelFloat(value) ? std::string() : "not float32 or float16"; }
+
 // The graph value a body operand stands for at `call`: the call's argument, or the body's own
 // constant as a new initializer.
 inline Value* ArgumentFor(Graph& graph, const Node& call, int input, const TensorPtr& constant, const std::string& stem) {
