@@ -5,6 +5,9 @@
 #               stage and the totals
 #   make sanitize-test  the unit tests (and fuzz regressions) under ASan + UBSan, in $(BUILD_HARDENING)
 #   make fuzz-smoke     each libFuzzer target for 60 s (scripts/fuzz.sh; docs/robustness.md)
+#   make install        build, then install the CLI, plugin, header and docs under PREFIX (default /usr/local)
+#   make package        build, then the Debian packages fusionopt_<version>_amd64.deb (and fusionopt-cuda_...)
+#                       in $(BUILD)/packages (CPack; docs/install.md)
 #   make real-models    the real-export corpus (models/real/README.md): torch, transformers,
 #                       torchvision, timm, ultralytics in .venv-export; fixtures, then full size
 
@@ -16,10 +19,14 @@ PYTHON := $(VENV)/bin/python
 DEMO_MODEL ?= models/bert_style.onnx
 DEMO_OUT := $(BUILD)/demo
 
-APT_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
-  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev \
-  libdnnl-dev libonnx-testdata python3 python3-venv python3-pip clang libclang-rt-14-dev libomp-14-dev
+# What building the CLI needs (make demo, make install), then what the tests add.
+APT_BUILD_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
+  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libdnnl-dev
+APT_PACKAGES := $(APT_BUILD_PACKAGES) libonnx-testdata python3 python3-venv python3-pip clang \
+  libclang-rt-14-dev libomp-14-dev
+APT_BUILD_STAMP := $(BUILD)/.apt-$(shell echo $(APT_BUILD_PACKAGES) | md5sum | cut -c1-8)
 APT_STAMP := $(BUILD)/.apt-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
+PREFIX ?= /usr/local
 # The hardening build: clang (libFuzzer), ASan + UBSan and the fuzzers in one folder, CUDA off;
 # -O1 with line tables only, the cheapest flags that keep reports readable (2-core CI).
 BUILD_HARDENING ?= build-hardening
@@ -39,18 +46,28 @@ EXPORT_STAMP := $(EXPORT_VENV)/.installed-$(shell md5sum models/real/requirement
 PYTEST := PYTHONUNBUFFERED=1 FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHON) -m pytest tests/python \
   -q -p no:cacheprovider --timeout=900 --durations=10
 
-.PHONY: all deps build demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean real-models
+.PHONY: all deps build build-cli demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean \
+  real-models install package
 
 all: build
 
-$(APT_STAMP):
+# Installs whichever of the listed Debian packages are missing, with apt-get options $(2). The
+# CLI's build takes no recommended extras (hundreds of MB it never uses); the test set keeps them.
+define install_apt_packages
 	@mkdir -p $(BUILD)
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) $$missing; \
 	fi
 	@touch $@
+endef
+
+$(APT_BUILD_STAMP):
+	$(call install_apt_packages,$(APT_BUILD_PACKAGES),--no-install-recommends)
+
+$(APT_STAMP):
+	$(call install_apt_packages,$(APT_PACKAGES),)
 
 $(VENV_STAMP): requirements-dev.txt
 	@test -x $(PYTHON) || python3 -m venv $(VENV)
@@ -73,7 +90,19 @@ build: $(APT_STAMP)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: deps build
+# Only the CLI: what the demo runs (its CPU runtime; the plugin is not needed to optimize or bench
+# on the CPU), without the tests, the CUDA suite and the benchmarks.
+build-cli: $(APT_BUILD_STAMP)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target fusionopt
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX) --strip
+
+package: build
+	cd $(BUILD) && cpack -G DEB
+
+demo: build-cli
 	@mkdir -p $(DEMO_OUT)
 	$(BUILD)/fusionopt inspect $(DEMO_MODEL)
 	$(BUILD)/fusionopt $(DEMO_MODEL) -O3 -o $(DEMO_OUT)/$(notdir $(DEMO_MODEL)) --report $(DEMO_OUT)/report.json

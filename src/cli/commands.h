@@ -45,6 +45,7 @@ struct OptimizeOptions {
   // With target cpu: keep every fusion untimed (passes/fusion_timing.h).
   bool no_fusion_timing = false;
   std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
+  bool strict_dims = false;       // a --dim symbol the model lacks is an error, not a warning
   std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
   // --verify: the fail-safe check (passes/fusion_check.h) before anything is written.
   bool verify = false;
@@ -62,6 +63,7 @@ struct InspectOptions {
   bool cost = false;              // the per-kernel roofline table instead of the summary
   std::string target = "h100";
   std::vector<std::string> dims;  // SYMBOL=N
+  bool strict_dims = false;       // a --dim symbol the model lacks is an error, not a warning
   bool cuda = false;              // --cuda: how each node would run on the CUDA backend
   int cuda_arch = 90;             // compute capability × 10 to plan for
   std::vector<std::string> shapes;  // --shape NAME=D1xD2... for --cuda
@@ -144,5 +146,13 @@ std::string OneLine(const std::string& text);
 
 // Prints `error: <file>: <message>` and returns the exit code for the status.
 int ReportError(const std::string& file, const Status& status);
+
+// The --dim sizes for the symbols `model` has. A symbol it lacks is a usage error with
+// --strict-dims; otherwise a warning naming `file`, and the setting is dropped (a CI job passes
+// one list of dims to every model it optimizes).
+using DimSizes = std::map<std::string, int64_t, std::less<>>;  // passes::SymbolSizes
+Result<DimSizes> DimsForModel(const std::string& file, const Model& model, DimSizes dims, bool strict);
+// The --strict-dims flag, for commands that take --dim.
+void AddStrictDimsOption(CLI::App& command, bool& strict);
 
 }  // namespace fusionopt::cli

@@ -1,8 +1,10 @@
+#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "passes/cost_model.h"
 #include "passes/registry.h"
 
 namespace fusionopt::cli {
@@ -56,6 +58,30 @@ int ListPasses() {
     std::printf("%s\tO%d\t%s\n", pass.name.c_str(), pass.level, pass.summary.c_str());
   }
   return 0;
+}
+
+Result<DimSizes> DimsForModel(const std::string& file, const Model& model, DimSizes dims, bool strict) {
+  if (strict) {
+    FUSIONOPT_RETURN_IF_ERROR(passes::CheckDimSymbols(model, dims));
+    return dims;
+  }
+  const std::set<std::string> symbols = passes::SymbolsOf(model);
+  std::string known;
+  for (const std::string& name : symbols) known += (known.empty() ? "" : ", ") + name;
+  for (auto it = dims.begin(); it != dims.end();) {
+    if (symbols.count(it->first)) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("{}: --dim {}: the model has no symbolic dim '{}' (its symbols: {}); ignored (--strict-dims makes "
+                 "this an error)", OneLine(file), it->first, it->first, known.empty() ? "none" : known);
+    it = dims.erase(it);
+  }
+  return dims;
+}
+
+void AddStrictDimsOption(CLI::App& command, bool& strict) {
+  command.add_flag("--strict-dims", strict, "A --dim symbol the model does not have is an error (default: a warning)");
 }
 
 }  // namespace fusionopt::cli

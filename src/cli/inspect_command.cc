@@ -119,6 +119,7 @@ void AddInspectOptions(CLI::App& command, InspectOptions& options) {
       "--cost", options.cost, "Per-kernel roofline table: FLOPs, bytes, intensity, bound, predicted time");
   command.add_option("--target", options.target, "Cost-model target: t4, a100, h100 (default), h200, cpu")->needs(cost);
   command.add_option("--dim", options.dims, "Size of a symbolic dim: SYMBOL=N (repeatable; default 1)")->needs(cost);
+  AddStrictDimsOption(command, options.strict_dims);
   CLI::Option* cuda = command.add_flag(
       "--cuda", options.cuda,
       "How each node would run on the CUDA backend: kernels generated and compiled, no GPU needed (exit 4 if any node cannot)");

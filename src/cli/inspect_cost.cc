@@ -184,10 +184,10 @@ ordered_json TableJson(const std::string& path, const Model& model, const CostMo
 }  // namespace
 
 int RunInspectCost(const InspectOptions& options, const Model& model) {
-  auto dims = passes::ParseDimSettings(options.dims);
+  auto parsed = passes::ParseDimSettings(options.dims);
+  if (!parsed.ok()) return ReportError(options.input, parsed.status());
+  auto dims = DimsForModel(options.input, model, std::move(*parsed), options.strict_dims);
   if (!dims.ok()) return ReportError(options.input, dims.status());
-  Status known = passes::CheckDimSymbols(model, *dims);
-  if (!known.ok()) return ReportError(options.input, known);
   auto profile = passes::FindTargetProfile(options.target);
   if (!profile.ok()) return ReportError(options.input, profile.status());
   CostModel costs(model, *profile, *dims);

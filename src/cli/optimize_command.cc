@@ -189,6 +189,7 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_flag("--no-fusion-timing", options.no_fusion_timing,
                    "With --target cpu: keep every fusion the cost model chose, untimed");
   command.add_option("--dim", options.dims, "Size of a symbolic dim for the cost model: SYMBOL=N (repeatable; default 1)");
+  AddStrictDimsOption(command, options.strict_dims);
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
@@ -225,8 +226,9 @@ int RunOptimize(const OptimizeOptions& options) {
     Status emit_dir = CheckEmitCudaDir(options.emit_cuda);
     if (!emit_dir.ok()) return ReportError(options.emit_cuda, emit_dir);
   }
-  Status dims = passes::CheckDimSymbols(**model, pipeline->dims);
-  if (!dims.ok()) return ReportError(options.input, dims);
+  auto dims = DimsForModel(options.input, **model, pipeline->dims, options.strict_dims);
+  if (!dims.ok()) return ReportError(options.input, dims.status());
+  pipeline->dims = std::move(*dims);
 
   OptimizeSummary before = SummarizeForOptimize(**model);
   auto report = passes::RunPipeline(**model, *pipeline);

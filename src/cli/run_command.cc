@@ -89,8 +89,10 @@ struct Executed {
 int ReportOutputs(const RunOptions& options, const Executed& executed) {
   if (!options.output_dir.empty()) {
     std::error_code error;
+    std::filesystem::create_directories(options.output_dir, error);  // a new folder, as users expect
     if (!std::filesystem::is_directory(options.output_dir, error)) {
-      return ReportError(options.output_dir, IoError("output folder does not exist"));
+      return ReportError(options.output_dir, IoError(error ? "output folder cannot be created: " + error.message()
+                                                           : "exists and is not a folder"));
     }
     for (size_t i = 0; i < executed.outputs.size(); ++i) {
       const auto& output = executed.outputs[i];

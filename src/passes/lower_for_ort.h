@@ -6,28 +6,36 @@
 //   %qkv = ai.fusionopt::FusedMatMulAdd(%x, %W, %b)             →   %ctx = com.microsoft::Attention(%x, %W, %b, , , %bias)
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)            {num_heads, scale}  (W, b initializers; ORT packs W)
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)   →   %q, %k, %v = Split(%qkv, %sizes) {axis: -1}
+//                                                                [%q, %k = com.microsoft::RotaryEmbedding(%q | %k, [0], cos, sin)]
+//                                                                [%k, %v = Reshape(Expand(Reshape(%k | %v, [0,0,Hkv,1,D]), [1,1,1,n,1]), [0,0,H·D])]
 //                                                                %ctx = com.microsoft::MultiHeadAttention(%q, %k, %v,
 //                                                                   , , %bias) {num_heads, scale}
 //   %y, %sum = ai.fusionopt::FusedAddLayerNorm(%a, %b, %g, %be)   →   com.microsoft::SkipLayerNormalization
 //   %y, %sum = ai.fusionopt::FusedAddRMSNorm(%a, %b, %g)          →   com.microsoft::SkipSimplifiedLayerNormalization
+//   %sum = ai.fusionopt::FusedMatMulAdd[Add](%x, %W[, %b], %r)    →   %p = MatMul(%x, %W)
+//   %y = ai.fusionopt::FusedRMSNorm | FusedLayerNorm(%sum, %g)        %y, , , %sum = com.microsoft::Skip(Simplified)LayerNormalization(%p, %r, %g[, %be][, %b])
+//   %y = ai.fusionopt::FusedRMSNorm(%x, %g)  (no residual)       →   Mul(Div(%x, Sqrt(ReduceMean(Pow(%x, 2)) + eps)), %g),
+//                                                                     the spelling ORT's SimplifiedLayerNormFusion matches
 //   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and
 //   its GELU written as com.microsoft::BiasGelu (erf, after a bias Add), Gelu (erf) or FastGelu
 //   (tanh, with its bias Add when there is one); the rest of the group's ops stay standard ops.
 //
 // Every attribute ORT needs is derived from the recognised body (patterns/attention.h,
 // patterns/composite.h), never guessed: heads and head size from the head split's target (H
-// written as -1 is the operand's width over the head size), the scale from every constant the
-// pattern multiplies the scores by, the epsilon from the norm. The mask becomes attention_bias:
-// an additive mask as it is; a Where mask whose fill is the float32 minimum as the bias
-// Where(cond, 0, fill); either expanded to [., ., Sq, Sk] from Q's and K's run-time shapes
-// when its last dims are not provably those (ORT's attention_bias does not broadcast there).
-// Biases and expansions are written once and shared by the layers that provably agree.
+// written as -1 is the operand's width over the head size; K's and V's heads times their repeat
+// must be Q's), the scale from every constant the pattern multiplies the scores by, the epsilon
+// from the norm. The mask becomes attention_bias: an additive mask as it is; a Where mask whose
+// fill is the float32 minimum as the bias Where(cond, 0, fill); either expanded to [., ., Sq, Sk]
+// from Q's and K's run-time shapes when its last dims are not provably those (ORT's
+// attention_bias does not broadcast there). A rotary's caches are the first halves of its
+// [1,1,S,D] tables, which must provably have equal halves (Cos / Sin of Concat(f, f)).
+// Biases, expansions and caches are written once and shared by the layers that provably agree.
 //
-// Limits: float32 only (ORT's CPU contrib kernels); attention needs Q, K and V split into heads
-// inside the group from [B,S,H·D] values, no rotary embedding or grouped-query repeat, and the
-// heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape after the kernel).
-// A group that does not qualify stays an ai.fusionopt function, which ORT inlines; the report
-// says why for each.
+// Limits: float32 or float16; attention needs Q, K and V split into heads inside the group from
+// [B,S,H·D] values, the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape
+// after the kernel), a rotary (if any) by transformers' half rotation over whole heads with tables
+// shared by the batch, and a grouped-query repeat (if any) on K and V alike. A group that does not
+// qualify stays an ai.fusionopt function, which ORT inlines; the report says why for each.
 #pragma once
 
 #include <string>

@@ -51,8 +51,18 @@ std::optional<std::pair<int64_t, int64_t>> HeadsAndSize(const AttentionReshape& 
 std::string WhyNotBsd(const AttentionOperand& operand, const char* which) {
   const std::string name(which);
   if (operand.layout != HeadLayout::kSplitHeads || !operand.split) return name + " is not split into heads inside the group";
-  if (operand.rotary) return name + " has rotary embedding (MultiHeadAttention has none)";
-  if (operand.repeat) return name + " is repeated for grouped-query attention";
+  if (operand.rotary && (operand.rotary->op || operand.rotary->interleaved)) {
+    return name + "'s rotary is the opset-23 RotaryEmbedding op or interleaved (only transformers' half rotation is written)";
+  }
+  return {};
+}
+
+// Why the rotary and repeat steps of Q, K and V are not the forms written around the kernel: Q
+// and K rotated alike (or neither), V not; K and V repeated alike (or neither), Q not.
+std::string WhyNotRotaryAndRepeat(const FusedAttention& attention) {
+  if (attention.v.rotary || attention.q.repeat) return "V is rotated or Q is repeated";
+  if (attention.q.rotary.has_value() != attention.k.rotary.has_value()) return "only one of Q and K is rotated";
+  if (attention.k.repeat.has_value() != attention.v.repeat.has_value()) return "only one of K and V is repeated";
   return {};
 }
 
@@ -67,6 +77,7 @@ class AttentionLowering {
   Outcome Run() {
     if (std::string why = WhyNot(); !why.empty()) return Kept(why);
     if (projection_ != nullptr) return WriteAttentionWithProjection();
+    WriteRotaryAndRepeat();
     std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
     if (mask_ != nullptr) inputs.push_back(mask_);
     ReplaceCallBy("MultiHeadAttention", inputs);
@@ -81,6 +92,7 @@ class AttentionLowering {
     for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
       if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
     }
+    if (std::string why = WhyNotRotaryAndRepeat(attention_); !why.empty()) return why;
     if (attention_.merge_perm != std::vector<int64_t>{0, 2, 1, 3} || !attention_.merge) {
       return "the heads are not merged back to [B,S,H*D] inside the group";
     }
@@ -93,8 +105,39 @@ class AttentionLowering {
     if (std::string why = ResolveOperands(); !why.empty()) return why;
     if (std::string why = ResolveMerge(); !why.empty()) return why;
     if (std::string why = ResolveHeads(); !why.empty()) return why;
-    FindProjection();
+    if (std::string why = ResolveRotary(); !why.empty()) return why;
+    if (!attention_.q.rotary && !attention_.k.repeat) FindProjection();  // ORT's Attention rotates and repeats nothing
     return ResolveMask();
+  }
+
+  // Q's and K's rotary tables, checked for RotaryEmbedding, and the halves' split point.
+  std::string ResolveRotary() {
+    if (!attention_.q.rotary) return {};
+    for (const AttentionOperand* operand : {&attention_.q, &attention_.k}) {
+      const AttentionRotary& rotary = *operand->rotary;
+      if (rotary.half != 0 && rotary.half * 2 != head_size_) return "the rotary turns part of each head only";
+      if (rotary.split_sizes >= 0) {
+        std::optional<std::vector<int64_t>> sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.split_sizes)));
+        if (!sizes || *sizes != std::vector<int64_t>{head_size_ / 2, head_size_ / 2}) return "the rotary halves are not constant equal halves";
+      }
+      Value* cos = call_.input(static_cast<size_t>(rotary.cos));
+      Value* sin = call_.input(static_cast<size_t>(rotary.sin));
+      if (std::string why = WhyNotRotaryEmbedding(model_, cos, sin, query_, head_size_); !why.empty()) return why;
+      (operand == &attention_.q ? q_tables_ : k_tables_) = {cos, sin};
+    }
+    return {};
+  }
+
+  // Q and K rotated, K and V repeated, ahead of the kernel: what the group did inside it.
+  void WriteRotaryAndRepeat() {
+    if (attention_.q.rotary) {
+      query_ = WriteRotaryEmbedding(graph_, call_, query_, heads_, q_tables_.first, q_tables_.second, head_size_, biases_);
+      key_ = WriteRotaryEmbedding(graph_, call_, key_, kv_heads_, k_tables_.first, k_tables_.second, head_size_, biases_);
+    }
+    if (attention_.k.repeat) {
+      key_ = WriteHeadRepeat(graph_, call_, key_, kv_heads_, repeats_, head_size_);
+      value_ = WriteHeadRepeat(graph_, call_, value_, kv_heads_, repeats_, head_size_);
+    }
   }
 
   // Attention(x, W, b[, , , bias]): the projection's MatMul and bias Add and the attention in
@@ -190,24 +233,39 @@ class AttentionLowering {
   }
 
   // H from the head split's target: written there, or (written as -1) the operand's width over
-  // the head size. Q, K and V must agree.
+  // the head size. Q's heads are H; K and V have H, or H / n where they are repeated n times.
   std::string ResolveHeads() {
-    std::optional<int64_t> agreed;
+    std::vector<int64_t> heads, sizes;
     for (auto [operand, value] : {std::pair{&attention_.q, query_}, {&attention_.k, key_}, {&attention_.v, value_}}) {
       std::optional<std::pair<int64_t, int64_t>> split = HeadsAndSize(*operand->split, call_);
       if (!split) return "the head size is not a constant of the head split";
-      int64_t heads = split->first;
+      int64_t count = split->first;
       const std::optional<Dim> width = DimOf(value, 2);
-      if (heads == -1) {
+      if (count == -1) {
         if (!width || !width->is_known() || width->value % split->second != 0) return "the heads are neither written nor implied by a known width";
-        heads = width->value / split->second;
-      } else if (width && width->is_known() && width->value != heads * split->second) {
+        count = width->value / split->second;
+      } else if (width && width->is_known() && width->value != count * split->second) {
         return "the head split does not cover the operand's width";
       }
-      if (agreed && *agreed != heads) return "Q, K and V differ in heads";
-      agreed = heads;
+      heads.push_back(count);
+      sizes.push_back(split->second);
+      if (operand == &attention_.k) kv_heads_ = count;
     }
-    heads_ = *agreed;
+    // A repeat read at run time (its Expand target computed outside) repeats each K/V head
+    // H / Hkv times: the scores' MatMul broadcasts Q's H heads against K's Hkv·n, so Hkv·n is H
+    // (or 1, when Hkv is 1 and every head reads it anyway).
+    repeats_ = 1;
+    if (attention_.k.repeat) {
+      repeats_ = attention_.k.repeat->repeats > 0 ? attention_.k.repeat->repeats
+                                                  : (kv_heads_ > 0 && heads[0] % kv_heads_ == 0 ? heads[0] / kv_heads_ : 0);
+      if (attention_.v.repeat->repeats > 0 && attention_.v.repeat->repeats != repeats_) return "K and V are repeated differently";
+      heads[1] *= repeats_;
+      heads[2] *= repeats_;
+    }
+    if (heads[0] != heads[1] || heads[0] != heads[2]) return "Q, K and V differ in heads";
+    if (sizes[0] != sizes[1] || sizes[0] != sizes[2]) return "Q, K and V differ in head size";
+    heads_ = heads[0];
+    head_size_ = sizes[0];
     return {};
   }
 
@@ -374,6 +432,10 @@ class AttentionLowering {
   Value* projection_w_ = nullptr;
   Value* projection_b_ = nullptr;
   int64_t heads_ = 0;
+  int64_t kv_heads_ = 0;   // K's and V's heads before any repeat
+  int64_t repeats_ = 1;    // how many times each K/V head is repeated
+  int64_t head_size_ = 0;
+  std::pair<Value*, Value*> q_tables_, k_tables_;  // the rotary's cos and sin
   double scale_ = 1.0;
 };
 }  // namespace

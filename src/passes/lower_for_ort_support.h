@@ -73,10 +73,29 @@ inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
   return constant->AsInt64s();
 }
 
-// Attention biases written once and shared by every layer that reads the same mask: keyed by the
-// mask and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a
-// mask expanded to the scores' rows and columns, where both dims are provably the same).
+// Values written once and shared by every layer that reads the same source: keyed by the source
+// and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a mask
+// expanded to the scores' rows and columns, where both dims are provably the same; "rotary
+// cache": a rotary table's half rows; the rotary position offset, keyed by nullptr).
 using AttentionBiases = std::map<std::pair<Value*, std::string>, Value*>;
+
+// Rotary embedding and grouped-query repeats around MultiHeadAttention (lower_for_ort_rotary.cc).
+//
+// Whether every row of `table` has equal halves over its last axis by construction: elementwise
+// ops of one operand (Cos, Sin, Cast, Neg, Identity; Mul, Div, Add, Sub with a scalar constant)
+// and Unsqueezes that keep the last axis, down to Concat(a, a) on the last axis, followed into
+// fused calls' bodies. transformers' tables are Cos / Sin of Concat(freqs, freqs).
+bool HalvesProvablyEqual(const Model& model, const Value* table);
+// Why Q's (or K's) rotary by the [.,.,S,D] tables `cos` and `sin` cannot be ORT's RotaryEmbedding
+// (empty when it can): the tables must be [1,1,S,D] of the operand's type with equal halves.
+std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t head_size);
+// RotaryEmbedding(operand [B,S,heads·D], [0], cos cache, sin cache) {num_heads, interleaved: 0}
+// before `before`: position s reads cache row s (the offset form of position_ids), the caches the
+// tables' first halves as [S, D/2], written once per table.
+Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t heads, Value* cos, Value* sin,
+                            int64_t head_size, AttentionBiases& shared);
+// `operand` [B,S,Hkv·D] with each head repeated `repeats` times, as [B,S,Hkv·n·D].
+Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_heads, int64_t repeats, int64_t head_size);
 
 // A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
 // `biases`: the attention bias already written for a mask, shared by every layer reading it.

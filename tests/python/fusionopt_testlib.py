@@ -498,3 +498,10 @@ def varint(value):
 def length_delimited(field, payload):
     """A length-delimited field (wire type 2): its key, its length, the payload."""
     return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+
+def project_version():
+    """The version CMakeLists.txt's project() declares (what --version and the packages carry)."""
+    import re
+    text = (REPO_ROOT / "CMakeLists.txt").read_text()
+    return re.search(r"project\(fusionopt VERSION ([0-9.]+)", text).group(1)

@@ -99,3 +99,21 @@ def test_verbosity_does_not_change_the_output(fusionopt, tmp_path, model):
     rc, _, verbose = fusionopt("-vv", model, "-o", tmp_path / "b.onnx", "-O0")
     assert rc == lib.EXIT_OK, verbose
     lib.assert_same_bytes((tmp_path / "b.onnx").read_bytes(), (tmp_path / "a.onnx").read_bytes(), "-vv")
+
+
+def test_folders_named_by_options_are_created(fusionopt, tmp_path, project_model):
+    """--output-dir (run) and --dump-dir (optimize) name folders: new ones are made, nested too.
+    A path that exists as a file is an I/O error naming it. (-o FILE into a missing folder stays an
+    error: a typo in an output path should not scatter folders; README.)"""
+    outputs = tmp_path / "new" / "outputs"
+    rc, _, stderr = fusionopt("run", project_model, "--output-dir", outputs)
+    assert rc == lib.EXIT_OK, stderr
+    assert sorted(path.name for path in outputs.iterdir())[0] == "output_0.pb"
+    dumps = tmp_path / "new" / "dumps"
+    rc, _, stderr = fusionopt(project_model, "-O2", "-o", tmp_path / "out.onnx", "--dump-after", "all", "--dump-dir", dumps)
+    assert rc == lib.EXIT_OK, stderr
+    assert any(path.suffix == ".ir" for path in dumps.iterdir())
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    lib.assert_error(fusionopt("run", project_model, "--output-dir", a_file), lib.EXIT_IO, str(a_file),
+                     "exists and is not a folder")

@@ -9,8 +9,8 @@ Per fixture:
 - exactly the ORT kernels its form allows are written (EXPECTED_WRITTEN): attention as
   Attention with its QKV projection where that is one fused MatMul + bias on initializers, else
   MultiHeadAttention where Q, K and V are split into heads inside the group; GELU epilogues as
-  BiasGelu / FastGelu, residual norms as Skip(Simplified)LayerNormalization; nothing for rotary attention,
-  CNNs, and the report says why for each group it kept;
+  BiasGelu / FastGelu, residual norms as Skip(Simplified)LayerNormalization, rotary attention with
+  RotaryEmbedding before it; nothing for CNNs, and the report says why for each group it kept;
 - ORT runs fewer nodes on it than on the original where anything was written.
 """
 import collections
@@ -36,9 +36,10 @@ FP16_TOLERANCE = (2e-2, 4e-3)
 # The com.microsoft ops each fixture's -O3 --runtime ort output holds (two layers each). A form
 # missing here writes none: CNNs have no such groups. In fp16 only attention is written: the
 # exporters' GELU constants round in float16 and no longer match a GELU, and their norms compute
-# in float32 between Casts. LLaMA-family attention stays a function (rotary embedding: MultiHeadAttention
-# has none); their residual RMSNorms become SkipSimplifiedLayerNormalization, each taking in the
-# residual Add that -O3 had fused into the projection before it.
+# in float32 between Casts. LLaMA-family attention becomes MultiHeadAttention after a
+# RotaryEmbedding of Q and of K (K and V repeated for grouped-query attention); their residual
+# RMSNorms become SkipSimplifiedLayerNormalization, each taking in the residual Add that -O3 had
+# fused into the projection before it.
 EXPECTED_WRITTEN = {
     "bert_dynamo18_eager": {"BiasGelu": 2, "Attention": 2},
     "bert_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2},
@@ -59,10 +60,11 @@ EXPECTED_WRITTEN = {
     "roberta_dynamo18_eager": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
     "roberta_dynamo18_sdpa": {"BiasGelu": 2, "Attention": 2, "SkipLayerNormalization": 1},
     "swin_dynamo18_eager": {"BiasGelu": 3, "Attention": 3, "SkipLayerNormalization": 3},
-    "llama_dynamo18_eager": {"SkipSimplifiedLayerNormalization": 4},
-    "llama_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
-    "mistral_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
-    "qwen2_dynamo18_sdpa": {"SkipSimplifiedLayerNormalization": 4},
+    "llama_dynamo18_eager": {"RotaryEmbedding": 4, "MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
+    "llama_dynamo18_sdpa": {"RotaryEmbedding": 4, "MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
+    "llama_dynamo18_sdpa_fp16": {"RotaryEmbedding": 4, "MultiHeadAttention": 2},
+    "mistral_dynamo18_sdpa": {"RotaryEmbedding": 4, "MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
+    "qwen2_dynamo18_sdpa": {"RotaryEmbedding": 4, "MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
     "t5_encoder_dynamo18_sdpa": {"MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
     # TorchScript T5: one layer's K is read through a layout chain, not split into heads inside
     # the group, so only the other layer qualifies.
@@ -112,8 +114,10 @@ def test_runtime_ort_output_loads_everywhere_and_equals_the_original(fusionopt, 
     onnx.checker.check_model(model, full_check=True)
     written = collections.Counter(node.op_type for node in model.graph.node if node.domain == "com.microsoft")
     assert dict(written) == EXPECTED_WRITTEN.get(entry.name, {})
-    # One ORT node per lowered group, but for RMSNorms spelled as the standard ops ORT fuses.
-    assert sum(written.values()) == sum(one["written"].startswith("com.microsoft::") for one in lowering["lowered"])
+    # One ORT node per lowered group, but for RMSNorms spelled as the standard ops ORT fuses and
+    # the RotaryEmbeddings written before a MultiHeadAttention (two per rotary group).
+    kernels = sum(count for op, count in written.items() if op != "RotaryEmbedding")
+    assert kernels == sum(one["written"].startswith("com.microsoft::") for one in lowering["lowered"])
     assert all(one["reason"] for one in lowering["kept"])  # every group kept says why
     imports = {opset.domain: opset.version for opset in model.opset_import}
     assert ("com.microsoft" in imports) == bool(written)
@@ -165,13 +169,31 @@ def test_a_projection_on_rank_2_values_keeps_multi_head_attention(fusionopt, tmp
     assert ops["MultiHeadAttention"] == 2 and ops["Attention"] == 0
 
 
+def test_rotary_grouped_query_attention_becomes_rotary_embedding_and_multi_head_attention(fusionopt, tmp_path):
+    """LLaMA's fixture (grouped-query: half as many key/value heads): Q and K rotated by ORT's
+    RotaryEmbedding with their own head counts, from caches shared by both layers (the first halves
+    of the model's cos and sin tables); K and V repeated to Q's heads; MultiHeadAttention."""
+    out, lowering = optimize_for_ort(fusionopt, entry_named("llama_dynamo18_sdpa"), tmp_path)
+    assert not [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
+    model = onnx.load(str(out))
+    attributes = lambda node: {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}  # noqa: E731
+    rotary = [node for node in model.graph.node if node.op_type == "RotaryEmbedding"]
+    attention = [node for node in model.graph.node if node.op_type == "MultiHeadAttention"]
+    assert len(rotary) == 4 and len(attention) == 2
+    heads = attributes(attention[0])["num_heads"]
+    assert sorted({attributes(node)["num_heads"] for node in rotary}) == sorted({heads, heads // 2})
+    assert all(attributes(node)["interleaved"] == 0 for node in rotary)
+    assert len({node.input[2] for node in rotary}) == 1 and len({node.input[3] for node in rotary}) == 1
+    assert sum(node.op_type == "Expand" for node in model.graph.node) >= 4  # K and V per layer
+
+
 def test_kept_groups_say_why(fusionopt, tmp_path):
-    """LLaMA's attention rotates Q and K; MultiHeadAttention has no rotary input, so it stays a
-    function ORT inlines, and the report says so."""
-    _, lowering = optimize_for_ort(fusionopt, entry_named("llama_dynamo18_sdpa"), tmp_path)
-    reasons = {one["reason"] for one in lowering["kept"] if one["function"].endswith("FusedAttention")}
-    assert reasons == {"Q has rotary embedding (MultiHeadAttention has none)"}
-    assert not [one for one in lowering["lowered"] if "MultiHeadAttention" in one["written"]]
+    """torchvision's ViT packs Q, K and V into one in-projection read through a layout chain, not
+    split into heads inside the group: its attention stays a function, and the report says so."""
+    _, lowering = optimize_for_ort(fusionopt, entry_named("vit_torchvision_dynamo18"), tmp_path)
+    kept = [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
+    assert kept and {one["reason"] for one in kept} == {"Q is not split into heads inside the group"}
+    assert not [one for one in lowering["lowered"] if "Attention" in one["written"]]
 
 
 def test_llama_norms_run_as_ort_norm_kernels(fusionopt, tmp_path):
@@ -186,7 +208,7 @@ def test_llama_norms_run_as_ort_norm_kernels(fusionopt, tmp_path):
     assert len(skip) == 4 and all(len(one["absorbed"]) == 1 for one in skip)
     absorbed = {name for one in skip for name in one["absorbed"]}
     assert not absorbed & {one["node"] for one in lowering["kept"]}
-    assert [one["written"] for one in lowering["lowered"] if one not in skip] == [
+    assert [one["written"] for one in lowering["lowered"] if "Normalization" in one["written"] and one not in skip] == [
         "SimplifiedLayerNormalization (standard ops ORT fuses)"]
 
     def ops_ort_runs(path):

@@ -9,6 +9,7 @@
 
 #include "pass_test_support.h"
 #include "passes/lower_for_ort.h"
+#include "passes/lower_for_ort_support.h"
 
 namespace fusionopt {
 namespace {
@@ -228,6 +229,31 @@ TEST_CASE("lower-for-ort: groups ORT has no kernel for stay functions with a rea
   CHECK(kept->kept[0].reason == "ORT has no kernel for this group (it inlines the function)");
   CHECK(OpTypes(*plain->graph) == before);
   CHECK(plain->functions.size() == 1);
+}
+
+TEST_CASE("lower-for-ort: a rotary table's halves are equal only by construction", "[passes][ort]") {
+  // Only Cos(Concat(f, f)) and what elementwise scalar ops and leading Unsqueezes make of it
+  // qualifies: RotaryEmbedding reads the first half of each row for both.
+  auto model = ParseInferred(Header() + R"(graph main (float[1,4,2] %f, float[1,4,2] %g) -> (float[1,1,4,4] %same, float[1,1,4,4] %scaled, float[1,1,4,4] %different, float[1,4,4,1] %moved)
+  init float[] %two = [2.0]
+{
+  %cat = Concat(%f, %f) {axis: -1} @cat
+  %cos = Cos(%cat) @cos
+  %same = Unsqueeze(%cos) {axes: [1]} @unsqueeze
+  %times = Mul(%two, %cos) @scale
+  %scaled = Unsqueeze(%times) {axes: [0]} @unsqueeze_scaled
+  %mixed = Concat(%f, %g) {axis: -1} @mixed
+  %cos_mixed = Cos(%mixed) @cos_mixed
+  %different = Unsqueeze(%cos_mixed) {axes: [1]} @unsqueeze_mixed
+  %moved = Unsqueeze(%cos) {axes: [3]} @unsqueeze_last
+}
+)");
+  const Graph& graph = *model->graph;
+  auto output = [&](size_t index) { return graph.outputs()[index]; };
+  CHECK(passes::ort_lowering::HalvesProvablyEqual(*model, output(0)));
+  CHECK(passes::ort_lowering::HalvesProvablyEqual(*model, output(1)));
+  CHECK_FALSE(passes::ort_lowering::HalvesProvablyEqual(*model, output(2)));  // Concat(f, g)
+  CHECK_FALSE(passes::ort_lowering::HalvesProvablyEqual(*model, output(3)));  // the last axis is new
 }
 
 }  // namespace fusionopt

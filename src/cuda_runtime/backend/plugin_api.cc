@@ -21,7 +21,13 @@ std::vector<std::string> CandidatePaths() {
   }
   std::error_code error;
   std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) paths.push_back((executable.parent_path() / kLibraryName).string());
+  if (!error) {
+    paths.push_back((executable.parent_path() / kLibraryName).string());  // the build folder
+#ifdef FUSIONOPT_INSTALL_LIBDIR
+    // An installed tree: PREFIX/bin/fusionopt and PREFIX/<libdir>/libfusionopt_cuda.so.
+    paths.push_back((executable.parent_path().parent_path() / FUSIONOPT_INSTALL_LIBDIR / kLibraryName).string());
+#endif
+  }
   paths.push_back(kLibraryName);  // the loader's search path
   return paths;
 }
