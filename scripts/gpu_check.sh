@@ -32,7 +32,8 @@ if [[ -n "${FUSIONOPT_GPU_BUNDLE:-}" ]]; then
   models_bench=$(realpath models/bench)
   # The bundle's own libraries, then CUDA's: the toolkit's, else the pip wheels (nvidia-*).
   cuda_wheels=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null || true)
-  export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
+  # bin/ too: fusionopt_cuda_tests links libfusionopt_cuda.so, which the bundle keeps beside the binaries.
+  export LD_LIBRARY_PATH="$bundle/bin:$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
 else
   step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
   bin=$(realpath build-gpu)
@@ -104,6 +105,9 @@ cat "$results/bandwidth.log" >> "$summary"
 rm -rf "$work" "${bundle:-}"
 # Two files come back from a device run (summary.md, logs.tar.gz): a lent machine returns a
 # handful of files with plain names only.
-(cd "$results" && tar -czf logs.tar.gz --exclude=summary.md --exclude=logs.tar.gz . && find . -type f ! -name summary.md ! -name logs.tar.gz -delete)
+# The archive is written outside the folder it packs (tar refuses a file that grows while read).
+archive=$(mktemp --suffix=.tar.gz)
+(cd "$results" && tar -czf "$archive" --exclude=summary.md . && find . -type f ! -name summary.md -delete) &&
+  mv "$archive" "$results/logs.tar.gz"
 say ""
 say "results in $results: summary.md, and every log and JSON in logs.tar.gz"

@@ -2,6 +2,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
@@ -11,6 +13,15 @@
 
 namespace fusionopt::cli {
 namespace {
+
+// `value` rounded up to 3 significant digits: a bound printed with %.3g must itself pass. A
+// required atol of 1.0004e-05 printed as "1e-05" would say the current atol of 1e-05 passes.
+double RoundedUp(double value) {
+  if (value <= 0 || !std::isfinite(value)) return value;
+  const double scale = std::pow(10.0, std::floor(std::log10(value)) - 2);
+  return std::ceil(value / scale) * scale;
+}
+
 
 struct Prepared {
   std::unique_ptr<Model> model;
@@ -90,7 +101,7 @@ int RunVerify(const VerifyOptions& options) {
       }
       std::printf("run %d  %-40s %s  max_abs=%.3g max_rel=%.3g  passes with atol>=%.3g (rtol %.3g) or rtol>=%.3g (atol %.3g)%s\n",
                   run, (*expected)[i].name.c_str(), result.passed ? "PASS" : "FAIL", result.max_abs_error,
-                  result.max_rel_error, result.required_atol, options.tolerance.rtol, result.required_rtol,
+                  result.max_rel_error, RoundedUp(result.required_atol), options.tolerance.rtol, RoundedUp(result.required_rtol),
                   options.tolerance.atol,
                   result.passed ? "" : fmt::format("  ({} mismatches, first at element {})", result.mismatches,
                                                    result.first_mismatch).c_str());

@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -52,7 +53,10 @@ struct PluginApi {
  private:
   static PluginApi Load() {
     PluginApi api;
-    api.handle = dlopen(FUSIONOPT_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    // FUSIONOPT_CUDA_LIBRARY in the environment names the library as it does for the CLI (a
+    // build moved to another machine, scripts/gpu_bundle.sh); else the one this build made.
+    const char* chosen = std::getenv("FUSIONOPT_CUDA_LIBRARY");
+    api.handle = dlopen(chosen != nullptr && *chosen != '\0' ? chosen : FUSIONOPT_CUDA_LIBRARY, RTLD_NOW | RTLD_LOCAL);
     if (api.handle == nullptr) {
       api.error = dlerror();
       return api;

@@ -540,3 +540,18 @@ def test_tampered_fused_body_fails_verify_and_runs_as_written(fusionopt, optimiz
     # The fused kernels run the body's semantics: they agree with op-by-op and onnxruntime.
     lib.assert_outputs_close(fused, op_by_op, ORT_RTOL, ORT_ATOL)
     lib.assert_outputs_close(fused, meaning, ORT_RTOL, ORT_ATOL)
+
+
+def test_the_printed_passing_tolerances_do_pass(fusionopt, tmp_path):
+    """verify's 'passes with atol>=A' and 'rtol>=R' are rounded up, so rerunning at either bound
+    passes: an atol just over 1e-05 printed as "1e-05" had said a failing atol of 1e-05 passes."""
+    model = lib.PROJECT_MODELS / "bert_style.onnx"
+    out = tmp_path / "o3.onnx"
+    assert fusionopt(model, "-O3", "-o", out)[0] == lib.EXIT_OK
+    rc, stdout, _ = fusionopt("verify", model, out, "--rtol", "0", "--atol", "0", "--runs", "1")
+    assert rc == lib.EXIT_MISMATCH  # fusion reorders float sums: not bit-identical
+    rows = parse_verify(re.sub(r"  \(\d+ mismatches, first at element \d+\)$", "", stdout, flags=re.M))
+    atol = max(float(row["atol"]) for row in rows)
+    rtol = max(float(row["rtol"]) for row in rows)
+    assert fusionopt("verify", model, out, "--rtol", "0", "--atol", repr(atol), "--runs", "1")[0] == lib.EXIT_OK
+    assert fusionopt("verify", model, out, "--rtol", repr(rtol), "--atol", "0", "--runs", "1")[0] == lib.EXIT_OK
