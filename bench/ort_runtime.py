@@ -170,8 +170,8 @@ def main():
     parser.add_argument("--binary", type=Path, default=Path(os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY)))
     parser.add_argument("--portable-side", action="store_true", help="also time ORT on the plain -O3 file")
     parser.add_argument("--target", default="cpu",
-                        help="fusionopt's --target: cpu lowers for ORT's CPU EP (the default, what this script runs), "
-                             "a GPU target for its CUDA EP")
+                        help="fusionopt's --target, which decides -O3's fusions before the lowering: cpu (the "
+                             "default) decides and times them on this CPU, where this script runs ORT")
     parser.add_argument("--onnxscript-side", action="store_true",
                         help="also time ORT on onnxscript's ort_fusions.optimize_for_ort output")
     args = parser.parse_args()

@@ -22,7 +22,6 @@ double RoundedUp(double value) {
   return std::ceil(value / scale) * scale;
 }
 
-
 struct Prepared {
   std::unique_ptr<Model> model;
   std::unique_ptr<cpu::Session> session;       // the CPU runtime, or

@@ -86,12 +86,12 @@ struct InlinedGelu {
   int64_t opset = 0;
 };
 
-Outcome LowerCall(Model& model, Graph& graph, Node& call, AttentionBiases& attention_biases,
+Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_values,
                   std::vector<InlinedGelu>& gelus) {
   const Function* function = model.FindFunction(call.domain(), call.op_type());
   if (function == nullptr || function->body == nullptr) return Kept("no function body");
   if (std::optional<FusedAttention> attention = RecognizeAttention(*function)) {
-    return LowerAttention(model, graph, call, *attention, attention_biases);
+    return LowerAttention(model, graph, call, *attention, shared_values);
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
@@ -141,11 +141,11 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     if (node->domain() == kFusionDomain) calls.push_back(node.get());
   }
   OrtLoweringReport report;
-  AttentionBiases attention_biases;
+  SharedValues shared_values;
   std::vector<InlinedGelu> gelus;
   for (Node* call : calls) {
     const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
-    Outcome outcome = LowerCall(model, graph, *call, attention_biases, gelus);
+    Outcome outcome = LowerCall(model, graph, *call, shared_values, gelus);
     if (!outcome.absorbed.empty()) {
       std::erase_if(report.kept, [&](const OrtKeptGroup& kept) { return kept.node == outcome.absorbed; });
     }

@@ -68,11 +68,11 @@ std::string WhyNotRotaryAndRepeat(const FusedAttention& attention) {
 
 class AttentionLowering {
  public:
-  // `biases`: the additive bias already written for a boolean mask, shared by every layer
-  // that reads the same condition.
+  // `shared`: what an earlier layer already wrote (a mask's bias or expansion, rotary caches),
+  // reused by every layer that reads the same source.
   AttentionLowering(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                    AttentionBiases& biases)
-      : model_(model), graph_(graph), call_(call), attention_(attention), biases_(biases) {}
+                    SharedValues& shared)
+      : model_(model), graph_(graph), call_(call), attention_(attention), shared_(shared) {}
 
   Outcome Run() {
     if (std::string why = WhyNot(); !why.empty()) return Kept(why);
@@ -131,8 +131,8 @@ class AttentionLowering {
   // Q and K rotated, K and V repeated, ahead of the kernel: what the group did inside it.
   void WriteRotaryAndRepeat() {
     if (attention_.q.rotary) {
-      query_ = WriteRotaryEmbedding(graph_, call_, query_, heads_, q_tables_.first, q_tables_.second, head_size_, biases_);
-      key_ = WriteRotaryEmbedding(graph_, call_, key_, kv_heads_, k_tables_.first, k_tables_.second, head_size_, biases_);
+      query_ = WriteRotaryEmbedding(graph_, call_, query_, heads_, q_tables_.first, q_tables_.second, head_size_, shared_);
+      key_ = WriteRotaryEmbedding(graph_, call_, key_, kv_heads_, k_tables_.first, k_tables_.second, head_size_, shared_);
     }
     if (attention_.k.repeat) {
       key_ = WriteHeadRepeat(graph_, call_, key_, kv_heads_, repeats_, head_size_);
@@ -192,10 +192,9 @@ class AttentionLowering {
     if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return;
     const Node& matmul = *function->body->nodes().front();
     const Node& add = *function->body->nodes().back();
-    if (matmul.op_type() != "MatMul" || add.op_type() != "Add" || !matmul.domain().empty() || !add.domain().empty()) return;
+    if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return;
     auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, *producer, value); };
-    const Value* product = matmul.output(0);
-    const Value* bias_formal = add.input(0) == product ? add.input(1) : add.input(1) == product ? add.input(0) : nullptr;
+    const Value* bias_formal = OtherAddend(add, matmul.output(0));
     Value* x = formal(matmul.input(0));
     Value* w = formal(matmul.input(1));
     Value* b = bias_formal != nullptr ? formal(bias_formal) : nullptr;
@@ -347,18 +346,13 @@ class AttentionLowering {
     const bool shareable = (sq.is_known() || sq.is_symbolic()) && (sk.is_known() || sk.is_symbolic());
     const std::pair<Value*, std::string> key{mask_, "expand " + ShapeToString({sq, sk})};
     if (shareable) {
-      if (Value* known = biases_[key]; known != nullptr) {
+      if (Value* known = shared_[key]; known != nullptr) {
         mask_ = known;
         return;
       }
     }
     auto node = [&](const char* op, std::vector<Value*> inputs, const char* stem, DataType dtype, Shape shape) {
-      Value* output = graph_.CreateValue(graph_.UniqueName(call_.name() + stem));
-      output->type().dtype = dtype;
-      output->type().shape = std::move(shape);
-      Node* created = graph_.CreateNode(op, "", inputs, {output}, graph_.UniqueNodeName(call_.name() + "/" + stem));
-      graph_.MoveBefore(created, &call_);
-      return created;
+      return WriteOpBefore(graph_, call_, op, inputs, call_.name() + stem, dtype, std::move(shape));
     };
     // Rows and columns from the projection's input when the Split goes away with it (Q, K and V
     // all come from it then).
@@ -375,7 +369,7 @@ class AttentionLowering {
     expanded[2] = sq;
     expanded[3] = sk;
     Node* expand = node("Expand", {mask_, target->output(0)}, "_attention_bias", mask_->dtype(), expanded);
-    if (shareable) biases_[key] = expand->output(0);
+    if (shareable) shared_[key] = expand->output(0);
     mask_ = expand->output(0);
   }
 
@@ -389,7 +383,7 @@ class AttentionLowering {
     if (!std::isfinite(attention_.fill) || attention_.fill > -1e30) {
       return "the Where mask's fill is not a finite float32 minimum (an additive bias would differ on fully masked rows)";
     }
-    if (Value* known = biases_[{mask_, "bias"}]; known != nullptr) {
+    if (Value* known = shared_[{mask_, "bias"}]; known != nullptr) {
       mask_ = known;
       return {};
     }
@@ -408,7 +402,7 @@ class AttentionLowering {
     Node* producer = mask_->producer();
     Node* after = producer != nullptr ? graph_.NodeAfter(producer) : graph_.nodes().front().get();
     graph_.MoveBefore(where, after != nullptr ? after : &call_);
-    biases_[{mask_, "bias"}] = bias;
+    shared_[{mask_, "bias"}] = bias;
     mask_ = bias;
     return {};
   }
@@ -420,7 +414,7 @@ class AttentionLowering {
   Graph& graph_;
   Node& call_;
   const FusedAttention& attention_;
-  AttentionBiases& biases_;
+  SharedValues& shared_;
   Value* query_ = nullptr;
   Value* key_ = nullptr;
   Value* value_ = nullptr;
@@ -441,8 +435,8 @@ class AttentionLowering {
 }  // namespace
 
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       AttentionBiases& biases) {
-  return AttentionLowering(model, graph, call, attention, biases).Run();
+                       SharedValues& shared) {
+  return AttentionLowering(model, graph, call, attention, shared).Run();
 }
 
 }  // namespace fusionopt::passes::ort_lowering

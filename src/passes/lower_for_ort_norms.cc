@@ -23,14 +23,6 @@ struct ResidualContraction {
   Value* residual = nullptr;
 };
 
-// `value` is `product`'s partner in the binary `add` (either operand order), or nullptr.
-const Value* OtherAddend(const Node& add, const Value* product) {
-  if (add.op_type() != "Add" || !add.domain().empty() || add.inputs().size() != 2) return nullptr;
-  if (add.input(0) == product) return add.input(1);
-  if (add.input(1) == product) return add.input(0);
-  return nullptr;
-}
-
 std::optional<ResidualContraction> ResidualContractionOf(const Model& model, const Value* sum) {
   Node* call = sum != nullptr ? sum->producer() : nullptr;
   if (call == nullptr || call->domain() != kFusionDomain || call->outputs().size() != 1) return std::nullopt;
@@ -67,7 +59,10 @@ std::optional<ResidualContraction> ResidualContractionOf(const Model& model, con
   for (size_t axis : {0, 1}) {
     if (!SameDim((*found.a->shape())[axis], (*sum->shape())[axis])) return std::nullopt;
   }
-  if (!SameDim(Dim::Known(found.weight->initializer()->dims()[1]), (*sum->shape())[2])) return std::nullopt;
+  const Dim channels = (*sum->shape())[2];
+  if (!SameDim(Dim::Known(found.weight->initializer()->dims()[1]), channels)) return std::nullopt;
+  // The kernel's bias input is one value per channel: [N], not a [1] that broadcasts.
+  if (found.bias != nullptr && !SameDim(Dim::Known(found.bias->initializer()->dims()[0]), channels)) return std::nullopt;
   return found;
 }
 
@@ -138,11 +133,7 @@ Outcome WriteRmsNormForOrtFusion(Model& model, Graph& graph, Node& call, const F
                           std::make_shared<const Tensor>(Tensor::FromValues<float>(DataType::kFloat, {}, {value})));
   };
   auto op = [&](const char* type, std::vector<Value*> inputs) {
-    Value* output = graph.CreateValue(graph.UniqueName(call.name() + "_" + type));
-    output->type().dtype = DataType::kFloat;  // shapes: LowerForOrt infers them once it is done
-    Node* node = graph.CreateNode(type, "", inputs, {output}, graph.UniqueNodeName(call.name() + "/" + type));
-    graph.MoveBefore(node, &call);
-    return node;
+    return WriteOpBefore(graph, call, type, inputs, call.name() + "_" + type, DataType::kFloat);
   };
   Value* squares = op("Pow", {x, scalar(2.0f, "_two")})->output(0);
   Node* mean = model.OpsetFor("").value_or(0) >= 18 ? op("ReduceMean", {squares, AddInt64Initializer(graph, call.name() + "_axes", {-1})})

@@ -107,16 +107,12 @@ std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Va
 }
 
 // The [S, D/2] cache RotaryEmbedding reads: the first half of a [1,1,S,D] table's rows.
-Value* CacheFrom(Graph& graph, Node& before, Value* table, int64_t head_size, AttentionBiases& shared) {
+Value* CacheFrom(Graph& graph, Node& before, Value* table, int64_t head_size, SharedValues& shared) {
   Value*& cache = shared[{table, "rotary cache"}];
   if (cache != nullptr) return cache;
   const std::string stem = table->name() + "_rotary";
   auto step = [&](const char* op, std::vector<Value*> inputs) {
-    Value* output = graph.CreateValue(graph.UniqueName(stem + "_" + op));
-    output->type().dtype = table->dtype();
-    Node* node = graph.CreateNode(op, "", inputs, {output}, graph.UniqueNodeName(stem + "/" + op));
-    graph.MoveBefore(node, &before);
-    return output;
+    return WriteOpBefore(graph, before, op, inputs, stem + "_" + op, table->dtype())->output(0);
   };
   Value* half = step("Slice", {table, AddInt64Initializer(graph, stem + "_starts", {0}),
                                AddInt64Initializer(graph, stem + "_ends", {head_size / 2}),
@@ -127,7 +123,7 @@ Value* CacheFrom(Graph& graph, Node& before, Value* table, int64_t head_size, At
 }
 
 Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t heads, Value* cos, Value* sin,
-                            int64_t head_size, AttentionBiases& shared) {
+                            int64_t head_size, SharedValues& shared) {
   Value*& offset = shared[{nullptr, "rotary position offset"}];
   if (offset == nullptr) offset = AddInt64Initializer(graph, "rotary_position_offset", {0});
   Value* cos_cache = CacheFrom(graph, before, cos, head_size, shared);
@@ -145,11 +141,7 @@ Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t 
 Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_heads, int64_t repeats, int64_t head_size) {
   const std::string stem = before.name() + "_" + operand->name() + "_repeat";
   auto step = [&](const char* op, std::vector<Value*> inputs) {
-    Value* output = graph.CreateValue(graph.UniqueName(stem + "_" + op));
-    output->type().dtype = operand->dtype();
-    Node* node = graph.CreateNode(op, "", inputs, {output}, graph.UniqueNodeName(stem + "/" + op));
-    graph.MoveBefore(node, &before);
-    return output;
+    return WriteOpBefore(graph, before, op, inputs, stem + "_" + op, operand->dtype())->output(0);
   };
   // [B,S,Hkv·D] → [B,S,Hkv,1,D] → [B,S,Hkv,n,D] → [B,S,Hkv·n·D]: head h reads K/V head h / n,
   // as transformers' repeat_kv orders them.

@@ -41,11 +41,31 @@ inline bool IsKernelFloat(const Value* value) {
 // Why a group of `value`'s type stays a function (empty when it qualifies).
 inline std::string WhyNotKernelFloat(const Value* value) { return IsKernelFloat(value) ? std::string() : "not float32 or float16"; }
 
+// A standard op written just before `before`, its one result a new value named from `stem`, of
+// `dtype` and, where given, `shape` (LowerForOrt infers the rest once it is done).
+inline Node* WriteOpBefore(Graph& graph, Node& before, const std::string& op, const std::vector<Value*>& inputs,
+                           const std::string& stem, DataType dtype, std::optional<Shape> shape = std::nullopt) {
+  Value* output = graph.CreateValue(graph.UniqueName(stem));
+  output->type().dtype = dtype;
+  output->type().shape = std::move(shape);
+  Node* node = graph.CreateNode(op, "", inputs, {output}, graph.UniqueNodeName(stem));
+  graph.MoveBefore(node, &before);
+  return node;
+}
+
 // The graph value a body operand stands for at `call`: the call's argument, or the body's own
 // constant as a new initializer.
 inline Value* ArgumentFor(Graph& graph, const Node& call, int input, const TensorPtr& constant, const std::string& stem) {
   if (input >= 0) return call.input(static_cast<size_t>(input));
   if (constant != nullptr) return AddInitializer(graph, stem, constant);
+  return nullptr;
+}
+
+// `product`'s partner in the standard binary Add `add` (either operand order), or nullptr.
+inline const Value* OtherAddend(const Node& add, const Value* product) {
+  if (add.op_type() != "Add" || !add.domain().empty() || add.inputs().size() != 2) return nullptr;
+  if (add.input(0) == product) return add.input(1);
+  if (add.input(1) == product) return add.input(0);
   return nullptr;
 }
 
@@ -77,7 +97,7 @@ inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
 // and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a mask
 // expanded to the scores' rows and columns, where both dims are provably the same; "rotary
 // cache": a rotary table's half rows; the rotary position offset, keyed by nullptr).
-using AttentionBiases = std::map<std::pair<Value*, std::string>, Value*>;
+using SharedValues = std::map<std::pair<Value*, std::string>, Value*>;
 
 // Rotary embedding and grouped-query repeats around MultiHeadAttention (lower_for_ort_rotary.cc).
 //
@@ -93,14 +113,14 @@ std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Va
 // before `before`: position s reads cache row s (the offset form of position_ids), the caches the
 // tables' first halves as [S, D/2], written once per table.
 Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t heads, Value* cos, Value* sin,
-                            int64_t head_size, AttentionBiases& shared);
+                            int64_t head_size, SharedValues& shared);
 // `operand` [B,S,Hkv·D] with each head repeated `repeats` times, as [B,S,Hkv·n·D].
 Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_heads, int64_t repeats, int64_t head_size);
 
 // A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
-// `biases`: the attention bias already written for a mask, shared by every layer reading it.
+// `shared`: what earlier layers already wrote (mask biases and expansions, rotary caches).
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       AttentionBiases& biases);
+                       SharedValues& shared);
 
 // A fused LayerNorm or RMSNorm as Skip(Simplified)LayerNormalization, taking in the residual
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as

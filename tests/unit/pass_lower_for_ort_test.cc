@@ -134,12 +134,13 @@ TEST_CASE("lower-for-ort: a residual LayerNorm becomes SkipLayerNormalization wi
 // A LLaMA-style block end: the output projection (with a bias here, as BERT's has) adds the
 // residual stream, an RMSNorm (transformers' Reciprocal form) reads the sum, and the stream
 // goes on. `residual` is the residual's type.
-std::string ProjectionThenRmsNorm(const std::string& residual = "float[N,4,8]") {
+std::string ProjectionThenRmsNorm(const std::string& residual = "float[N,4,8]",
+                                  const std::string& bias = "float[8] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2]") {
   std::string weights;
   for (int i = 0; i < 64; ++i) weights += (i ? ", " : "") + std::to_string(((i * 5) % 11 - 5) / 8.0);
   return Header() + "graph main (float[N,4,8] %x, " + residual + R"( %r) -> (float[N,4,8] %y, float[N,4,8] %next)
   init float[8,8] %w = [)" + weights + R"(]
-  init float[8] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2]
+  init )" + bias + R"(
   init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
   init float[] %two = [2.0]
   init float[] %eps = [1e-06]
@@ -200,6 +201,19 @@ TEST_CASE("lower-for-ort: an RMSNorm without a residual is spelled as ORT's Simp
   CHECK(divide.input(1)->producer()->op_type() == "Sqrt");
   CHECK(divide.output(0)->uses().front().node->output(0)->name() == "y");
   CHECK(std::count_if(ops.begin(), ops.end(), [](const std::string& op) { return op.starts_with("ai.fusionopt::"); }) >= 1);
+
+  // A bias of one value that broadcasts over the channels: the kernel's bias input takes one per
+  // channel (and the outliner keeps such a constant inside the body, where no argument names it),
+  // so the projection keeps its Adds and only the norm is rewritten.
+  auto scalar_bias = OptimizedAtO3(ProjectionThenRmsNorm("float[N,4,8]", "float[1] %b = [0.5]"));
+  const std::vector<std::string> fused = OpTypes(*scalar_bias->graph);
+  CAPTURE(fused);
+  REQUIRE(Has(fused, "ai.fusionopt::FusedMatMulAddAdd"));  // the candidate the check refuses
+  auto kept = passes::LowerForOrt(*scalar_bias);
+  REQUIRE(kept.ok());
+  REQUIRE(kept->lowered.size() == 1);
+  CHECK(kept->lowered[0].written == "SimplifiedLayerNormalization (standard ops ORT fuses)");
+  CHECK_FALSE(Has(OpTypes(*scalar_bias->graph), "com.microsoft::SkipSimplifiedLayerNormalization"));
 }
 
 TEST_CASE("lower-for-ort: groups ORT has no kernel for stay functions with a reason", "[passes][ort]") {
