@@ -32,8 +32,9 @@ inline bool IsFloat32(const Value* value) { return value != nullptr && value->dt
 
 // A value of a type the contrib kernels are written for: float32, or float16. The CUDA EP runs
 // float16 natively; the CPU EP runs most of them in float32 between Casts it inserts, and that is
-// still faster than the inlined ops (bench/ort_runtime.py on the full-size fp16 exports: BERT
-// 1.09 lowered against 1.02 kept, GPT-2 1.05 against 1.02; docs/benchmarks.md).
+// still faster than the inlined ops (bench/ort_runtime.py --portable-side on the full-size fp16
+// exports, both in one run: BERT 291 ms lowered against 296 ms inlined, GPT-2 307 against 336,
+// LLaMA 156 against 198; docs/benchmarks.md).
 inline bool IsKernelFloat(const Value* value) {
   return value != nullptr && (value->dtype() == DataType::kFloat || value->dtype() == DataType::kFloat16);
 }
