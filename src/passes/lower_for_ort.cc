@@ -143,9 +143,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
   OrtLoweringReport report;
   SharedValues shared_values;
   std::vector<InlinedGelu> gelus;
-  for (Node* call : calls) {
-    const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
-    Outcome outcome = LowerCall(model, graph, *call, shared_values, gelus);
+  auto record = [&report](const std::string& name, const std::string& function, const Outcome& outcome) {
     if (!outcome.absorbed.empty()) {
       std::erase_if(report.kept, [&](const OrtKeptGroup& kept) { return kept.node == outcome.absorbed; });
     }
@@ -156,6 +154,19 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     } else if (!outcome.kept_because.empty()) {
       report.kept.push_back({name, function, outcome.kept_because});
     }
+  };
+  for (Node* call : calls) {
+    const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
+    record(name, function, LowerCall(model, graph, *call, shared_values, gelus));
+  }
+  // After the calls: the contraction a standard LayerNormalization takes in is one of them.
+  std::vector<Node*> layer_norms;
+  for (const auto& node : graph.nodes()) {
+    if (node->op_type() == "LayerNormalization" && node->domain().empty()) layer_norms.push_back(node.get());
+  }
+  for (Node* layer_norm : layer_norms) {
+    const std::string name = layer_norm->name();
+    record(name, "LayerNormalization", LowerLayerNormAfterContraction(model, graph, *layer_norm));
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {

@@ -14,6 +14,7 @@
 //   %y, %sum = ai.fusionopt::FusedAddRMSNorm(%a, %b, %g)          →   com.microsoft::SkipSimplifiedLayerNormalization
 //   %sum = ai.fusionopt::FusedMatMulAdd[Add](%x, %W[, %b], %r)    →   %p = MatMul(%x, %W)
 //   %y = ai.fusionopt::FusedRMSNorm | FusedLayerNorm(%sum, %g)        %y, , , %sum = com.microsoft::Skip(Simplified)LayerNormalization(%p, %r, %g[, %be][, %b])
+//      (or the standard LayerNormalization(%sum, %g, %be) op, its statistics unread)
 //   %y = ai.fusionopt::FusedRMSNorm(%x, %g)  (no residual)       →   Mul(Div(%x, Sqrt(ReduceMean(Pow(%x, 2)) + eps)), %g),
 //                                                                     the spelling ORT's SimplifiedLayerNormFusion matches
 //   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and

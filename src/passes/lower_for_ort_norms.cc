@@ -1,5 +1,6 @@
 // lower-for-ort, norms: a fused LayerNorm or RMSNorm as ORT's Skip(Simplified)LayerNormalization
-// (its residual Add inside the group, or at the end of the fused contraction that feeds it), or
+// (its residual Add inside the group, or at the end of the fused contraction that feeds it; a
+// standard LayerNormalization op after such a contraction too), or
 // an RMSNorm with no residual as the standard ops ORT's own SimplifiedLayerNormFusion matches;
 // see lower_for_ort.h for the rewrite and its limits.
 #include <algorithm>
@@ -168,6 +169,28 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
   }
   if (norm.kind == CompositeKind::kRmsNorm) return WriteRmsNormForOrtFusion(model, graph, call, norm, x, gamma);
   return Kept("a LayerNorm without a residual (ORT fuses it from the inlined ops)");
+}
+
+Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm) {
+  if (layer_norm.op_type() != "LayerNormalization" || !layer_norm.domain().empty()) return {};
+  std::optional<ResidualContraction> producer = ResidualContractionOf(model, layer_norm.input(0));
+  if (!producer) return {};  // ORT's own SkipLayerNormFusion sees any plain Add before it
+  for (size_t output = 1; output < layer_norm.outputs().size(); ++output) {
+    const Value* statistic = layer_norm.output(output);
+    if (statistic != nullptr && (!statistic->uses().empty() || statistic->is_graph_output())) {
+      return Kept("its mean or inverse standard deviation is read (training form)");
+    }
+  }
+  FusedComposite norm;
+  norm.kind = CompositeKind::kLayerNorm;
+  norm.standard_op = true;
+  const Attribute* axis = layer_norm.FindAttribute("axis");
+  const Attribute* epsilon = layer_norm.FindAttribute("epsilon");
+  norm.axis = axis != nullptr ? axis->i : -1;
+  norm.epsilon = epsilon != nullptr ? epsilon->f : 1e-5;
+  Value* gamma = layer_norm.input(1);
+  Value* beta = layer_norm.inputs().size() > 2 ? layer_norm.input(2) : nullptr;
+  return LowerAfterContraction(graph, layer_norm, norm, *producer, gamma, beta);
 }
 
 }  // namespace fusionopt::passes::ort_lowering

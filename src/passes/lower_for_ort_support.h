@@ -127,5 +127,10 @@ Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttent
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as
 // the standard ops ORT fuses into SimplifiedLayerNormalization.
 Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm);
+// A standard LayerNormalization op whose input is a fused contraction's residual sum (pre-norm
+// ViT, CLIP, Whisper, whose exports write the norm as the op, which -O3 leaves unfused): the same
+// MatMul + SkipLayerNormalization as a fused LayerNorm there. An empty Outcome where the input is
+// no such contraction (ORT's SkipLayerNormFusion handles a plain Add).
+Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm);
 
 }  // namespace fusionopt::passes::ort_lowering

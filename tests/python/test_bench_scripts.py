@@ -132,7 +132,8 @@ def test_ort_runtime_times_ort_on_both_files_and_checks_outputs(fusionopt_bin, t
     for side in result["p50_ms"].values():
         assert 0 < side["min"] <= side["median"] <= side["max"]
     assert result["matches"] == {"original": True, "runtime_ort": True, "portable": True}
-    assert result["lowered"] == {"com.microsoft::Attention": 2, "com.microsoft::BiasGelu": 2}
+    assert result["lowered"] == {"com.microsoft::Attention": 2, "com.microsoft::BiasGelu": 2,
+                                "com.microsoft::SkipLayerNormalization": 4}
     assert result["ort_nodes"]["runtime_ort"] < result["ort_nodes"]["original"]
     assert "| bert_dynamo18_sdpa |" in table and "geometric mean speed-up" in table
 

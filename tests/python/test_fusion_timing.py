@@ -1,7 +1,7 @@
 """Measured fusion decisions (src/passes/fusion_timing.h) end to end on real exports:
 `optimize --target cpu` times every fused call here and reports it under "fusion_timing", and
-the model it writes computes what the export does; `--no-fusion-timing` and the GPU targets
-leave the cost model's choice untimed; `bench` on the CPU backend reports what it undid."""
+the model it writes computes what the export does; `--no-fusion-timing`, the GPU targets and
+`--runtime ort` (which ORT runs, not fusionopt's runtime) leave the cost model's choice untimed; `bench` on the CPU backend reports what it undid."""
 import json
 
 import onnx
@@ -35,13 +35,16 @@ def test_target_cpu_times_every_fused_call_and_keeps_the_outputs(fusionopt, tmp_
     assert rc == 0, stderr
 
 
-@pytest.mark.parametrize("flags", [("--target", "cpu", "--no-fusion-timing"), ("--target", "h100")])
+@pytest.mark.parametrize("flags", [("--target", "cpu", "--no-fusion-timing"), ("--target", "h100"),
+                                   ("--target", "cpu", "--runtime", "ort")])
 def test_without_timing_the_report_has_no_timing(fusionopt, tmp_path, flags):
     out, report = tmp_path / "out.onnx", tmp_path / "report.json"
     rc, _, stderr = fusionopt(FIXTURES / "resnet_dynamo18.onnx", "-O3", *flags, "-o", out, "--report", report)
     assert rc == 0, stderr
     assert "fusion_timing" not in json.loads(report.read_text())
     assert fused_calls(out) > 0
+    # Timing fusionopt's runtime says nothing of ONNX Runtime's, so --runtime ort skips it and says so.
+    assert ("skipped with --runtime ort" in stderr) == ("ort" in flags)
 
 
 @pytest.mark.parametrize("flags", [(), ("--no-fusion-timing",)])

@@ -131,15 +131,20 @@ TEST_CASE("lower-for-ort: a residual LayerNorm becomes SkipLayerNormalization wi
   CHECK(skip.output(3)->name() == "sum");  // the residual stream, read on by residual_2
 }
 
+// An [8,8] output projection's weights.
+std::string SquareWeights() {
+  std::string weights;
+  for (int i = 0; i < 64; ++i) weights += (i ? ", " : "") + std::to_string(((i * 5) % 11 - 5) / 8.0);
+  return weights;
+}
+
 // A LLaMA-style block end: the output projection (with a bias here, as BERT's has) adds the
 // residual stream, an RMSNorm (transformers' Reciprocal form) reads the sum, and the stream
 // goes on. `residual` is the residual's type.
 std::string ProjectionThenRmsNorm(const std::string& residual = "float[N,4,8]",
                                   const std::string& bias = "float[8] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2]") {
-  std::string weights;
-  for (int i = 0; i < 64; ++i) weights += (i ? ", " : "") + std::to_string(((i * 5) % 11 - 5) / 8.0);
   return Header() + "graph main (float[N,4,8] %x, " + residual + R"( %r) -> (float[N,4,8] %y, float[N,4,8] %next)
-  init float[8,8] %w = [)" + weights + R"(]
+  init float[8,8] %w = [)" + SquareWeights() + R"(]
   init )" + bias + R"(
   init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
   init float[] %two = [2.0]
@@ -181,6 +186,81 @@ TEST_CASE("lower-for-ort: an RMSNorm after a projection that adds the residual b
   CHECK(skip.output(0)->name() == "y");
   CHECK(skip.output(3)->name() == "sum");  // read on by next_residual
   for (const auto& node : model->graph->nodes()) CHECK(node->domain() != "ai.fusionopt");
+}
+
+// A pre-norm ViT / CLIP / Whisper block end as the dynamo exporter writes it: the output
+// projection adds its bias and the residual stream, and a standard LayerNormalization op (which
+// -O3 leaves unfused) reads the sum. `statistics` names the op's extra outputs, `read` what the
+// graph returns of them.
+std::string ProjectionThenLayerNorm(const std::string& statistics = "", const std::string& read = "") {
+  return Header() + "graph main (float[N,4,8] %x, float[N,4,8] %r) -> (float[N,4,8] %y, float[N,4,8] %next" + read +
+         R"()
+  init float[8,8] %w = [)" + SquareWeights() + R"(]
+  init float[8] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2]
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+{
+  %m = MatMul(%x, %w) @out_proj
+  %biased = Add(%m, %b) @bias
+  %sum = Add(%r, %biased) @residual
+  %y)" + statistics + R"( = LayerNormalization(%sum, %g, %be) {axis: -1, epsilon: 1e-06} @ln
+  %next = Add(%sum, %y) @next_residual
+}
+)";
+}
+
+TEST_CASE("lower-for-ort: a standard LayerNormalization after a projection that adds the residual becomes MatMul + SkipLayerNormalization", "[passes][ort]") {
+  auto model = OptimizedAtO3(ProjectionThenLayerNorm());
+  const std::vector<std::string> optimized = OpTypes(*model->graph);
+  CAPTURE(optimized);
+  REQUIRE(Has(optimized, "LayerNormalization"));  // the op itself, not a fused group
+  REQUIRE(Has(optimized, "ai.fusionopt::FusedMatMulAddAdd"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].node == "ln");
+  CHECK(report->lowered[0].function == "LayerNormalization");
+  CHECK(report->lowered[0].written == "com.microsoft::SkipLayerNormalization");
+  REQUIRE(report->lowered[0].absorbed.size() == 1);  // the fused projection, no longer listed as kept
+  for (const passes::OrtKeptGroup& kept : report->kept) CHECK(kept.node != report->lowered[0].absorbed[0]);
+  const Node& skip = Only(*model->graph, "SkipLayerNormalization");
+  REQUIRE(skip.inputs().size() == 5);
+  CHECK(skip.input(0)->producer()->op_type() == "MatMul");
+  CHECK(skip.input(0)->producer()->input(1)->name() == "w");
+  CHECK(skip.input(1)->name() == "r");
+  CHECK(skip.input(2)->name() == "g");
+  CHECK(skip.input(3)->name() == "be");
+  CHECK(skip.input(4)->name() == "b");
+  CHECK(skip.GetFloat("epsilon", 0) == Approx(1e-6));
+  CHECK(skip.output(0)->name() == "y");
+  CHECK(skip.output(3)->name() == "sum");
+  const std::vector<std::string> lowered = OpTypes(*model->graph);
+  CHECK_FALSE(Has(lowered, "LayerNormalization"));
+  for (const auto& node : model->graph->nodes()) CHECK(node->domain() != "ai.fusionopt");
+}
+
+TEST_CASE("lower-for-ort: a standard LayerNormalization whose statistics are read, or with no contraction before it, stays", "[passes][ort]") {
+  auto training = OptimizedAtO3(ProjectionThenLayerNorm(", %mean", ", float[N,4,1] %mean"));
+  auto report = passes::LowerForOrt(*training);
+  REQUIRE(report.ok());
+  CHECK(report->lowered.empty());
+  bool said = false;
+  for (const passes::OrtKeptGroup& kept : report->kept) said |= kept.node == "ln" && kept.reason.find("mean") != std::string::npos;
+  CHECK(said);
+  CHECK(Has(OpTypes(*training->graph), "LayerNormalization"));
+
+  // A LayerNormalization reading a graph input: ORT's own fusions see everything before it.
+  auto plain = OptimizedAtO3(Header() + R"(graph main (float[N,4,8] %x) -> (float[N,4,8] %y)
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+{
+  %y = LayerNormalization(%x, %g) {axis: -1} @ln
+}
+)");
+  auto untouched = passes::LowerForOrt(*plain);
+  REQUIRE(untouched.ok());
+  CHECK(untouched->lowered.empty());
+  CHECK(untouched->kept.empty());
+  CHECK(OpTypes(*plain->graph) == std::vector<std::string>{"LayerNormalization"});
 }
 
 TEST_CASE("lower-for-ort: an RMSNorm without a residual is spelled as ORT's SimplifiedLayerNormFusion matches", "[passes][ort]") {
