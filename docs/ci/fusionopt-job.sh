@@ -10,8 +10,10 @@
 #      outputs still differ.
 #   2. `fusionopt bench`: original against optimized on this machine, outputs checked again; exits
 #      6 when the speed-up is below FUSIONOPT_MIN_SPEEDUP.
-# ARTIFACT_DIR keeps, whatever the outcome: the optimized model (when written), report.json (every
-# fusion, and what --verify undid), bench.json, roofline.svg, and the two steps' logs.
+# ARTIFACT_DIR keeps what each step wrote, whatever the outcome: always the steps' logs
+# (optimize.log, bench.log); once optimize passed, the optimized model and report.json (every
+# fusion, and what --verify undid); once bench ran to a verdict on speed (exit 0 or 6), bench.json
+# and roofline.svg. A step that finds different outputs (exit 5) writes nothing but its log.
 #
 # Exit status: 0 passed; 5 outputs differ; 6 slower than FUSIONOPT_MIN_SPEEDUP; 2 usage; any
 # other fusionopt exit code (1 invalid model, 3 I/O, 4 unsupported) as fusionopt gave it.
@@ -22,7 +24,8 @@
 #   FUSIONOPT_TARGET        cost-model target (default cpu: decide, and time, on this runner)
 #   FUSIONOPT_RUNTIME       portable (default) or ort (docs/ort.md); with ort there is no bench
 #                           step, since fusionopt's runtime does not run ORT's contrib ops
-#   FUSIONOPT_DIMS          symbolic dim sizes, "batch=1 sequence=128"; a symbol the model lacks
+#   FUSIONOPT_DIMS          symbolic dim sizes, "batch=1 sequence=128", for both steps (-O3's
+#                           decisions, --verify's and bench's inputs); a symbol the model lacks
 #                           is skipped with a warning, so one list can serve every model
 #   FUSIONOPT_MIN_SPEEDUP   fail below this bench speed-up (default 1.0)
 #   FUSIONOPT_BENCH_ITERS   timed inferences per side (default 30)
@@ -66,8 +69,9 @@ if [[ $runtime == ort ]]; then
 fi
 
 echo "== fusionopt: bench original against optimized (fail below ${min_speedup}x)"
-"$fusionopt" bench "$model" --optimized "$optimized" --iters "$iters" --json "$artifacts/bench.json" \
-  --roofline "$artifacts/roofline.svg" --fail-if-slower "$min_speedup" 2>&1 | tee "$artifacts/bench.log"
+"$fusionopt" bench "$model" --optimized "$optimized" --target "$target" "${dims[@]}" --iters "$iters" \
+  --json "$artifacts/bench.json" --roofline "$artifacts/roofline.svg" --fail-if-slower "$min_speedup" 2>&1 |
+  tee "$artifacts/bench.log"
 status=${PIPESTATUS[0]}
 case $status in
   0) echo "PASSED: $optimized; artifacts in $artifacts" ;;

@@ -58,11 +58,14 @@ struct KindShare {
 // without a trailing `_N` uniquifier (e.g. "FusedConvAddRelu"). Empty for other nodes.
 std::string FusionKindOf(const Node& node, const std::map<std::string, std::string>& kinds);
 
-// Groups `node_times` (summed over `runs` inferences) of `graph`'s own nodes by fusion kind;
-// kinds in decreasing time, "unfused" last.
-std::vector<KindShare> BreakdownByKind(const Graph& graph,
-                                       const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, int runs,
-                                       const std::map<std::string, std::string>& kinds);
+// Groups `node_ms` (each node's mean time per inference) of `graph`'s own nodes by fusion kind,
+// kinds in decreasing time, then "unfused", then "outside nodes": what the inferences' mean wall
+// time `inference_ms` spent around the nodes (binding feeds, allocating, returning outputs), so
+// the rows add up to the time an inference takes. Without it the rows summed to the kernels
+// alone, and a reader compared that with the measured latency.
+inline constexpr const char* kOutsideNodes = "outside nodes";
+std::vector<KindShare> BreakdownByKind(const Graph& graph, const std::unordered_map<const Node*, double>& node_ms,
+                                       double inference_ms, const std::map<std::string, std::string>& kinds);
 
 // One kernel on the roofline (bench_roofline.cc): the cost model's FLOPs over its bytes, and
 // those FLOPs over its measured time.
@@ -101,6 +104,7 @@ struct BenchResult {
   std::optional<double> predicted_speedup;  // the cost model's, for `target`
   std::string predicted_note;               // why there is no prediction, when there is none
   std::vector<KindShare> breakdown;
+  int breakdown_runs = 0;  // the profiled inferences behind it (separate from the timed ones)
   std::optional<double> fail_if_slower;
   // --roofline: the roof it was drawn against and both sides' kernels on it.
   std::optional<passes::TargetProfile> roof;

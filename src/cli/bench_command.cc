@@ -274,28 +274,42 @@ SideFigures FiguresOf(const Side& side) {
 
 using NodeTimes = std::unordered_map<const Node*, cpu::NodeTiming>;
 
-// Per-node wall times of `runs` inferences of `side`: each node's median over the runs, times
-// `runs` (the summed form RooflinePoints divides). A median, not a sum: on a shared host one
-// descheduled call would otherwise put a 0.1 ms kernel at 3 ms and far below its roof.
-Result<NodeTimes> ProfileNodes(Side& side, const std::vector<cpu::NamedTensor>& feeds, int runs) {
+// What `runs` profiled inferences of one side measured.
+struct NodeProfile {
+  // Each node's median over the runs, times `runs` (the summed form RooflinePoints divides). A
+  // median, not a sum: on a shared host one descheduled call would otherwise put a 0.1 ms kernel
+  // at 3 ms and far below its roof.
+  NodeTimes median_times;
+  // Each node's mean per inference, and the inferences' mean wall time: the breakdown by kind
+  // adds up to the latter, as the timed runs' mean does (means add; medians do not).
+  std::unordered_map<const Node*, double> mean_ms;
+  double inference_mean_ms = 0;
+};
+
+Result<NodeProfile> ProfileNodes(Side& side, const std::vector<cpu::NamedTensor>& feeds, int runs) {
   std::unordered_map<const Node*, std::vector<double>> per_run_ms;
-  NodeTimes times;
+  NodeProfile profile;
+  double wall_ms = 0;
   for (int i = 0; i < runs; ++i) {
     NodeTimes one_run;
     cpu::RunStats profiled;
     profiled.node_times = &one_run;
+    const auto start = std::chrono::steady_clock::now();
     FUSIONOPT_RETURN_IF_ERROR(RunOnce(side, feeds, profiled).status());
+    wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     for (const auto& [node, timing] : one_run) {
       per_run_ms[node].push_back(timing.total_ms);
-      times[node].calls += timing.calls;
+      profile.median_times[node].calls += timing.calls;
+      profile.mean_ms[node] += timing.total_ms / runs;
     }
   }
+  profile.inference_mean_ms = wall_ms / runs;
   for (auto& [node, samples] : per_run_ms) {
     samples.resize(static_cast<size_t>(runs), 0.0);  // a node a run skipped (an untaken If branch) took 0 there
     std::nth_element(samples.begin(), samples.begin() + runs / 2, samples.end());
-    times[node].total_ms = samples[static_cast<size_t>(runs / 2)] * runs;
+    profile.median_times[node].total_ms = samples[static_cast<size_t>(runs / 2)] * runs;
   }
-  return times;
+  return profile;
 }
 
 struct ProfiledSide {
@@ -337,6 +351,7 @@ Result<std::unique_ptr<Model>> OptimizeAt(const BenchOptions& options, int level
   passes::PipelineOptions pipeline;
   pipeline.level = level;
   pipeline.target = options.target;
+  pipeline.dims = options.feeds.dims;  // -O3 decides for the sizes it is timed at
   FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
   FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineReport report, passes::RunPipeline(*model, pipeline));
   for (const passes::FusionRecord& fusion : report.fusions) kinds[fusion.node] = fusion.kind;
@@ -390,6 +405,18 @@ Status CheckAndRepair(const BenchOptions& options, const Model& original, Model&
 
 // --compare-levels: the model at O0..O3, each checked against O0 (unless --no-verify), timed
 // round-robin (one inference per level in turn) on the same inputs; one row per level.
+
+// --dim's sizes for the feeds (and -O3's decisions), checked against the model's symbols: a
+// symbol it lacks is a warning (one list of dims serves every model in a CI job) unless
+// --strict-dims.
+Status ResolveDims(const Model& model, BenchOptions& options) {
+  if (options.dims.empty()) return Status::Ok();
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::SymbolSizes parsed, passes::ParseDimSettings(options.dims));
+  FUSIONOPT_ASSIGN_OR_RETURN(options.feeds.dims, DimsForModel(options.model, model, std::move(parsed), options.strict_dims));
+  options.dims.clear();  // resolved
+  return Status::Ok();
+}
+
 int RunCompareLevels(const BenchOptions& options) {
   constexpr int kLevels = 4;
   std::vector<Side> sides;
@@ -458,6 +485,10 @@ void AddBenchOptions(CLI::App& command, BenchOptions& options) {
       ->check(CLI::PositiveNumber)
       ->excludes(iters);
   command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
+  command.add_option("--dim", options.dims,
+                     "SYMBOL=N: size of a symbolic dim in every input that has it, for the feeds and -O3's decisions "
+                     "(repeatable; --shape wins for the input it names; other symbolic dims are 1)");
+  AddStrictDimsOption(command, options.strict_dims);
   command.add_option("--seed", options.feeds.seed, "Seed for the random inputs (default 0)");
   command.add_option("--threads", options.threads, "Threads (default: all cores)")->check(CLI::NonNegativeNumber);
   AddThreadWaitOption(command);
@@ -522,15 +553,18 @@ Status CheckCudaOptions(const BenchOptions& options, bool cuda) {
   return Status::Ok();
 }
 
-int RunBench(const BenchOptions& options) {
+int RunBench(const BenchOptions& given) {
+  BenchOptions options = given;  // --dim is resolved against the model below
   const bool cuda = UseCuda(options);
   Status cuda_options = CheckCudaOptions(options, cuda);
   if (!cuda_options.ok()) return ReportError(options.model, cuda_options);
   Status target = passes::CheckTargetName(options.target);
   if (!target.ok()) return ReportError(options.model, target);
-  if (options.compare_levels) return RunCompareLevels(options);
   auto original_model = LoadModel(options.model);
   if (!original_model.ok()) return ReportError(options.model, original_model.status());
+  Status dims = ResolveDims(**original_model, options);
+  if (!dims.ok()) return ReportError(options.model, dims);
+  if (options.compare_levels) return RunCompareLevels(options);
   std::map<std::string, std::string> kinds;  // fused node name -> fusion kind (in-memory optimization)
   auto optimized_model = OptimizedModel(options, kinds);
   const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
@@ -586,13 +620,16 @@ int RunBench(const BenchOptions& options) {
     return Report(options, result);
   }
   const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
-  auto optimized_times = ProfileNodes(*optimized, *feeds, profiled_runs);
-  if (!optimized_times.ok()) return ReportError(optimized_label, optimized_times.status());
-  result.breakdown = BreakdownByKind(*optimized->model->graph, *optimized_times, profiled_runs, kinds);
+  auto optimized_profile = ProfileNodes(*optimized, *feeds, profiled_runs);
+  if (!optimized_profile.ok()) return ReportError(optimized_label, optimized_profile.status());
+  result.breakdown = BreakdownByKind(*optimized->model->graph, optimized_profile->mean_ms,
+                                     optimized_profile->inference_mean_ms, kinds);
+  result.breakdown_runs = profiled_runs;
   if (!options.roofline.empty()) {
-    auto original_times = ProfileNodes(*original, *feeds, profiled_runs);
-    if (!original_times.ok()) return ReportError(options.model, original_times.status());
-    Status drawn = WriteRoofline(options, {*original, *original_times}, {*optimized, *optimized_times},
+    auto original_profile = ProfileNodes(*original, *feeds, profiled_runs);
+    if (!original_profile.ok()) return ReportError(options.model, original_profile.status());
+    Status drawn = WriteRoofline(options, {*original, original_profile->median_times},
+                                 {*optimized, optimized_profile->median_times},
                                  SymbolsFromFeeds(*original, *feeds), profiled_runs, result);
     if (!drawn.ok()) return ReportError(options.roofline, drawn);
   }

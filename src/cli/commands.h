@@ -113,6 +113,8 @@ struct BenchOptions {
   bool compare_levels = false;  // one row per level O0..O3 instead of original vs optimized
   // CPU backend: keep every fusion the cost model chose, untimed (passes/fusion_timing.h).
   bool no_fusion_timing = false;
+  std::vector<std::string> dims;  // --dim SYMBOL=N: the feeds' and -O3's symbolic dim sizes
+  bool strict_dims = false;
 };
 
 void AddRunOptions(CLI::App& command, RunOptions& options);

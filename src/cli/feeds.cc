@@ -42,6 +42,14 @@ Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>&
       continue;
     }
     if (input.is_initializer()) continue;  // keeps its default value
+    if (!overrides.count(input.name()) && input.shape() && !options.dims.empty()) {
+      std::vector<int64_t> sized;
+      for (const Dim& dim : *input.shape()) {
+        auto size = dim.is_symbolic() ? options.dims.find(dim.symbol) : options.dims.end();
+        sized.push_back(dim.is_known() ? dim.value : size != options.dims.end() ? size->second : 1);
+      }
+      overrides[input.name()] = std::move(sized);
+    }
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, cpu::ConcreteDims(input, overrides));
     DataType dtype = input.dtype() == DataType::kUndefined ? DataType::kFloat : input.dtype();
     uint64_t seed = options.seed * 1000003u + run_index * 7919u + i;

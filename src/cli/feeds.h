@@ -14,6 +14,9 @@ namespace fusionopt::cli {
 struct FeedOptions {
   std::vector<std::string> input_files;  // NAME=FILE
   std::vector<std::string> shapes;       // NAME=D1xD2...
+  // Symbolic dim sizes by symbol (`--dim sequence=128`), for inputs no --shape names; other
+  // symbolic dims are 1.
+  std::map<std::string, int64_t, std::less<>> dims;
   uint64_t seed = 0;
 };
 

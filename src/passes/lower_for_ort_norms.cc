@@ -67,13 +67,23 @@ std::optional<ResidualContraction> ResidualContractionOf(const Model& model, con
   return found;
 }
 
-// The checks every Skip*Normalization shares: float32 [B,S,H] input and skip of one shape, a
-// norm over the last axis, 1-D gamma and beta.
+// Whether `skip` is [1,S,H] against `x`'s [B,S,H]: the one broadcast ORT's kernel takes (a
+// ViT's or CLIP's position embeddings added to every image's tokens).
+bool SkipBroadcastsOverBatch(const Value* x, const Value* skip) {
+  if (!x->shape() || !skip->shape() || x->shape()->size() != 3 || skip->shape()->size() != 3) return false;
+  const Shape& big = *x->shape();
+  const Shape& small = *skip->shape();
+  return small[0].is_known() && small[0].value == 1 && SameDim(small[1], big[1]) && SameDim(small[2], big[2]);
+}
+
+// The checks every Skip*Normalization shares: float32 or float16 [B,S,H] input and skip of one
+// shape (or, with `batch_broadcast`, a [1,S,H] skip), a norm over the last axis, 1-D gamma and beta.
 std::string WhyNotSkipNorm(const FusedComposite& norm, const Value* x, const Value* skip, const Value* gamma,
-                           const Value* beta) {
+                           const Value* beta, bool batch_broadcast = false) {
   if (std::string why = WhyNotKernelFloat(x); !why.empty()) return why;
   if (skip == nullptr || skip->dtype() != x->dtype() || gamma == nullptr) return "the residual's type is not the input's, or no gamma";
-  if (!x->shape() || !skip->shape() || x->shape()->size() != 3 || *x->shape() != *skip->shape()) {
+  const bool same = x->shape() && skip->shape() && x->shape()->size() == 3 && *x->shape() == *skip->shape();
+  if (!same && !(batch_broadcast && SkipBroadcastsOverBatch(x, skip))) {
     return "the input and the residual are not provably one [B,S,H] shape";
   }
   const std::optional<int64_t> axis = NormalizedAxis(norm.axis, 3);
@@ -171,10 +181,30 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
   return Kept("a LayerNorm without a residual (ORT fuses it from the inlined ops)");
 }
 
+// Add(x, p) with p [1,S,H] against x's [B,S,H], read by the norm (and maybe the stream on):
+// ORT's SkipLayerNormFusion wants equal shapes, its kernel does not.
+Outcome LowerAfterBroadcastAdd(Graph& graph, Node& call, const FusedComposite& norm, Node& add, Value* gamma, Value* beta) {
+  for (size_t skip_index : {1, 0}) {
+    Value* x = add.input(1 - skip_index);
+    Value* skip = add.input(skip_index);
+    if (x == nullptr || skip == nullptr || !SkipBroadcastsOverBatch(x, skip) || *x->shape() == *skip->shape()) continue;
+    if (std::string why = WhyNotSkipNorm(norm, x, skip, gamma, beta, /*batch_broadcast=*/true); !why.empty()) return Kept(why);
+    Value* sum = add.output(0);
+    const bool sum_read_on = sum->uses().size() > 1 || sum->is_graph_output();
+    Node* lowered = WriteSkipNorm(graph, call, norm, {x, skip, gamma}, beta, nullptr, sum_read_on ? sum : nullptr);
+    graph.RemoveNode(&call);
+    graph.RemoveNode(&add);  // its sum, where read on, is the kernel's output 3 now
+    return Written(std::string(kOrtDomain) + "::" + lowered->op_type());
+  }
+  return {};
+}
+
 Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm) {
   if (layer_norm.op_type() != "LayerNormalization" || !layer_norm.domain().empty()) return {};
   std::optional<ResidualContraction> producer = ResidualContractionOf(model, layer_norm.input(0));
-  if (!producer) return {};  // ORT's own SkipLayerNormFusion sees any plain Add before it
+  Node* add = layer_norm.input(0) != nullptr ? layer_norm.input(0)->producer() : nullptr;
+  const bool plain_add = add != nullptr && add->op_type() == "Add" && add->domain().empty() && add->inputs().size() == 2;
+  if (!producer && !plain_add) return {};  // nothing to take in
   for (size_t output = 1; output < layer_norm.outputs().size(); ++output) {
     const Value* statistic = layer_norm.output(output);
     if (statistic != nullptr && (!statistic->uses().empty() || statistic->is_graph_output())) {
@@ -190,7 +220,9 @@ Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_n
   norm.epsilon = epsilon != nullptr ? epsilon->f : 1e-5;
   Value* gamma = layer_norm.input(1);
   Value* beta = layer_norm.inputs().size() > 2 ? layer_norm.input(2) : nullptr;
-  return LowerAfterContraction(graph, layer_norm, norm, *producer, gamma, beta);
+  if (producer) return LowerAfterContraction(graph, layer_norm, norm, *producer, gamma, beta);
+  // An Add of equal shapes ORT's own SkipLayerNormFusion takes in; only the broadcast is ours.
+  return LowerAfterBroadcastAdd(graph, layer_norm, norm, *add, gamma, beta);
 }
 
 }  // namespace fusionopt::passes::ort_lowering

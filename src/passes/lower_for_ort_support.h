@@ -129,8 +129,10 @@ Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttent
 Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm);
 // A standard LayerNormalization op whose input is a fused contraction's residual sum (pre-norm
 // ViT, CLIP, Whisper, whose exports write the norm as the op, which -O3 leaves unfused): the same
-// MatMul + SkipLayerNormalization as a fused LayerNorm there. An empty Outcome where the input is
-// no such contraction (ORT's SkipLayerNormFusion handles a plain Add).
+// MatMul + SkipLayerNormalization as a fused LayerNorm there; or whose input is a plain Add of a
+// [1,S,H] value to a [B,S,H] one (ViT's and CLIP's position embeddings), which ORT's kernel
+// broadcasts but its SkipLayerNormFusion does not match. An empty Outcome otherwise (ORT's own
+// fusion handles an Add of equal shapes).
 Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm);
 
 }  // namespace fusionopt::passes::ort_lowering

@@ -91,9 +91,35 @@ def test_kernel_counts_equal_those_of_run(fusionopt, tmp_path):
     graph = onnx.load(str(optimized)).graph
     stems = {re.sub(r"_\d+$", "", node.op_type) for node in graph.node if node.domain == "ai.fusionopt"}
     rows = {row["kind"]: row for row in given["fusion_breakdown"]}
-    assert set(rows) == stems | {"unfused"}
+    assert set(rows) == stems | {"unfused", "outside nodes"}
+    assert rows["outside nodes"]["nodes"] == 0
     assert sum(row["nodes"] for row in rows.values()) == len(graph.node)
     assert rows["unfused"]["nodes"] == sum(node.domain != "ai.fusionopt" for node in graph.node)
+
+
+@pytest.mark.parametrize("model", [BERT, RESNET])
+def test_the_breakdown_adds_up_to_the_measured_mean(fusionopt, tmp_path, model):
+    """Issue 17: the rows had summed to the kernels' medians only (bert_style: 4.75 ms against a
+    0.18 ms p50 once). Now they add up to an inference's mean wall time, the time outside the
+    nodes included, within 10% of the timed runs' mean. The profiled and the timed inferences
+    are different runs on a shared machine, so a second try absorbs one noisy one."""
+    misses = []
+    for attempt in range(2):
+        out = tmp_path / f"bench{attempt}.json"
+        rc, stdout, stderr = fusionopt("bench", model, "--warmup", "5", "--iters", "60", "--json", out, "--no-fusion-timing")
+        assert rc == 0, stderr
+        report = json.loads(out.read_text())
+        rows = report["fusion_breakdown"]
+        assert rows[-1]["kind"] == "outside nodes" and rows[-1]["nodes"] == 0 and rows[-1]["ms_per_inference"] >= 0
+        assert report["fusion_breakdown_runs"] == 20
+        total = sum(row["ms_per_inference"] for row in rows)
+        assert all(row["share"] == pytest.approx(row["ms_per_inference"] / total, rel=1e-6) for row in rows)
+        assert re.search(rf"total\s+{total:.4f}\s+\(mean of 20 profiled inferences", stdout), stdout
+        mean = report["optimized"]["latency_ms"]["mean"]
+        if abs(total - mean) <= 0.10 * mean:
+            return
+        misses.append((total, mean))
+    pytest.fail(f"breakdown total against the timed mean, twice more than 10% apart: {misses}")
 
 
 def test_level_zero_changes_nothing_that_launches(fusionopt, tmp_path):
@@ -357,3 +383,21 @@ def test_progress_bar_only_on_a_terminal(fusionopt, fusionopt_bin):
     assert done.returncode == 0
     assert b"bench [" in drawn and b"%" in drawn
     assert "speed-up" in done.stdout
+
+
+def test_dim_sizes_the_feeds_and_a_missing_symbol_is_a_warning(fusionopt, tmp_path):
+    """bench takes the same --dim list as optimize (a CI job passes one list to every model):
+    the inputs' symbolic dims get those sizes, a symbol the model lacks is a warning, and
+    --strict-dims makes it a usage error."""
+    gpt2 = lib.REPO_ROOT / "models" / "real" / "fixtures" / "gpt2_dynamo18_sdpa.onnx"  # input_ids [batch, sequence]
+    short, _ = bench_json(fusionopt, tmp_path, gpt2)
+    long_out = tmp_path / "long.json"
+    rc, _, stderr = fusionopt("bench", gpt2, *QUICK, "--json", long_out, "--dim", "sequence=32", "--dim", "channels=3")
+    assert rc == 0, stderr
+    assert "--dim channels: the model has no symbolic dim 'channels'" in stderr
+    long = json.loads(long_out.read_text())
+    # 32 positions move more bytes between kernels than 1 does.
+    for side in ("original", "optimized"):
+        assert long[side]["intermediate_traffic_bytes"] > 16 * short[side]["intermediate_traffic_bytes"]
+    rc, _, stderr = fusionopt("bench", gpt2, *QUICK, "--dim", "channels=3", "--strict-dims")
+    assert rc == 2 and "no symbolic dim 'channels'" in stderr

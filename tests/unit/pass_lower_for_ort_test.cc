@@ -263,6 +263,58 @@ TEST_CASE("lower-for-ort: a standard LayerNormalization whose statistics are rea
   CHECK(OpTypes(*plain->graph) == std::vector<std::string>{"LayerNormalization"});
 }
 
+// ViT's / CLIP's embeddings: tokens plus [1,S,H] position embeddings, then the first
+// LayerNormalization; the sum goes on as the residual stream. `position` is its type.
+std::string PositionsThenLayerNorm(const std::string& position = "float[1,4,8]") {
+  std::string values;
+  for (int i = 0; i < 32; ++i) values += (i ? ", " : "") + std::to_string((i % 7 - 3) / 4.0);
+  return Header() + "graph main (float[N,4,8] %tokens" + (position.starts_with("float[N") ? ", " + position + " %pos" : "") +
+         R"() -> (float[N,4,8] %y, float[N,4,8] %next)
+  init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+)" + (position.starts_with("float[N") ? "" : "  init " + position + " %pos = [" + values + "]\n") + R"({
+  %embedded = Add(%tokens, %pos) @add_positions
+  %y = LayerNormalization(%embedded, %g, %be) {axis: -1, epsilon: 1e-06} @ln
+  %next = Add(%embedded, %y) @next_residual
+}
+)";
+}
+
+TEST_CASE("lower-for-ort: a LayerNormalization after adding [1,S,H] position embeddings becomes SkipLayerNormalization", "[passes][ort]") {
+  auto model = pass_test::ParseOptimized(PositionsThenLayerNorm(), 3);
+  const std::vector<std::string> optimized = OpTypes(*model->graph);
+  CAPTURE(optimized);
+  REQUIRE(Has(optimized, "LayerNormalization"));
+  REQUIRE(Has(optimized, "Add"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].node == "ln");
+  CHECK(report->lowered[0].written == "com.microsoft::SkipLayerNormalization");
+  CHECK(report->lowered[0].absorbed.empty());
+  const Node& skip = Only(*model->graph, "SkipLayerNormalization");
+  REQUIRE(skip.inputs().size() == 4);
+  CHECK(skip.input(0)->name() == "tokens");
+  CHECK(skip.input(1)->name() == "pos");  // [1,4,8]: ORT's kernel broadcasts it over the batch
+  CHECK(skip.output(0)->name() == "y");
+  CHECK(skip.output(3)->name() == "embedded");  // read on by next_residual
+  const std::vector<std::string> lowered = OpTypes(*model->graph);
+  CHECK(std::count(lowered.begin(), lowered.end(), "Add") == 1);  // next_residual only
+
+  // Equal shapes: -O3 fuses the Add into the norm itself, and that group is what is lowered.
+  auto equal = pass_test::ParseOptimized(PositionsThenLayerNorm("float[N,4,8]"), 3);
+  REQUIRE(Has(OpTypes(*equal->graph), "ai.fusionopt::FusedAddLayerNorm"));
+  auto fused = passes::LowerForOrt(*equal);
+  REQUIRE(fused.ok());
+  REQUIRE(fused->lowered.size() == 1);
+  CHECK(fused->lowered[0].function == "ai.fusionopt::FusedAddLayerNorm");
+  // A [4,8] table broadcasts over the batch too, but only the [1,S,H] form was checked in ORT.
+  auto two_d = pass_test::ParseOptimized(PositionsThenLayerNorm("float[4,8]"), 3);
+  auto kept = passes::LowerForOrt(*two_d);
+  REQUIRE(kept.ok());
+  CHECK(kept->lowered.empty());
+}
+
 TEST_CASE("lower-for-ort: an RMSNorm without a residual is spelled as ORT's SimplifiedLayerNormFusion matches", "[passes][ort]") {
   // The residual broadcasts ([1,4,8] against the [N,4,8] product), so the kernel cannot take
   // it in: the projection stays a function and the norm alone is rewritten.
