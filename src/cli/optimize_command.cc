@@ -91,6 +91,12 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeOptions& optio
         spdlog::debug("--runtime ort: {} left out (ONNX Runtime runs the model faster without it; docs/ort.md)", pass);
       }
     }
+    for (const passes::OrtPassOption& setting : passes::PassOptionsForOrt()) {
+      if (!pipeline.pass_options.Find(setting.pass, setting.option)) {
+        pipeline.pass_options.Set(setting.pass, setting.option, setting.value);
+        spdlog::debug("--runtime ort: {}.{}={} (docs/ort.md)", setting.pass, setting.option, setting.value);
+      }
+    }
   }
   FUSIONOPT_RETURN_IF_ERROR(passes::ValidatePipelineOptions(pipeline));
   return pipeline;

@@ -133,6 +133,11 @@ const std::vector<std::string>& PassesOrtRunsBetterWithout() {
   return passes;
 }
 
+const std::vector<OrtPassOption>& PassOptionsForOrt() {
+  static const std::vector<OrtPassOption> options = {{"fuse-horizontal-contractions", "convolutions", "0"}};
+  return options;
+}
+
 Result<OrtLoweringReport> LowerForOrt(Model& model) {
   InferShapes(model);  // the lowering proves shapes equal; every value typed that can be
   Graph& graph = *model.graph;

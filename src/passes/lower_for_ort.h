@@ -73,6 +73,17 @@ struct OrtLoweringReport {
 // ms with the pass against 74.0 without, the original 74.1; bench/ort_runtime.py, docs/benchmarks.md).
 const std::vector<std::string>& PassesOrtRunsBetterWithout();
 
+// Pass options `--runtime ort` sets unless the user set them: {pass, option, value}. Convolutions
+// merged horizontally become Conv + Split once ORT inlines the group, and ORT's NCHWc layout
+// transformer reorders out of its blocked layout before the Split and back after it: YOLOv8n ran
+// 225 ORT nodes against the original's 219, no faster (bench/ort_runtime.py, docs/benchmarks.md).
+struct OrtPassOption {
+  const char* pass;
+  const char* option;
+  const char* value;
+};
+const std::vector<OrtPassOption>& PassOptionsForOrt();
+
 // Rewrites `model`'s main graph in place and imports the com.microsoft domain when it wrote an
 // op of it. Functions no call uses any more are removed.
 Result<OrtLoweringReport> LowerForOrt(Model& model);

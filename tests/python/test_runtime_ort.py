@@ -132,8 +132,10 @@ def test_runtime_ort_output_loads_everywhere_and_equals_the_original(fusionopt, 
         for want, got in zip(expected, actual):
             np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=rtol, atol=atol,
                                        err_msg=f"{entry.name} at {level}")
-    if written:
-        assert nodes_ort_runs(out, tmp_path) < nodes_ort_runs(entry.path, tmp_path)
+    # Fewer ORT nodes where anything was written, and never more where nothing was (YOLOv8n's
+    # merged convolutions had cost ORT's NCHWc layout 6 reorders and Splits).
+    ours, original = nodes_ort_runs(out, tmp_path), nodes_ort_runs(entry.path, tmp_path)
+    assert ours < original if written else ours <= original
 
 
 def entry_named(name):

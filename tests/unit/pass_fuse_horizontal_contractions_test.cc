@@ -103,6 +103,12 @@ TEST_CASE("fuse-horizontal-contractions merges parallel convolutions and their a
   ExpectUnchanged(ParallelConvs({"Relu", "Sigmoid", "Relu"}), kPass,
                   "a member continues with Relu the others do not share (its epilogue fusion would be lost)");
   ExpectRewriteOps(ParallelConvs({"LeakyRelu", "LeakyRelu", "LeakyRelu"}), kPass, {"Conv", "LeakyRelu", "Split"});
+
+  // convolutions=0 (what --runtime ort sets): the same convolutions stay apart, and say why;
+  // MatMul members still merge.
+  ExpectUnchanged(ParallelConvs({"Relu", "Relu", "Relu"}), kPass, "Conv members are off (convolutions=0)",
+                  {{"convolutions", "0"}});
+  ExpectRewriteOps(Projections("float[2,5,4]"), kPass, {"MatMul", "Add", "Split"}, {{"convolutions", "0"}});
 }
 
 namespace {
