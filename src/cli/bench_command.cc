@@ -403,9 +403,6 @@ Status CheckAndRepair(const BenchOptions& options, const Model& original, Model&
   return Status::Ok();
 }
 
-// --compare-levels: the model at O0..O3, each checked against O0 (unless --no-verify), timed
-// round-robin (one inference per level in turn) on the same inputs; one row per level.
-
 // --dim's sizes for the feeds (and -O3's decisions), checked against the model's symbols: a
 // symbol it lacks is a warning (one list of dims serves every model in a CI job) unless
 // --strict-dims.
@@ -417,6 +414,8 @@ Status ResolveDims(const Model& model, BenchOptions& options) {
   return Status::Ok();
 }
 
+// --compare-levels: the model at O0..O3, each checked against O0 (unless --no-verify), timed
+// round-robin (one inference per level in turn) on the same inputs; one row per level.
 int RunCompareLevels(const BenchOptions& options) {
   constexpr int kLevels = 4;
   std::vector<Side> sides;

@@ -171,7 +171,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
   }
   for (Node* layer_norm : layer_norms) {
     const std::string name = layer_norm->name();
-    record(name, "LayerNormalization", LowerLayerNormAfterContraction(model, graph, *layer_norm));
+    record(name, "LayerNormalization", LowerStandardLayerNorm(model, graph, *layer_norm));
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {

@@ -15,6 +15,7 @@
 //   %sum = ai.fusionopt::FusedMatMulAdd[Add](%x, %W[, %b], %r)    →   %p = MatMul(%x, %W)
 //   %y = ai.fusionopt::FusedRMSNorm | FusedLayerNorm(%sum, %g)        %y, , , %sum = com.microsoft::Skip(Simplified)LayerNormalization(%p, %r, %g[, %be][, %b])
 //      (or the standard LayerNormalization(%sum, %g, %be) op, its statistics unread)
+//   %e = Add(%x, %pos[1,S,H]); %y = LayerNormalization(%e, %g, %be)   →   %y, , , %e = com.microsoft::SkipLayerNormalization(%x, %pos, %g, %be)
 //   %y = ai.fusionopt::FusedRMSNorm(%x, %g)  (no residual)       →   Mul(Div(%x, Sqrt(ReduceMean(Pow(%x, 2)) + eps)), %g),
 //                                                                     the spelling ORT's SimplifiedLayerNormFusion matches
 //   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and
@@ -51,7 +52,7 @@ inline constexpr const char* kOrtDomain = "com.microsoft";
 
 struct OrtLowering {
   std::string node;      // the fused call (or, for a GELU, the group it was inlined from)
-  std::string function;  // its ai.fusionopt function
+  std::string function;  // its ai.fusionopt function, or "LayerNormalization" for the standard op
   std::string written;   // what ORT runs now: "com.microsoft::MultiHeadAttention", ...
   std::vector<std::string> absorbed;  // earlier fused calls the same kernel took in (Attention's projection)
 };

@@ -1,6 +1,7 @@
 // lower-for-ort, norms: a fused LayerNorm or RMSNorm as ORT's Skip(Simplified)LayerNormalization
 // (its residual Add inside the group, or at the end of the fused contraction that feeds it; a
-// standard LayerNormalization op after such a contraction too), or
+// standard LayerNormalization op after such a contraction, or after adding [1,S,H] position
+// embeddings, too), or
 // an RMSNorm with no residual as the standard ops ORT's own SimplifiedLayerNormFusion matches;
 // see lower_for_ort.h for the rewrite and its limits.
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "ir/op_class.h"
 #include "passes/lower_for_ort.h"
 #include "passes/lower_for_ort_support.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::passes::ort_lowering {
 namespace {
@@ -181,48 +183,43 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
   return Kept("a LayerNorm without a residual (ORT fuses it from the inlined ops)");
 }
 
-// Add(x, p) with p [1,S,H] against x's [B,S,H], read by the norm (and maybe the stream on):
-// ORT's SkipLayerNormFusion wants equal shapes, its kernel does not.
-Outcome LowerAfterBroadcastAdd(Graph& graph, Node& call, const FusedComposite& norm, Node& add, Value* gamma, Value* beta) {
-  for (size_t skip_index : {1, 0}) {
-    Value* x = add.input(1 - skip_index);
-    Value* skip = add.input(skip_index);
-    if (x == nullptr || skip == nullptr || !SkipBroadcastsOverBatch(x, skip) || *x->shape() == *skip->shape()) continue;
-    if (std::string why = WhyNotSkipNorm(norm, x, skip, gamma, beta, /*batch_broadcast=*/true); !why.empty()) return Kept(why);
-    Value* sum = add.output(0);
+// The prologue Add(x, p) with p [1,S,H] against x's [B,S,H] in the kernel: ORT's
+// SkipLayerNormFusion wants equal shapes, its kernel does not. The sum, where the residual
+// stream reads on, is the kernel's output 3.
+Outcome LowerAfterBroadcastAdd(Graph& graph, Node& layer_norm, const FusedComposite& norm, const CompositeMatch& match) {
+  for (auto [x, skip] : {std::pair{match.x, match.residual}, {match.residual, match.x}}) {
+    if (!SkipBroadcastsOverBatch(x, skip) || *x->shape() == *skip->shape()) continue;
+    if (std::string why = WhyNotSkipNorm(norm, x, skip, match.gamma, match.beta, /*batch_broadcast=*/true); !why.empty()) {
+      return Kept(why);
+    }
+    Value* sum = match.residual_sum;
     const bool sum_read_on = sum->uses().size() > 1 || sum->is_graph_output();
-    Node* lowered = WriteSkipNorm(graph, call, norm, {x, skip, gamma}, beta, nullptr, sum_read_on ? sum : nullptr);
-    graph.RemoveNode(&call);
-    graph.RemoveNode(&add);  // its sum, where read on, is the kernel's output 3 now
+    Node* lowered = WriteSkipNorm(graph, layer_norm, norm, {x, skip, match.gamma}, match.beta, nullptr,
+                                  sum_read_on ? sum : nullptr);
+    graph.RemoveNode(&layer_norm);
+    graph.RemoveNode(match.residual_add);
     return Written(std::string(kOrtDomain) + "::" + lowered->op_type());
   }
-  return {};
+  return {};  // equal shapes: ORT's own SkipLayerNormFusion takes that Add in
 }
 
-Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm) {
+Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm) {
   if (layer_norm.op_type() != "LayerNormalization" || !layer_norm.domain().empty()) return {};
-  std::optional<ResidualContraction> producer = ResidualContractionOf(model, layer_norm.input(0));
-  Node* add = layer_norm.input(0) != nullptr ? layer_norm.input(0)->producer() : nullptr;
-  const bool plain_add = add != nullptr && add->op_type() == "Add" && add->domain().empty() && add->inputs().size() == 2;
-  if (!producer && !plain_add) return {};  // nothing to take in
-  for (size_t output = 1; output < layer_norm.outputs().size(); ++output) {
-    const Value* statistic = layer_norm.output(output);
-    if (statistic != nullptr && (!statistic->uses().empty() || statistic->is_graph_output())) {
-      return Kept("its mean or inverse standard deviation is read (training form)");
-    }
+  const CompositeSearch search = MatchCompositeAt(layer_norm, model.OpsetFor("").value_or(0));
+  if (!search.match) {
+    return search.near_miss.empty() ? Outcome{} : Kept(search.near_miss);  // e.g. its statistics are read
   }
+  const CompositeMatch& match = *search.match;
   FusedComposite norm;
   norm.kind = CompositeKind::kLayerNorm;
   norm.standard_op = true;
-  const Attribute* axis = layer_norm.FindAttribute("axis");
-  const Attribute* epsilon = layer_norm.FindAttribute("epsilon");
-  norm.axis = axis != nullptr ? axis->i : -1;
-  norm.epsilon = epsilon != nullptr ? epsilon->f : 1e-5;
-  Value* gamma = layer_norm.input(1);
-  Value* beta = layer_norm.inputs().size() > 2 ? layer_norm.input(2) : nullptr;
-  if (producer) return LowerAfterContraction(graph, layer_norm, norm, *producer, gamma, beta);
-  // An Add of equal shapes ORT's own SkipLayerNormFusion takes in; only the broadcast is ours.
-  return LowerAfterBroadcastAdd(graph, layer_norm, norm, *add, gamma, beta);
+  norm.axis = match.axis;
+  norm.epsilon = match.epsilon;
+  if (match.residual_add != nullptr) return LowerAfterBroadcastAdd(graph, layer_norm, norm, match);
+  if (std::optional<ResidualContraction> producer = ResidualContractionOf(model, match.x)) {
+    return LowerAfterContraction(graph, layer_norm, norm, *producer, match.gamma, match.beta);
+  }
+  return {};  // nothing before it to take in
 }
 
 }  // namespace fusionopt::passes::ort_lowering

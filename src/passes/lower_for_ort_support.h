@@ -127,12 +127,13 @@ Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttent
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as
 // the standard ops ORT fuses into SimplifiedLayerNormalization.
 Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm);
-// A standard LayerNormalization op whose input is a fused contraction's residual sum (pre-norm
-// ViT, CLIP, Whisper, whose exports write the norm as the op, which -O3 leaves unfused): the same
-// MatMul + SkipLayerNormalization as a fused LayerNorm there; or whose input is a plain Add of a
-// [1,S,H] value to a [B,S,H] one (ViT's and CLIP's position embeddings), which ORT's kernel
-// broadcasts but its SkipLayerNormFusion does not match. An empty Outcome otherwise (ORT's own
-// fusion handles an Add of equal shapes).
-Outcome LowerLayerNormAfterContraction(Model& model, Graph& graph, Node& layer_norm);
+// A standard LayerNormalization op (the dynamo exports write it; -O3 leaves it unfused) as
+// SkipLayerNormalization when something before it can go into the kernel: a fused contraction's
+// residual sum (pre-norm ViT, CLIP, Whisper; post-norm BERT), as for a fused LayerNorm there; or
+// an Add of a [1,S,H] value to a [B,S,H] one (ViT's, CLIP's and GPT-2's position embeddings),
+// which ORT's kernel broadcasts but its SkipLayerNormFusion does not match. Kept, with the
+// matcher's reason, where its statistics are read; an empty Outcome where there is nothing to
+// take in (ORT's own fusion handles an Add of equal shapes).
+Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm);
 
 }  // namespace fusionopt::passes::ort_lowering

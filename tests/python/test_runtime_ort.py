@@ -289,3 +289,23 @@ def test_a_mask_of_unknown_dims_is_expanded_to_the_scores(fusionopt, tmp_path):
     assert len(attention) == 2
     for node in attention:
         assert producers[node.input[5]].op_type == "Expand"
+
+
+def test_convolutions_stay_unmerged_for_ort_unless_asked(fusionopt, tmp_path):
+    """--runtime ort sets fuse-horizontal-contractions.convolutions=0 (a merged Conv + Split
+    costs ORT's NCHWc layout reorders: YOLOv8n ran 225 ORT nodes against 219); a --pass-option
+    given on the command line wins, and then ORT runs more nodes than on the original."""
+    entry = entry_named("yolov8n_dynamo18")
+    default, _ = optimize_for_ort(fusionopt, entry, tmp_path)
+    merged = tmp_path / "merged.onnx"
+    rc, _, stderr = fusionopt(entry.path, "-O3", "--runtime", "ort", "-o", merged,
+                              "--pass-option", "fuse-horizontal-contractions.convolutions=1", timeout=300)
+    assert rc == 0, stderr
+
+    def splits(path):  # in the graph and in the fused functions' bodies
+        model = onnx.load(str(path))
+        return sum(node.op_type == "Split" for nodes in [model.graph.node, *(f.node for f in model.functions)]
+                   for node in nodes)
+    assert splits(default) < splits(merged)
+    original = nodes_ort_runs(entry.path, tmp_path)
+    assert nodes_ort_runs(default, tmp_path) == original < nodes_ort_runs(merged, tmp_path)
