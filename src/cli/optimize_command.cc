@@ -131,13 +131,19 @@ std::string ReportWithChecks(const passes::PipelineReport& report, const std::op
 // --runtime ort: the groups ONNX Runtime has kernels for, written as those kernels.
 Result<std::optional<passes::OrtLoweringReport>> LowerForRuntime(const OptimizeOptions& options, Model& optimized) {
   if (options.runtime != "ort") return std::optional<passes::OrtLoweringReport>();
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::OrtLoweringReport report, passes::LowerForOrt(optimized));
+  passes::OrtLoweringOptions lowering{passes::OrtProviderForTarget(options.target), {}};
+  FUSIONOPT_ASSIGN_OR_RETURN(lowering.dims, passes::ParseDimSettings(options.dims));
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::OrtLoweringReport report, passes::LowerForOrt(optimized, lowering));
   std::map<std::string, int> written;
   for (const passes::OrtLowering& lowered : report.lowered) ++written[lowered.written];
   std::string listed;
   for (const auto& [op, count] : written) listed += (listed.empty() ? "" : ", ") + op + " x" + std::to_string(count);
-  spdlog::info("--runtime ort: {} fused groups written as ORT kernels ({}), {} left as functions ORT inlines",
-               report.lowered.size(), listed.empty() ? "none" : listed, report.kept.size());
+  spdlog::info("--runtime ort ({}): {} fused groups written as ORT kernels ({}), {} left as functions ORT inlines",
+               passes::NameOf(lowering.provider), report.lowered.size(), listed.empty() ? "none" : listed,
+               report.kept.size());
+  for (const passes::OrtLowering& lowered : report.lowered) {
+    if (!lowered.because.empty()) spdlog::debug("--runtime ort: {} as {}: {}", lowered.node, lowered.written, lowered.because);
+  }
   for (const passes::OrtKeptGroup& kept : report.kept) {
     spdlog::debug("--runtime ort: kept {} ({}): {}", kept.node, kept.function, kept.reason);
   }

@@ -87,11 +87,11 @@ struct InlinedGelu {
 };
 
 Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_values,
-                  std::vector<InlinedGelu>& gelus) {
+                  std::vector<InlinedGelu>& gelus, const OrtLoweringOptions& options) {
   const Function* function = model.FindFunction(call.domain(), call.op_type());
   if (function == nullptr || function->body == nullptr) return Kept("no function body");
   if (std::optional<FusedAttention> attention = RecognizeAttention(*function)) {
-    return LowerAttention(model, graph, call, *attention, shared_values);
+    return LowerAttention(model, graph, call, *attention, shared_values, options);
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
@@ -138,7 +138,7 @@ const std::vector<OrtPassOption>& PassOptionsForOrt() {
   return options;
 }
 
-Result<OrtLoweringReport> LowerForOrt(Model& model) {
+Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& options) {
   InferShapes(model);  // the lowering proves shapes equal; every value typed that can be
   Graph& graph = *model.graph;
   std::vector<Node*> calls;
@@ -155,14 +155,14 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     if (!outcome.written.empty()) {
       std::vector<std::string> absorbed;
       if (!outcome.absorbed.empty()) absorbed.push_back(outcome.absorbed);
-      report.lowered.push_back({name, function, outcome.written, std::move(absorbed)});
+      report.lowered.push_back({name, function, outcome.written, std::move(absorbed), outcome.because});
     } else if (!outcome.kept_because.empty()) {
       report.kept.push_back({name, function, outcome.kept_because});
     }
   };
   for (Node* call : calls) {
     const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
-    record(name, function, LowerCall(model, graph, *call, shared_values, gelus));
+    record(name, function, LowerCall(model, graph, *call, shared_values, gelus, options));
   }
   // After the calls: the contraction a standard LayerNormalization takes in is one of them.
   std::vector<Node*> layer_norms;
@@ -182,7 +182,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
     if (written.empty()) {
       report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU is not float32 or float16"});
     } else {
-      report.lowered.push_back({gelu.node, gelu.function, written, {}});
+      report.lowered.push_back({gelu.node, gelu.function, written, {}, {}});
     }
   }
   RemoveLeftovers(graph);
@@ -198,7 +198,9 @@ Result<OrtLoweringReport> LowerForOrt(Model& model) {
 std::string OrtLoweringToJson(const OrtLoweringReport& report) {
   nlohmann::ordered_json lowered = nlohmann::ordered_json::array(), kept = nlohmann::ordered_json::array();
   for (const OrtLowering& one : report.lowered) {
-    lowered.push_back({{"node", one.node}, {"function", one.function}, {"written", one.written}, {"absorbed", one.absorbed}});
+    nlohmann::ordered_json entry{{"node", one.node}, {"function", one.function}, {"written", one.written}, {"absorbed", one.absorbed}};
+    if (!one.because.empty()) entry["because"] = one.because;
+    lowered.push_back(std::move(entry));
   }
   for (const OrtKeptGroup& one : report.kept) {
     kept.push_back({{"node", one.node}, {"function", one.function}, {"reason", one.reason}});

@@ -5,6 +5,8 @@
 //
 //   %qkv = ai.fusionopt::FusedMatMulAdd(%x, %W, %b)             →   %ctx = com.microsoft::Attention(%x, %W, %b, , , %bias)
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)            {num_heads, scale}  (W, b initializers; ORT packs W)
+//                                                                (or, where the provider runs MultiHeadAttention faster at
+//                                                                this key count, the form below: ort_kernel_choice.h)
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)   →   %q, %k, %v = Split(%qkv, %sizes) {axis: -1}
 //                                                                [%q, %k = com.microsoft::RotaryEmbedding(%q | %k, [0], cos, sin)]
 //                                                                [%k, %v = Reshape(Expand(Reshape(%k | %v, [0,0,Hkv,1,D]), [1,1,1,n,1]), [0,0,H·D])]
@@ -34,7 +36,8 @@
 // Biases, expansions and caches are written once and shared by the layers that provably agree.
 //
 // Limits: float32 or float16; attention needs Q, K and V split into heads inside the group from
-// [B,S,H·D] values, the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape
+// [B,S,H·D] values (or reached by layout chains over one packed [B,S,3·H·D] projection that
+// compose to its thirds split into heads: torchvision's in-projection, lower_for_ort_packed.cc), the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape
 // after the kernel), a rotary (if any) by transformers' half rotation over whole heads with tables
 // shared by the batch, and a grouped-query repeat (if any) on K and V alike. A group that does not
 // qualify stays an ai.fusionopt function, which ORT inlines; the report says why for each.
@@ -45,6 +48,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "passes/ort_kernel_choice.h"
 
 namespace fusionopt::passes {
 
@@ -55,6 +59,7 @@ struct OrtLowering {
   std::string function;  // its ai.fusionopt function, or "LayerNormalization" for the standard op
   std::string written;   // what ORT runs now: "com.microsoft::MultiHeadAttention", ...
   std::vector<std::string> absorbed;  // earlier fused calls the same kernel took in (Attention's projection)
+  std::string because;                // why this kernel where ORT had several (ort_kernel_choice.h); else empty
 };
 
 struct OrtKeptGroup {
@@ -86,8 +91,9 @@ struct OrtPassOption {
 const std::vector<OrtPassOption>& PassOptionsForOrt();
 
 // Rewrites `model`'s main graph in place and imports the com.microsoft domain when it wrote an
-// op of it. Functions no call uses any more are removed.
-Result<OrtLoweringReport> LowerForOrt(Model& model);
+// op of it. Functions no call uses any more are removed. Where ORT has more than one kernel for
+// a group, `options` (the execution provider, --dim sizes) picks it.
+Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& options = {});
 
 std::string OrtLoweringToJson(const OrtLoweringReport& report);
 

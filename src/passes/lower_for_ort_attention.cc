@@ -2,6 +2,7 @@
 // fused QKV projection before it) or MultiHeadAttention; see lower_for_ort.h for the rewrite
 // and its limits.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "ir/op_class.h"
@@ -71,8 +72,8 @@ class AttentionLowering {
   // `shared`: what an earlier layer already wrote (a mask's bias or expansion, rotary caches),
   // reused by every layer that reads the same source.
   AttentionLowering(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                    SharedValues& shared)
-      : model_(model), graph_(graph), call_(call), attention_(attention), shared_(shared) {}
+                    SharedValues& shared, const OrtLoweringOptions& options)
+      : model_(model), graph_(graph), call_(call), attention_(attention), shared_(shared), options_(options) {}
 
   Outcome Run() {
     if (std::string why = WhyNot(); !why.empty()) return Kept(why);
@@ -81,7 +82,7 @@ class AttentionLowering {
     std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
     if (mask_ != nullptr) inputs.push_back(mask_);
     ReplaceCallBy("MultiHeadAttention", inputs);
-    return Written(std::string(kOrtDomain) + "::MultiHeadAttention");
+    return Written(std::string(kOrtDomain) + "::MultiHeadAttention", {}, because_);
   }
 
  private:
@@ -89,8 +90,13 @@ class AttentionLowering {
     if (attention_.op) return "the core is a standard Attention node";
     if (call_.outputs().size() != 1) return "the group has more than one result";
     if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
-    for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
-      if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
+    packed_ = attention_.q.layout == HeadLayout::kView;
+    if (packed_) {
+      if (std::string why = ProvePackedOperands(attention_, call_, packing_); !why.empty()) return why;
+    } else {
+      for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
+        if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
+      }
     }
     if (std::string why = WhyNotRotaryAndRepeat(attention_); !why.empty()) return why;
     if (attention_.merge_perm != std::vector<int64_t>{0, 2, 1, 3} || !attention_.merge) {
@@ -104,9 +110,10 @@ class AttentionLowering {
     // Split or an initializer behind, which LowerForOrt removes when nothing reads it.
     if (std::string why = ResolveOperands(); !why.empty()) return why;
     if (std::string why = ResolveMerge(); !why.empty()) return why;
-    if (std::string why = ResolveHeads(); !why.empty()) return why;
+    if (std::string why = packed_ ? UsePackedHeads() : ResolveHeads(); !why.empty()) return why;
     if (std::string why = ResolveRotary(); !why.empty()) return why;
     if (!attention_.q.rotary && !attention_.k.repeat) FindProjection();  // ORT's Attention rotates and repeats nothing
+    if (projection_ != nullptr) ChooseKernel();
     return ResolveMask();
   }
 
@@ -140,6 +147,16 @@ class AttentionLowering {
     }
   }
 
+  // Attention taking in the projection, or MultiHeadAttention after it, by what the provider
+  // runs faster at this key count (ort_kernel_choice.h).
+  void ChooseKernel() {
+    std::optional<Dim> keys = DimOf(key_, 1);
+    AttentionKernelChoice choice =
+        ChooseAttentionKernel(options_.provider, keys ? LengthOf(*keys, options_.dims) : std::nullopt);
+    because_ = std::move(choice.because);
+    if (!choice.take_in_projection) projection_ = nullptr;
+  }
+
   // Attention(x, W, b[, , , bias]): the projection's MatMul and bias Add and the attention in
   // one kernel, which packs W once when ORT creates the session.
   Outcome WriteAttentionWithProjection() {
@@ -147,7 +164,7 @@ class AttentionLowering {
     std::vector<Value*> inputs = {projection_x_, projection_w_, projection_b_};
     if (mask_ != nullptr) inputs.insert(inputs.end(), {nullptr, nullptr, mask_});
     ReplaceCallBy("Attention", inputs);  // the Split written for Q, K and V, and the projection, are left unread
-    return Written(std::string(kOrtDomain) + "::Attention", absorbed);
+    return Written(std::string(kOrtDomain) + "::Attention", absorbed, because_);
   }
 
   // `op` (num_heads, scale) in the call's place, writing its [B,S,H·D] result; where the group
@@ -178,26 +195,15 @@ class AttentionLowering {
   // body is MatMul(x, W) + b, W a [D_in, 3·H·D] and b a [3·H·D] initializer, read by nothing
   // but this attention, split into equal Q, K, V in that order.
   void FindProjection() {
-    if (!attention_.combined || attention_.split_outputs != 3 || attention_.q.split_output != 0 ||
-        attention_.k.split_output != 1 || attention_.v.split_output != 2) {
-      return;
-    }
-    Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
-    Node* producer = combined->producer();
-    if (producer == nullptr || producer->domain() != kFusionDomain || combined->is_graph_output()) return;
-    for (const Use& use : combined->uses()) {
+    if (combined_ == nullptr || slots_ != std::array<int, 3>{0, 1, 2}) return;
+    Node* producer = combined_->producer();
+    if (producer == nullptr || combined_->is_graph_output()) return;
+    for (const Use& use : combined_->uses()) {
       if (use.node != &call_ && use.node != split_) return;
     }
-    const Function* function = model_.FindFunction(producer->domain(), producer->op_type());
-    if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return;
-    const Node& matmul = *function->body->nodes().front();
-    const Node& add = *function->body->nodes().back();
-    if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return;
-    auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, *producer, value); };
-    const Value* bias_formal = OtherAddend(add, matmul.output(0));
-    Value* x = formal(matmul.input(0));
-    Value* w = formal(matmul.input(1));
-    Value* b = bias_formal != nullptr ? formal(bias_formal) : nullptr;
+    std::optional<std::array<Value*, 3>> parts = ProjectionParts(*producer);
+    if (!parts) return;
+    auto [x, w, b] = *parts;
     const int64_t width = 3 * heads_ * (DimOf(query_, 2) ? DimOf(query_, 2)->value / heads_ : 0);
     if (x == nullptr || x->dtype() != ElementType() || !x->shape() || x->shape()->size() != 3 || w == nullptr || b == nullptr) return;
     if (w->initializer() == nullptr || b->initializer() == nullptr || w->initializer()->dims().size() != 2 ||
@@ -209,6 +215,32 @@ class AttentionLowering {
     projection_x_ = x;
     projection_w_ = w;
     projection_b_ = b;
+  }
+
+  // x, W and b of a projection MatMul(x, W) + b: an ai.fusionopt call whose body is those two
+  // ops, or (torchvision's in-projection, left unfused) the standard Add of a MatMul nothing
+  // else reads.
+  std::optional<std::array<Value*, 3>> ProjectionParts(const Node& producer) const {
+    if (producer.domain() == kFusionDomain) {
+      const Function* function = model_.FindFunction(producer.domain(), producer.op_type());
+      if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return std::nullopt;
+      const Node& matmul = *function->body->nodes().front();
+      const Node& add = *function->body->nodes().back();
+      if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return std::nullopt;
+      auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, producer, value); };
+      const Value* bias_formal = OtherAddend(add, matmul.output(0));
+      return std::array<Value*, 3>{formal(matmul.input(0)), formal(matmul.input(1)),
+                                   bias_formal != nullptr ? formal(bias_formal) : nullptr};
+    }
+    if (producer.op_type() != "Add" || !producer.domain().empty() || producer.inputs().size() != 2) return std::nullopt;
+    for (size_t side = 0; side < 2; ++side) {
+      Value* product = producer.input(side);
+      Node* matmul = product != nullptr ? product->producer() : nullptr;
+      if (matmul == nullptr || matmul->op_type() != "MatMul" || !matmul->domain().empty()) continue;
+      if (product->uses().size() != 1 || product->is_graph_output()) continue;
+      return std::array<Value*, 3>{matmul->input(0), matmul->input(1), producer.input(1 - side)};
+    }
+    return std::nullopt;
   }
 
   // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2
@@ -271,7 +303,11 @@ class AttentionLowering {
   // Q, K and V as [B,S,H·D] graph values: the call's arguments, or a Split of the combined
   // projection written before the call.
   std::string ResolveOperands() {
-    if (!attention_.combined) {
+    if (packed_) {
+      Value* source = call_.input(static_cast<size_t>(packing_.input));
+      const int64_t third = packing_.heads * packing_.head_size;
+      if (std::string why = SplitInto(source, {third, third, third}, packing_.slots); !why.empty()) return why;
+    } else if (!attention_.combined) {
       query_ = call_.input(static_cast<size_t>(attention_.q.input));
       key_ = call_.input(static_cast<size_t>(attention_.k.input));
       value_ = call_.input(static_cast<size_t>(attention_.v.input));
@@ -289,7 +325,6 @@ class AttentionLowering {
     Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
     if (combined == nullptr || !combined->shape() || combined->shape()->size() != 3) return "the combined projection is not rank 3";
     if (attention_.split_axis != -1 && attention_.split_axis != 2) return "the combined projection is not split on its last axis";
-    const int64_t opset = model_.OpsetFor("").value_or(0);
     std::optional<std::vector<int64_t>> sizes;
     if (attention_.split_sizes.constant != nullptr) {
       sizes = attention_.split_sizes.constant->AsInt64s();
@@ -302,20 +337,38 @@ class AttentionLowering {
       sizes = std::vector<int64_t>(static_cast<size_t>(attention_.split_outputs), width.value / attention_.split_outputs);
     }
     if (!sizes || static_cast<int>(sizes->size()) != attention_.split_outputs) return "the Split's sizes are not constants";
-    Node* split = CreateSplit(graph_, combined, -1, *sizes, opset, call_.name() + "/Split");
+    return SplitInto(combined, *sizes, {attention_.q.split_output, attention_.k.split_output, attention_.v.split_output});
+  }
+
+  // Q, K and V as the pieces `slots` of `combined` split on its last axis by `sizes`, written
+  // before the call.
+  std::string SplitInto(Value* combined, const std::vector<int64_t>& sizes, std::array<int, 3> slots) {
+    if (!combined->shape() || combined->shape()->size() != 3) return "the combined projection is not rank 3";
+    const int64_t opset = model_.OpsetFor("").value_or(0);
+    Node* split = CreateSplit(graph_, combined, -1, sizes, opset, call_.name() + "/Split");
     std::vector<Value*> pieces;
-    for (size_t i = 0; i < sizes->size(); ++i) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
       Value* piece = graph_.CreateValue(graph_.UniqueName(call_.name() + "_qkv"));
       piece->type().dtype = combined->dtype();
-      piece->type().shape = Shape{(*combined->shape())[0], (*combined->shape())[1], Dim::Known((*sizes)[i])};
+      piece->type().shape = Shape{(*combined->shape())[0], (*combined->shape())[1], Dim::Known(sizes[i])};
       graph_.TransferProducer(piece, split, static_cast<int>(i));
       pieces.push_back(piece);
     }
     graph_.MoveBefore(split, &call_);
     split_ = split;
-    query_ = pieces.at(static_cast<size_t>(attention_.q.split_output));
-    key_ = pieces.at(static_cast<size_t>(attention_.k.split_output));
-    value_ = pieces.at(static_cast<size_t>(attention_.v.split_output));
+    combined_ = combined;
+    slots_ = sizes.size() == 3 ? slots : std::array<int, 3>{-1, -1, -1};
+    query_ = pieces.at(static_cast<size_t>(slots[0]));
+    key_ = pieces.at(static_cast<size_t>(slots[1]));
+    value_ = pieces.at(static_cast<size_t>(slots[2]));
+    return {};
+  }
+
+  // The heads the packed chains were proven to split into (lower_for_ort_packed.cc).
+  std::string UsePackedHeads() {
+    heads_ = kv_heads_ = packing_.heads;
+    head_size_ = packing_.head_size;
+    repeats_ = 1;
     return {};
   }
 
@@ -421,6 +474,12 @@ class AttentionLowering {
   Value* mask_ = nullptr;
   Value* merge_target_ = nullptr;
   Node* split_ = nullptr;       // the Split written for a combined projection
+  const OrtLoweringOptions& options_;
+  bool packed_ = false;      // Q, K and V are layout chains over one packed projection
+  PackedOperands packing_;   // what lower_for_ort_packed.cc proved of them
+  Value* combined_ = nullptr;  // the value split into Q, K and V
+  std::array<int, 3> slots_ = {-1, -1, -1};  // which of its three pieces Q, K and V are
+  std::string because_;  // why Attention or MultiHeadAttention, where both could be written
   Node* projection_ = nullptr;  // the fused MatMul + bias that ORT's Attention takes in
   Value* projection_x_ = nullptr;
   Value* projection_w_ = nullptr;
@@ -435,8 +494,8 @@ class AttentionLowering {
 }  // namespace
 
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       SharedValues& shared) {
-  return AttentionLowering(model, graph, call, attention, shared).Run();
+                       SharedValues& shared, const OrtLoweringOptions& options) {
+  return AttentionLowering(model, graph, call, attention, shared, options).Run();
 }
 
 }  // namespace fusionopt::passes::ort_lowering

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "ir/constant_value.h"
 #include "ir/graph.h"
 #include "passes/fold_rewrites.h"
+#include "passes/ort_kernel_choice.h"
 #include "patterns/attention.h"
 #include "patterns/composite.h"
 
@@ -23,10 +25,13 @@ struct Outcome {
   std::string written;
   std::string kept_because;
   std::string absorbed;  // a fused call before this one that the written kernel took in
+  std::string because;   // why this kernel, where ORT had more than one (ort_kernel_choice.h)
 };
 
-inline Outcome Written(std::string op, std::string absorbed = {}) { return {std::move(op), {}, std::move(absorbed)}; }
-inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}}; }
+inline Outcome Written(std::string op, std::string absorbed = {}, std::string because = {}) {
+  return {std::move(op), {}, std::move(absorbed), std::move(because)};
+}
+inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}, {}}; }
 
 inline bool IsFloat32(const Value* value) { return value != nullptr && value->dtype() == DataType::kFloat; }
 
@@ -120,8 +125,18 @@ Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_he
 
 // A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
 // `shared`: what earlier layers already wrote (mask biases and expansions, rotary caches).
+// Q, K and V reached through layout chains over one packed [B,S,3·H·D] projection
+// (lower_for_ort_packed.cc): which call input, the heads, and which third each reads.
+struct PackedOperands {
+  int input = -1;
+  int64_t heads = 0, head_size = 0;
+  std::array<int, 3> slots = {-1, -1, -1};  // Q, K, V
+};
+// Why the operands are not such slices (empty when they are; then `packed` is filled in).
+std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, PackedOperands& packed);
+
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       SharedValues& shared);
+                       SharedValues& shared, const OrtLoweringOptions& options);
 
 // A fused LayerNorm or RMSNorm as Skip(Simplified)LayerNormalization, taking in the residual
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as

@@ -102,11 +102,12 @@ def test_the_breakdown_adds_up_to_the_measured_mean(fusionopt, tmp_path, model):
     """Issue 17: the rows had summed to the kernels' medians only (bert_style: 4.75 ms against a
     0.18 ms p50 once). Now they add up to an inference's mean wall time, the time outside the
     nodes included, within 10% of the timed runs' mean. The profiled and the timed inferences
-    are different runs on a shared machine, so a second try absorbs one noisy one."""
+    are different runs on a shared machine, and bert_style's inference is 0.1-0.2 ms, where one
+    preempted run moves a mean by 10%: 200 timed runs, and up to three tries."""
     misses = []
-    for attempt in range(2):
+    for attempt in range(3):
         out = tmp_path / f"bench{attempt}.json"
-        rc, stdout, stderr = fusionopt("bench", model, "--warmup", "5", "--iters", "60", "--json", out, "--no-fusion-timing")
+        rc, stdout, stderr = fusionopt("bench", model, "--warmup", "5", "--iters", "200", "--json", out, "--no-fusion-timing")
         assert rc == 0, stderr
         report = json.loads(out.read_text())
         rows = report["fusion_breakdown"]
@@ -119,7 +120,7 @@ def test_the_breakdown_adds_up_to_the_measured_mean(fusionopt, tmp_path, model):
         if abs(total - mean) <= 0.10 * mean:
             return
         misses.append((total, mean))
-    pytest.fail(f"breakdown total against the timed mean, twice more than 10% apart: {misses}")
+    pytest.fail(f"breakdown total against the timed mean, three times more than 10% apart: {misses}")
 
 
 def test_level_zero_changes_nothing_that_launches(fusionopt, tmp_path):

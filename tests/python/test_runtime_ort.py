@@ -74,7 +74,9 @@ EXPECTED_WRITTEN = {
     "vit_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
-    "vit_torchvision_dynamo18": {"BiasGelu": 2, "SkipLayerNormalization": 5},
+    # torchvision's packed in-projection, reached through layout chains the lowering evaluates
+    # (lower_for_ort_packed.cc); the TorchScript form computes those chains' targets at run time.
+    "vit_torchvision_dynamo18": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchvision_torchscript17": {"BiasGelu": 2, "SkipLayerNormalization": 4},
     "whisper_encoder_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "Gelu": 2, "SkipLayerNormalization": 4},
     "whisper_encoder_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "Gelu": 2, "SkipLayerNormalization": 4},
@@ -85,9 +87,9 @@ def ids(entries):
     return [entry.name for entry in entries]
 
 
-def optimize_for_ort(fusionopt, entry, tmp_path):
+def optimize_for_ort(fusionopt, entry, tmp_path, *flags):
     out, report = tmp_path / f"{entry.name}.ort.onnx", tmp_path / "report.json"
-    rc, _, stderr = fusionopt(entry.path, "-O3", "--runtime", "ort", "-o", out, "--report", report, timeout=300)
+    rc, _, stderr = fusionopt(entry.path, "-O3", "--runtime", "ort", "-o", out, "--report", report, *flags, timeout=300)
     assert rc == 0, stderr
     return out, json.loads(report.read_text())["ort_lowering"]
 
@@ -165,6 +167,32 @@ def test_attention_attributes_come_from_the_pattern(fusionopt, tmp_path):
     assert not [one for one in lowering["kept"] if one["node"] in {names[0] for names in absorbed}]
 
 
+@pytest.mark.parametrize("flags, written, because", [
+    ((), "Attention", "CUDA EP: Attention taking in the projection (one kernel); not measured on the CUDA EP"),
+    (("--target", "cpu"), "Attention", "CPU EP: Attention taking in the projection; the key count is unknown"),
+    (("--target", "cpu", "--dim", "sequence=128"), "Attention", "CPU EP: Attention taking in the projection; 128 keys"),
+    (("--target", "cpu", "--dim", "sequence=2048"), "MultiHeadAttention", "CPU EP: MultiHeadAttention after the projection; 2048 keys"),
+])
+def test_attention_form_is_chosen_per_provider_and_key_count(fusionopt, tmp_path, flags, written, because):
+    """BERT's fixture (symbolic `sequence`): on the CPU EP, ORT's Attention is faster up to 512
+    keys and MultiHeadAttention from 1024 (bench/ort_attention_forms.py), so the key count --dim
+    gives picks the form; unknown keys and the CUDA EP keep Attention. Each choice is reported
+    with its reason, and ORT on either form equals ORT on the original."""
+    entry = entry_named("bert_dynamo18_sdpa")
+    out, lowering = optimize_for_ort(fusionopt, entry, tmp_path, *flags)
+    attention = [one for one in lowering["lowered"] if one["function"].endswith("FusedAttention")]
+    assert [one["written"] for one in attention] == [f"com.microsoft::{written}"] * 2
+    assert all(one["because"].startswith(because) for one in attention), attention
+    assert all(len(one["absorbed"]) == (written == "Attention") for one in attention)
+    ops = collections.Counter(node.op_type for node in onnx.load(str(out)).graph.node)
+    other = "MultiHeadAttention" if written == "Attention" else "Attention"
+    assert ops[written] == 2 and ops[other] == 0
+    feeds = entry.feeds()
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for want, got in zip(session(entry.path, level).run(None, feeds), session(out, level).run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
 def test_a_projection_on_rank_2_values_keeps_multi_head_attention(fusionopt, tmp_path):
     """GPT-2's Conv1D projects [B*S, D] rows, which ORT's Attention cannot take: the Split Q, K, V
     go to MultiHeadAttention, and the context is reshaped back to the rows the next Gemm reads."""
@@ -192,12 +220,66 @@ def test_rotary_grouped_query_attention_becomes_rotary_embedding_and_multi_head_
 
 
 def test_kept_groups_say_why(fusionopt, tmp_path):
-    """torchvision's ViT packs Q, K and V into one in-projection read through a layout chain, not
-    split into heads inside the group: its attention stays a function, and the report says so."""
-    _, lowering = optimize_for_ort(fusionopt, entry_named("vit_torchvision_dynamo18"), tmp_path)
+    """torchvision's ViT exported by TorchScript computes its packed in-projection's reshape
+    targets from the run's shapes, so the chains cannot be evaluated ahead of time: its attention
+    stays a function, and the report says so."""
+    _, lowering = optimize_for_ort(fusionopt, entry_named("vit_torchvision_torchscript17"), tmp_path)
     kept = [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
-    assert kept and {one["reason"] for one in kept} == {"Q is not split into heads inside the group"}
+    assert len(kept) == 2 and {one["reason"] for one in kept} == {
+        "a packed projection's layout chain reshapes to a target computed from the run's shapes"}
     assert not [one for one in lowering["lowered"] if "Attention" in one["written"]]
+
+
+def test_packed_in_projection_becomes_attention(fusionopt, tmp_path):
+    """torchvision's ViT (dynamo): Q, K and V are Gathers of slots 0, 1, 2 of the in-projection
+    reshaped to [S,B,3,E], each split into heads through [S,B·H,D]. Evaluated at two batch sizes,
+    the chains read the projection's thirds split into 4 heads of 8, so the projection (a plain
+    MatMul + bias) and the attention become one Attention; ORT on it equals ORT on the original at
+    batch sizes 1 to 3."""
+    entry = entry_named("vit_torchvision_dynamo18")
+    out, lowering = optimize_for_ort(fusionopt, entry, tmp_path)
+    attention = [one for one in lowering["lowered"] if one["function"].endswith("FusedAttention")]
+    assert [one["written"] for one in attention] == ["com.microsoft::Attention"] * 2
+    assert all(len(one["absorbed"]) == 1 for one in attention)
+    model = onnx.load(str(out))
+    initializers = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    for node in (node for node in model.graph.node if node.op_type == "Attention"):
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attributes["num_heads"] == 4 and attributes["scale"] == pytest.approx(1 / np.sqrt(8), rel=1e-6)
+        assert initializers[node.input[1]] == [32, 96] and initializers[node.input[2]] == [96]
+    ops = collections.Counter(node.op_type for node in model.graph.node)
+    assert ops["Squeeze"] == 0 and ops["Gather"] == 1  # left: the class token's x[:, 0]
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    original, optimized = session(entry.path, level), session(out, level)
+    for batch in (1, 2, 3):
+        pixels = np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)
+        feeds = {original.get_inputs()[0].name: pixels}
+        for want, got in zip(original.run(None, feeds), optimized.run(None, feeds)):
+            np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
+def test_packed_chains_reading_the_same_third_stay(fusionopt, tmp_path):
+    """The same export with the first layer's K gathered from slot 0 (K = Q): the chains no longer
+    read three different thirds, so that layer's attention stays a function with the reason; the
+    second layer is still lowered, and the outputs equal ORT on the altered original."""
+    model = onnx.load(str(entry_named("vit_torchvision_dynamo18").path))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(0, np.int64), "k_reads_slot_0"))
+    select = next(node for node in model.graph.node if node.name == "node_select_1")
+    select.input[1] = "k_reads_slot_0"
+    altered = tmp_path / "k_is_q.onnx"
+    onnx.save(model, str(altered))
+    out, report = tmp_path / "k_is_q.ort.onnx", tmp_path / "report.json"
+    rc, _, stderr = fusionopt(altered, "-O3", "--runtime", "ort", "-o", out, "--report", report, timeout=300)
+    assert rc == 0, stderr
+    lowering = json.loads(report.read_text())["ort_lowering"]
+    kept = [one["reason"] for one in lowering["kept"] if "FusedAttention" in one["function"]]
+    assert kept == ["Q, K and V read the same third of the packed projection"]
+    assert [one["written"] for one in lowering["lowered"] if "FusedAttention" in one["function"]] == [
+        "com.microsoft::Attention"]
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    pixels = {"pixel_values": np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)}
+    for want, got in zip(session(altered, level).run(None, pixels), session(out, level).run(None, pixels)):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
 def test_llama_norms_run_as_ort_norm_kernels(fusionopt, tmp_path):
