@@ -154,3 +154,16 @@ def test_ort_runtime_compares_with_onnxscripts_ort_fusions(fusionopt_bin, tmp_pa
     assert gpt2["onnxscript_failure"].startswith("ORT does not load it")
     assert gpt2["matches"]["runtime_ort"]
     assert "--runtime ort over onnxscript" in table and "ORT does not load it" in table
+
+
+def test_ort_attention_forms_times_each_form_and_checks_them_against_the_ops(fusionopt_bin):
+    """bench/ort_attention_forms.py on two small blocks: one row per shape with the three forms'
+    times and the two ratios; a form whose output differs from the inlined ops' fails the run."""
+    stdout = run_script("ort_attention_forms.py", "--shapes", "1x16x32x4", "2x40x64x2", "--rounds", "1",
+                        "--warmup", "1", "--repeat", "3", env_binary=fusionopt_bin)
+    rows = [line for line in stdout.splitlines() if line.startswith("| 1×16") or line.startswith("| 2×40")]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert len(cells) == 6 and all(float(cells[i].split()[0]) > 0 for i in range(1, 4))
+        assert float(cells[4]) > 0 and float(cells[5]) > 0
