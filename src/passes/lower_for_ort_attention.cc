@@ -217,30 +217,18 @@ class AttentionLowering {
     projection_b_ = b;
   }
 
-  // x, W and b of a projection MatMul(x, W) + b: an ai.fusionopt call whose body is those two
-  // ops, or (torchvision's in-projection, left unfused) the standard Add of a MatMul nothing
-  // else reads.
+  // x, W and b of a projection MatMul(x, W) + b: an ai.fusionopt call whose body is those two ops.
   std::optional<std::array<Value*, 3>> ProjectionParts(const Node& producer) const {
-    if (producer.domain() == kFusionDomain) {
-      const Function* function = model_.FindFunction(producer.domain(), producer.op_type());
-      if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return std::nullopt;
-      const Node& matmul = *function->body->nodes().front();
-      const Node& add = *function->body->nodes().back();
-      if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return std::nullopt;
-      auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, producer, value); };
-      const Value* bias_formal = OtherAddend(add, matmul.output(0));
-      return std::array<Value*, 3>{formal(matmul.input(0)), formal(matmul.input(1)),
-                                   bias_formal != nullptr ? formal(bias_formal) : nullptr};
-    }
-    if (producer.op_type() != "Add" || !producer.domain().empty() || producer.inputs().size() != 2) return std::nullopt;
-    for (size_t side = 0; side < 2; ++side) {
-      Value* product = producer.input(side);
-      Node* matmul = product != nullptr ? product->producer() : nullptr;
-      if (matmul == nullptr || matmul->op_type() != "MatMul" || !matmul->domain().empty()) continue;
-      if (product->uses().size() != 1 || product->is_graph_output()) continue;
-      return std::array<Value*, 3>{matmul->input(0), matmul->input(1), producer.input(1 - side)};
-    }
-    return std::nullopt;
+    if (producer.domain() != kFusionDomain) return std::nullopt;
+    const Function* function = model_.FindFunction(producer.domain(), producer.op_type());
+    if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return std::nullopt;
+    const Node& matmul = *function->body->nodes().front();
+    const Node& add = *function->body->nodes().back();
+    if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return std::nullopt;
+    auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, producer, value); };
+    const Value* bias_formal = OtherAddend(add, matmul.output(0));
+    return std::array<Value*, 3>{formal(matmul.input(0)), formal(matmul.input(1)),
+                                 bias_formal != nullptr ? formal(bias_formal) : nullptr};
   }
 
   // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2
