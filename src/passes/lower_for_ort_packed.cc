@@ -12,10 +12,13 @@
 // Some steps (the [S,B,E] → [S,B·H,D] head split) are not strided views of the source, so the
 // chain is evaluated, not composed. Where the model leaves B or S symbolic, it is evaluated at
 // two sizes of each and must give that form at both: a chain that hard-codes a size, or mixes
-// the batch into the heads differently, fails at one of them. Reshape targets must be constants
-// (as the dynamo exporter folds them for a fixed sequence); a target computed from the run's
-// shapes is refused.
+// the batch into the heads differently, fails at one of them. A Reshape target is a constant (the
+// dynamo exporter folds them for a fixed sequence) or a shape computation outside the group
+// (TorchScript's Concat of Shape dims and B·H as a Mul), evaluated at each trial's sizes; one
+// through an op that evaluation does not follow is refused.
+#include <algorithm>
 #include <array>
+#include <map>
 
 #include "passes/lower_for_ort_support.h"
 #include "ir/permutation.h"
@@ -30,13 +33,97 @@ constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
 // The largest source evaluated (elements): 64 MB of positions per copy.
 constexpr int64_t kMaxPositions = int64_t{1} << 23;
 
-std::optional<std::vector<int64_t>> ConstantTarget(const AttentionReshape& reshape, const Node& call) {
+// Sizes for the symbols of the packed source's open dims at one trial.
+using TrialSizes = std::map<std::string, int64_t, std::less<>>;
+
+// The int64 elements of a shape computation outside the group — Shape, Gather of constant
+// indices, Slice of a vector, Unsqueeze, Squeeze, Cast, Concat, and integer Add / Sub / Mul /
+// Div of them, down to constants (the ops shape inference follows, shape_inference/data.cc, and
+// how the TorchScript exporter computes Reshape targets) — with the symbols of
+// `trial` at its sizes; nullopt for anything else, or a symbol it does not size.
+std::optional<std::vector<int64_t>> ShapeElements(const Value* value, const TrialSizes& trial, int depth = 0) {
+  if (value == nullptr || depth > 24) return std::nullopt;
+  if (std::optional<std::vector<int64_t>> constant = Int64Constant(value)) return constant;
+  const Node* node = value->producer();
+  if (node == nullptr || !node->domain().empty() || node->inputs().empty()) return std::nullopt;
+  const std::string& op = node->op_type();
+  auto operand = [&](size_t i) { return ShapeElements(node->input(i), trial, depth + 1); };
+  if (op == "Shape") {
+    const Value* of = node->input(0);
+    if (!of->shape()) return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(of->shape()->size());
+    int64_t start = node->GetInt("start", 0), end = node->GetInt("end", rank);
+    start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
+    end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
+    std::vector<int64_t> dims;
+    for (int64_t axis = start; axis < end; ++axis) {
+      const Dim& dim = (*of->shape())[static_cast<size_t>(axis)];
+      auto sized = trial.find(dim.symbol);
+      if (dim.is_known()) dims.push_back(dim.value);
+      else if (dim.is_symbolic() && sized != trial.end()) dims.push_back(sized->second);
+      else return std::nullopt;
+    }
+    return dims;
+  }
+  if (op == "Unsqueeze" || op == "Squeeze" || op == "Identity" || (op == "Cast" && node->GetInt("to", 0) == 7)) {
+    return operand(0);  // 7: int64
+  }
+  if (op == "Gather" && node->GetInt("axis", 0) == 0 && node->inputs().size() == 2) {
+    std::optional<std::vector<int64_t>> data = operand(0), indices = Int64Constant(node->input(1));
+    if (!data || !indices) return std::nullopt;
+    std::vector<int64_t> out;
+    for (int64_t index : *indices) {
+      const int64_t size = static_cast<int64_t>(data->size());
+      if (index < -size || index >= size) return std::nullopt;
+      out.push_back((*data)[static_cast<size_t>(index < 0 ? index + size : index)]);
+    }
+    return out;
+  }
+  if (op == "Slice" && node->inputs().size() >= 3) {  // of a 1-D vector: axes [0], steps [1]
+    std::optional<std::vector<int64_t>> data = operand(0), starts = Int64Constant(node->input(1)),
+                                        ends = Int64Constant(node->input(2));
+    const bool plain_axes = node->inputs().size() < 4 || node->input(3) == nullptr ||
+                            Int64Constant(node->input(3)) == std::vector<int64_t>{0};
+    const bool unit_steps = node->inputs().size() < 5 || node->input(4) == nullptr ||
+                            Int64Constant(node->input(4)) == std::vector<int64_t>{1};
+    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 || !plain_axes || !unit_steps) return std::nullopt;
+    const int64_t size = static_cast<int64_t>(data->size());
+    auto clamped = [size](int64_t at) { return std::clamp(at < 0 ? at + size : at, int64_t{0}, size); };
+    const int64_t begin = clamped((*starts)[0]), end = clamped((*ends)[0]);
+    return std::vector<int64_t>(data->begin() + begin, data->begin() + std::max(begin, end));
+  }
+  if (op == "Concat") {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      std::optional<std::vector<int64_t>> part = operand(i);
+      if (!part) return std::nullopt;
+      out.insert(out.end(), part->begin(), part->end());
+    }
+    return out;
+  }
+  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && node->inputs().size() == 2) {
+    std::optional<std::vector<int64_t>> a = operand(0), b = operand(1);
+    if (!a || !b || a->empty() || b->empty() || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return std::nullopt;
+    std::vector<int64_t> out(std::max(a->size(), b->size()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const int64_t x = (*a)[a->size() == 1 ? 0 : i], y = (*b)[b->size() == 1 ? 0 : i];
+      if (op == "Div" && (y == 0 || x % y != 0)) return std::nullopt;  // exporters divide sizes exactly
+      out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+// A Reshape target of the chain at one trial: constants, or values computed outside the group
+// from the run's shapes, evaluated at the trial's sizes.
+std::optional<std::vector<int64_t>> TargetAt(const AttentionReshape& reshape, const Node& call, const TrialSizes& trial) {
   std::vector<int64_t> target;
   for (const AttentionShapePart& part : reshape.parts) {
     if (part.kind == ShapePartMatch::Kind::kConstant) {
       target.insert(target.end(), part.constant.begin(), part.constant.end());
     } else if (part.kind == ShapePartMatch::Kind::kValues && part.input >= 0) {
-      std::optional<std::vector<int64_t>> values = Int64Constant(call.input(static_cast<size_t>(part.input)));
+      std::optional<std::vector<int64_t>> values = ShapeElements(call.input(static_cast<size_t>(part.input)), trial);
       if (!values) return std::nullopt;
       target.insert(target.end(), values->begin(), values->end());
     } else {
@@ -145,7 +232,7 @@ std::optional<Positions> Gathered(const Positions& in, int64_t axis_written, int
 // The operand's chain run on the positions of a [dims] source; nullopt, with `why`, where a step
 // fails as the op would or a Reshape's target is not a constant.
 std::optional<Positions> Evaluated(const AttentionOperand& operand, const Node& call, const std::vector<int64_t>& dims,
-                                   std::string& why) {
+                                   const TrialSizes& trial, std::string& why) {
   Positions positions{dims, {}};
   positions.data.resize(static_cast<size_t>(dims[0] * dims[1] * dims[2]));
   for (size_t i = 0; i < positions.data.size(); ++i) positions.data[i] = static_cast<int64_t>(i);
@@ -157,9 +244,9 @@ std::optional<Positions> Evaluated(const AttentionOperand& operand, const Node& 
       case AttentionViewStep::Kind::kUnsqueeze: next = Squeezed(std::move(positions), step.ints, true); break;
       case AttentionViewStep::Kind::kGather: next = Gathered(positions, step.axis, step.index); break;
       case AttentionViewStep::Kind::kReshape: {
-        std::optional<std::vector<int64_t>> target = ConstantTarget(step.reshape, call);
+        std::optional<std::vector<int64_t>> target = TargetAt(step.reshape, call, trial);
         if (!target) {
-          why = "a packed projection's layout chain reshapes to a target computed from the run's shapes";
+          why = "a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time";
           return std::nullopt;
         }
         next = Reshaped(std::move(positions), *target, step.reshape.allow_zero);
@@ -229,9 +316,12 @@ std::string ProvePackedOperands(const FusedAttention& attention, const Node& cal
     const int64_t sequence = shape[1].is_known() ? shape[1].value : kTrialSequences[trial];
     if (trial > 0 && shape[0].is_known() && shape[1].is_known()) break;  // nothing left open: one evaluation
     if (batch * sequence > kMaxPositions / width) return "the packed projection is too large to check its layout chain";
+    TrialSizes sizes;
+    if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
+    if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
     for (size_t i = 0; i < operands.size(); ++i) {
       std::string why;
-      std::optional<Positions> out = Evaluated(*operands[i], call, {batch, sequence, width}, why);
+      std::optional<Positions> out = Evaluated(*operands[i], call, {batch, sequence, width}, sizes, why);
       if (!out) return why;
       std::optional<Slice> slice = SliceOf(*out, batch, sequence, width, /*key=*/i == 1);
       if (!slice) return "a packed projection's layout chain does not read one third of it split into heads";

@@ -75,9 +75,9 @@ EXPECTED_WRITTEN = {
     "vit_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     # torchvision's packed in-projection, reached through layout chains the lowering evaluates
-    # (lower_for_ort_packed.cc); the TorchScript form computes those chains' targets at run time.
+    # (lower_for_ort_packed.cc); the TorchScript form's targets computed from the run's shapes too.
     "vit_torchvision_dynamo18": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
-    "vit_torchvision_torchscript17": {"BiasGelu": 2, "SkipLayerNormalization": 4},
+    "vit_torchvision_torchscript17": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     "whisper_encoder_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "Gelu": 2, "SkipLayerNormalization": 4},
     "whisper_encoder_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "Gelu": 2, "SkipLayerNormalization": 4},
 }
@@ -220,23 +220,25 @@ def test_rotary_grouped_query_attention_becomes_rotary_embedding_and_multi_head_
 
 
 def test_kept_groups_say_why(fusionopt, tmp_path):
-    """torchvision's ViT exported by TorchScript computes its packed in-projection's reshape
-    targets from the run's shapes, so the chains cannot be evaluated ahead of time: its attention
-    stays a function, and the report says so."""
-    _, lowering = optimize_for_ort(fusionopt, entry_named("vit_torchvision_torchscript17"), tmp_path)
-    kept = [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
-    assert len(kept) == 2 and {one["reason"] for one in kept} == {
-        "a packed projection's layout chain reshapes to a target computed from the run's shapes"}
-    assert not [one for one in lowering["lowered"] if "Attention" in one["written"]]
+    """TorchScript's T5: one layer's K is read through a layout chain while Q is split into heads
+    inside the group, so there is no [B,S,H·D] K for MultiHeadAttention: that attention stays a
+    function, the report says why, and the other layer is lowered."""
+    _, lowering = optimize_for_ort(fusionopt, entry_named("t5_encoder_torchscript17_sdpa"), tmp_path)
+    kept = [one["reason"] for one in lowering["kept"] if "FusedAttention" in one["function"]]
+    assert kept == ["K is not split into heads inside the group"]
+    assert [one["written"] for one in lowering["lowered"] if "FusedAttention" in one["function"]] == [
+        "com.microsoft::MultiHeadAttention"]
 
 
-def test_packed_in_projection_becomes_attention(fusionopt, tmp_path):
-    """torchvision's ViT (dynamo): Q, K and V are Gathers of slots 0, 1, 2 of the in-projection
-    reshaped to [S,B,3,E], each split into heads through [S,B·H,D]. Evaluated at two batch sizes,
+@pytest.mark.parametrize("name", ["vit_torchvision_dynamo18", "vit_torchvision_torchscript17"])
+def test_packed_in_projection_becomes_attention(fusionopt, tmp_path, name):
+    """torchvision's ViT: Q, K and V are Gathers of slots 0, 1, 2 of the in-projection reshaped to
+    [S,B,3,E], each split into heads through [S,B·H,D] (TorchScript computes those targets from
+    Shape(x) with B·H as a Mul; they are evaluated at each trial size). At two batch sizes,
     the chains read the projection's thirds split into 4 heads of 8, so the projection (-O3's
     FusedMatMulAdd) and the attention become one Attention; ORT on it equals ORT on the original
     at batch sizes 1 to 3."""
-    entry = entry_named("vit_torchvision_dynamo18")
+    entry = entry_named(name)
     out, lowering = optimize_for_ort(fusionopt, entry, tmp_path)
     attention = [one for one in lowering["lowered"] if one["function"].endswith("FusedAttention")]
     assert [one["written"] for one in attention] == ["com.microsoft::Attention"] * 2
@@ -248,13 +250,58 @@ def test_packed_in_projection_becomes_attention(fusionopt, tmp_path):
         assert attributes["num_heads"] == 4 and attributes["scale"] == pytest.approx(1 / np.sqrt(8), rel=1e-6)
         assert initializers[node.input[1]] == [32, 96] and initializers[node.input[2]] == [96]
     ops = collections.Counter(node.op_type for node in model.graph.node)
-    assert ops["Squeeze"] == 0 and ops["Gather"] == 1  # left: the class token's x[:, 0]
+    gathers = sum(node.op_type == "Gather" for node in onnx.load(str(entry.path)).graph.node)
+    assert ops["Squeeze"] == 0 and ops["Gather"] <= gathers - 6  # the Q, K, V selects of both layers
     level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     original, optimized = session(entry.path, level), session(out, level)
     for batch in (1, 2, 3):
         pixels = np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)
         feeds = {original.get_inputs()[0].name: pixels}
         for want, got in zip(original.run(None, feeds), optimized.run(None, feeds)):
+            np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
+def batch_heads_through_slice(path, steps):
+    """The TorchScript torchvision ViT with its first layer's B·H target entry computed as
+    Mul(Slice(Shape(x)[perm], [1], [2][, [0], [steps]]), H) instead of Unsqueeze(Mul(Gather(...), H)):
+    the same values, through a Slice."""
+    model = onnx.load(str(entry_named("vit_torchvision_torchscript17").path))
+    prefix = "/encoder/layers/encoder_layer_0/self_attention/"
+    nodes = list(model.graph.node)
+    product = next(node for node in nodes if node.name == prefix + "Mul")
+    target = next(node for node in nodes if node.name == prefix + "Concat_2")
+    bounds = {"slice_start": [1], "slice_end": [2]} if steps is None else {
+        "slice_start": [1], "slice_end": [2], "slice_axes": [0], "slice_steps": [steps]}
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in bounds.items())
+    at = nodes.index(product)
+    model.graph.node.insert(at, onnx.helper.make_node("Slice", [prefix + "Shape_1_output_0", *bounds], ["batch_as_vector"]))
+    model.graph.node.insert(at + 1, onnx.helper.make_node("Mul", ["batch_as_vector", product.input[1]], ["heads_by_batch"]))
+    target.input[1] = "heads_by_batch"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("steps, kept", [
+    (None, []),
+    (2, ["a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"]),
+])
+def test_packed_chain_targets_through_a_slice(fusionopt, tmp_path, steps, kept):
+    """A Reshape target computed through Slice(Shape(x), [1], [2]) is evaluated at each trial size
+    and both layers are lowered; with explicit steps (a stepped Slice the evaluation does not
+    follow) that layer stays a function with the reason. ORT's outputs equal the altered
+    original's at batch sizes 1 to 3 either way."""
+    altered = batch_heads_through_slice(tmp_path / "sliced.onnx", steps)
+    out, report = tmp_path / "sliced.ort.onnx", tmp_path / "report.json"
+    rc, _, stderr = fusionopt(altered, "-O3", "--runtime", "ort", "-o", out, "--report", report, timeout=300)
+    assert rc == 0, stderr
+    lowering = json.loads(report.read_text())["ort_lowering"]
+    assert [one["reason"] for one in lowering["kept"] if "FusedAttention" in one["function"]] == kept
+    assert len([one for one in lowering["lowered"] if "FusedAttention" in one["function"]]) == 2 - len(kept)
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    original, optimized = session(altered, level), session(out, level)
+    for batch in (1, 2, 3):
+        pixels = {"pixel_values": np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+        for want, got in zip(original.run(None, pixels), optimized.run(None, pixels)):
             np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
