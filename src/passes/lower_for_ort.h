@@ -36,8 +36,9 @@
 // Biases, expansions and caches are written once and shared by the layers that provably agree.
 //
 // Limits: float32 or float16; attention needs Q, K and V split into heads inside the group from
-// [B,S,H·D] values (or reached by layout chains over one packed [B,S,3·H·D] projection that
-// compose to its thirds split into heads: torchvision's in-projection, lower_for_ort_packed.cc), the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape
+// [B,S,H·D] values (or [B,S,H,D] values split outside with H and D known, reshaped back first;
+// or reached by layout chains over one packed [B,S,3·H·D] projection that read its thirds
+// split into heads: torchvision's in-projection, lower_for_ort_packed.cc), the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape
 // after the kernel), a rotary (if any) by transformers' half rotation over whole heads with tables
 // shared by the batch, and a grouped-query repeat (if any) on K and V alike. A group that does not
 // qualify stays an ai.fusionopt function, which ORT inlines; the report says why for each.

@@ -12,6 +12,10 @@
 namespace fusionopt::passes::ort_lowering {
 namespace {
 
+// The written ops' names are literals: GCC 12 misreads `std::string(kOrtDomain) + "::..."` passed on
+// as out of bounds (-Warray-bounds).
+static_assert(std::string_view(kOrtDomain) == "com.microsoft");
+
 // The known trailing entries of a Reshape target part: its constants; or, for a target read at
 // run time, the call's argument when it is a constant, or the constant tail of the Concat that
 // computes it (exporters concatenate Shape dims with the constant [H], [D]).
@@ -82,7 +86,7 @@ class AttentionLowering {
     std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
     if (mask_ != nullptr) inputs.push_back(mask_);
     ReplaceCallBy("MultiHeadAttention", inputs);
-    return Written(std::string(kOrtDomain) + "::MultiHeadAttention", {}, because_);
+    return Written("com.microsoft::MultiHeadAttention", {}, because_);
   }
 
  private:
@@ -94,8 +98,14 @@ class AttentionLowering {
     if (packed_) {
       if (std::string why = ProvePackedOperands(attention_, call_, packing_); !why.empty()) return why;
     } else {
-      for (auto [operand, which] : {std::pair{&attention_.q, "Q"}, {&attention_.k, "K"}, {&attention_.v, "V"}}) {
-        if (std::string why = WhyNotBsd(*operand, which); !why.empty()) return why;
+      const std::array<const AttentionOperand*, 3> operands = {&attention_.q, &attention_.k, &attention_.v};
+      for (size_t i = 0; i < operands.size(); ++i) {
+        const char* which = i == 0 ? "Q" : i == 1 ? "K" : "V";
+        if (std::optional<std::pair<int64_t, int64_t>> heads = SplitOutside(*operands[i])) {
+          split_outside_[i] = *heads;
+        } else if (std::string why = WhyNotBsd(*operands[i], which); !why.empty()) {
+          return why;
+        }
       }
     }
     if (std::string why = WhyNotRotaryAndRepeat(attention_); !why.empty()) return why;
@@ -164,7 +174,7 @@ class AttentionLowering {
     std::vector<Value*> inputs = {projection_x_, projection_w_, projection_b_};
     if (mask_ != nullptr) inputs.insert(inputs.end(), {nullptr, nullptr, mask_});
     ReplaceCallBy("Attention", inputs);  // the Split written for Q, K and V, and the projection, are left unread
-    return Written(std::string(kOrtDomain) + "::Attention", absorbed, because_);
+    return Written("com.microsoft::Attention", absorbed, because_);
   }
 
   // `op` (num_heads, scale) in the call's place, writing its [B,S,H·D] result; where the group
@@ -256,7 +266,9 @@ class AttentionLowering {
   std::string ResolveHeads() {
     std::vector<int64_t> heads, sizes;
     for (auto [operand, value] : {std::pair{&attention_.q, query_}, {&attention_.k, key_}, {&attention_.v, value_}}) {
-      std::optional<std::pair<int64_t, int64_t>> split = HeadsAndSize(*operand->split, call_);
+      const size_t index = operand == &attention_.q ? 0 : operand == &attention_.k ? 1 : 2;
+      std::optional<std::pair<int64_t, int64_t>> split =
+          operand->split ? HeadsAndSize(*operand->split, call_) : std::optional(split_outside_[index]);
       if (!split) return "the head size is not a constant of the head split";
       int64_t count = split->first;
       const std::optional<Dim> width = DimOf(value, 2);
@@ -296,9 +308,9 @@ class AttentionLowering {
       const int64_t third = packing_.heads * packing_.head_size;
       if (std::string why = SplitInto(source, {third, third, third}, packing_.slots); !why.empty()) return why;
     } else if (!attention_.combined) {
-      query_ = call_.input(static_cast<size_t>(attention_.q.input));
-      key_ = call_.input(static_cast<size_t>(attention_.k.input));
-      value_ = call_.input(static_cast<size_t>(attention_.v.input));
+      query_ = AsBsd(attention_.q);
+      key_ = AsBsd(attention_.k);
+      value_ = AsBsd(attention_.v);
     } else if (std::string why = SplitCombined(); !why.empty()) {
       return why;
     }
@@ -307,6 +319,36 @@ class AttentionLowering {
       if (!operand->shape() || operand->shape()->size() != 3) return "Q, K or V is not a rank-3 [B,S,H*D] value";
     }
     return {};
+  }
+
+  // {H, D} of an operand the export split into heads outside the group: a [B,S,H,D] input with
+  // known H and D, transposed to heads-first inside (TorchScript's T5 where a Shape node outside
+  // reads the split); nullopt for any other operand.
+  std::optional<std::pair<int64_t, int64_t>> SplitOutside(const AttentionOperand& operand) const {
+    if (attention_.combined || operand.layout != HeadLayout::kSplitHeads || operand.split || operand.input < 0) return std::nullopt;
+    if (operand.rotary || operand.repeat) return std::nullopt;
+    const Value* input = call_.input(static_cast<size_t>(operand.input));
+    if (!input->shape() || input->shape()->size() != 4) return std::nullopt;
+    const Dim& heads = (*input->shape())[2];
+    const Dim& size = (*input->shape())[3];
+    if (!heads.is_known() || !size.is_known() || heads.value <= 0 || size.value <= 0) return std::nullopt;
+    return std::make_pair(heads.value, size.value);
+  }
+
+  // The operand's input as [B,S,H·D]: as it is, or (split into heads outside) reshaped to it
+  // before the call.
+  Value* AsBsd(const AttentionOperand& operand) {
+    Value* input = call_.input(static_cast<size_t>(operand.input));
+    if (!SplitOutside(operand)) return input;
+    const Shape& shape = *input->shape();
+    Node* reshape = graph_.CreateNode("Reshape", "", {input, AddInt64Initializer(graph_, call_.name() + "_bsd", {0, 0, -1})},
+                                      {nullptr}, graph_.UniqueNodeName(call_.name() + "/merge_heads"));
+    Value* merged = graph_.CreateValue(graph_.UniqueName(input->name() + "_bsd"));
+    merged->type().dtype = input->dtype();
+    if (shape[2].is_known() && shape[3].is_known()) merged->type().shape = Shape{shape[0], shape[1], Dim::Known(shape[2].value * shape[3].value)};
+    graph_.TransferProducer(merged, reshape, 0);
+    graph_.MoveBefore(reshape, &call_);
+    return merged;
   }
 
   std::string SplitCombined() {
@@ -465,6 +507,7 @@ class AttentionLowering {
   const OrtLoweringOptions& options_;
   bool packed_ = false;      // Q, K and V are layout chains over one packed projection
   PackedOperands packing_;   // what lower_for_ort_packed.cc proved of them
+  std::array<std::pair<int64_t, int64_t>, 3> split_outside_{};  // {H, D} of Q/K/V split into heads outside
   Value* combined_ = nullptr;  // the value split into Q, K and V
   std::array<int, 3> slots_ = {-1, -1, -1};  // which of its three pieces Q, K and V are
   std::string because_;  // why Attention or MultiHeadAttention, where both could be written

@@ -266,15 +266,16 @@ struct Slice {
   int64_t heads = 0, head_size = 0, slot = -1;
 };
 
-// The third of the [B,S,W] source the positions read, split into heads; nullopt when it is not.
-std::optional<Slice> SliceOf(const Positions& out, int64_t batch, int64_t sequence, int64_t width, bool key) {
+// The one of `parts` equal slices of the [B,S,W] source the positions read, split into heads;
+// nullopt when they read anything else.
+std::optional<Slice> SliceOf(const Positions& out, int64_t batch, int64_t sequence, int64_t width, bool key, int64_t parts) {
   if (out.dims.size() != 4 || out.dims[0] != batch || out.data.empty()) return std::nullopt;
   const size_t rows = key ? 3 : 2, features = key ? 2 : 3;
   Slice slice{out.dims[1], out.dims[features], -1};
   const int64_t projection = slice.heads * slice.head_size;
-  if (out.dims[rows] != sequence || projection <= 0 || width != 3 * projection) return std::nullopt;
+  if (out.dims[rows] != sequence || projection <= 0 || width != parts * projection) return std::nullopt;
   slice.slot = out.data[0] / projection;
-  if (out.data[0] % projection != 0 || slice.slot > 2) return std::nullopt;
+  if (out.data[0] % projection != 0 || slice.slot >= parts) return std::nullopt;
   std::vector<int64_t> stride(4);  // of each output axis in the source
   stride[0] = sequence * width;
   stride[1] = slice.head_size;
@@ -294,6 +295,45 @@ std::optional<Slice> SliceOf(const Positions& out, int64_t batch, int64_t sequen
   return slice;
 }
 
+// `operand`'s chain over its source (rank 3 [B,S,W] or rank 4 [B,S,H,D], which reads the same
+// flat positions), checked as one of `parts` slices split into heads at each trial size of an open
+// B or S; the slice of the first trial, or why not.
+std::string SliceAtEveryTrial(const AttentionOperand& operand, bool key, const Node& call, int64_t parts, Slice& slice) {
+  const Value* source = call.input(static_cast<size_t>(operand.input));
+  const size_t rank = source->shape() ? source->shape()->size() : 0;
+  if (rank != 3 && rank != 4) return "a layout chain's source is not [B,S,W] or [B,S,H,D]";
+  const Shape& shape = *source->shape();
+  int64_t width = 1;
+  for (size_t axis = 2; axis < rank; ++axis) {
+    if (!shape[axis].is_known()) return "a layout chain's source has an unknown width";
+    width *= shape[axis].value;
+  }
+  for (size_t trial = 0; trial < kTrialBatches.size(); ++trial) {
+    const int64_t batch = shape[0].is_known() ? shape[0].value : kTrialBatches[trial];
+    const int64_t sequence = shape[1].is_known() ? shape[1].value : kTrialSequences[trial];
+    if (trial > 0 && shape[0].is_known() && shape[1].is_known()) break;  // nothing left open: one evaluation
+    if (width <= 0 || batch * sequence > kMaxPositions / width) return "a layout chain's source is too large to check";
+    TrialSizes sizes;
+    if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
+    if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
+    std::vector<int64_t> dims = {batch, sequence};
+    for (size_t axis = 2; axis < rank; ++axis) dims.push_back(shape[axis].value);
+    std::string why;
+    std::optional<Positions> out = Evaluated(operand, call, dims, sizes, why);
+    if (!out) return why;
+    std::optional<Slice> found = SliceOf(*out, batch, sequence, width, key, parts);
+    if (!found) {
+      return parts == 1 ? "a layout chain does not read its source split into heads"
+                        : "a packed projection's layout chain does not read one third of it split into heads";
+    }
+    if (trial > 0 && (found->heads != slice.heads || found->head_size != slice.head_size || found->slot != slice.slot)) {
+      return "a layout chain depends on the batch or sequence size";
+    }
+    slice = *found;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, PackedOperands& packed) {
@@ -305,31 +345,12 @@ std::string ProvePackedOperands(const FusedAttention& attention, const Node& cal
     if (operand->rotary || operand->repeat) return "a packed projection's operand is rotated or repeated";
   }
   const Value* source = call.input(static_cast<size_t>(attention.q.input));
-  if (!source->shape() || source->shape()->size() != 3 || !(*source->shape())[2].is_known()) {
-    return "the packed projection is not [B,S,W] with a known width";
-  }
-  const Shape& shape = *source->shape();
-  const int64_t width = shape[2].value;
+  if (!source->shape() || source->shape()->size() != 3) return "the packed projection is not [B,S,W]";
   std::optional<Slice> first[3];
-  for (size_t trial = 0; trial < kTrialBatches.size(); ++trial) {
-    const int64_t batch = shape[0].is_known() ? shape[0].value : kTrialBatches[trial];
-    const int64_t sequence = shape[1].is_known() ? shape[1].value : kTrialSequences[trial];
-    if (trial > 0 && shape[0].is_known() && shape[1].is_known()) break;  // nothing left open: one evaluation
-    if (batch * sequence > kMaxPositions / width) return "the packed projection is too large to check its layout chain";
-    TrialSizes sizes;
-    if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
-    if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
-    for (size_t i = 0; i < operands.size(); ++i) {
-      std::string why;
-      std::optional<Positions> out = Evaluated(*operands[i], call, {batch, sequence, width}, sizes, why);
-      if (!out) return why;
-      std::optional<Slice> slice = SliceOf(*out, batch, sequence, width, /*key=*/i == 1);
-      if (!slice) return "a packed projection's layout chain does not read one third of it split into heads";
-      if (trial == 0) first[i] = slice;
-      if (slice->heads != first[i]->heads || slice->head_size != first[i]->head_size || slice->slot != first[i]->slot) {
-        return "a packed projection's layout chain depends on the batch or sequence size";
-      }
-    }
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Slice slice;
+    if (std::string why = SliceAtEveryTrial(*operands[i], /*key=*/i == 1, call, 3, slice); !why.empty()) return why;
+    first[i] = slice;
   }
   if (first[0]->heads != first[1]->heads || first[0]->heads != first[2]->heads ||
       first[0]->head_size != first[1]->head_size || first[0]->head_size != first[2]->head_size) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/constant_value.h"
@@ -28,8 +29,8 @@ struct Outcome {
   std::string because;   // why this kernel, where ORT had more than one (ort_kernel_choice.h)
 };
 
-inline Outcome Written(std::string op, std::string absorbed = {}, std::string because = {}) {
-  return {std::move(op), {}, std::move(absorbed), std::move(because)};
+inline Outcome Written(std::string_view op, std::string_view absorbed = {}, std::string_view because = {}) {
+  return {std::string(op), {}, std::string(absorbed), std::string(because)};
 }
 inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}, {}}; }
 

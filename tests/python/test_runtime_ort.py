@@ -68,9 +68,9 @@ EXPECTED_WRITTEN = {
     "roberta_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "swin_dynamo18_eager": {"Attention": 3, "BiasGelu": 3, "SkipLayerNormalization": 5},
     "t5_encoder_dynamo18_sdpa": {"MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
-    # TorchScript T5: one layer's K is read through a layout chain, not split into heads inside
-    # the group, so only the other layer qualifies.
-    "t5_encoder_torchscript17_sdpa": {"MultiHeadAttention": 1, "SkipSimplifiedLayerNormalization": 4},
+    # TorchScript T5: one layer's K is split into heads outside the group ([B,S,H,D], read by a
+    # Shape node too); it is reshaped back to [B,S,H*D] for MultiHeadAttention.
+    "t5_encoder_torchscript17_sdpa": {"MultiHeadAttention": 2, "SkipSimplifiedLayerNormalization": 4},
     "vit_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
@@ -220,14 +220,33 @@ def test_rotary_grouped_query_attention_becomes_rotary_embedding_and_multi_head_
 
 
 def test_kept_groups_say_why(fusionopt, tmp_path):
-    """TorchScript's T5: one layer's K is read through a layout chain while Q is split into heads
-    inside the group, so there is no [B,S,H·D] K for MultiHeadAttention: that attention stays a
-    function, the report says why, and the other layer is lowered."""
-    _, lowering = optimize_for_ort(fusionopt, entry_named("t5_encoder_torchscript17_sdpa"), tmp_path)
+    """The opset-23 exports write attention's core as the standard Attention op, which ORT runs
+    as one kernel itself: those groups stay functions (ORT inlines them back to that op), and the
+    report says why for each."""
+    _, lowering = optimize_for_ort(fusionopt, entry_named("bert_dynamo23_sdpa"), tmp_path)
     kept = [one["reason"] for one in lowering["kept"] if "FusedAttention" in one["function"]]
-    assert kept == ["K is not split into heads inside the group"]
+    assert kept == ["the core is a standard Attention node"] * 2
+    assert not [one for one in lowering["lowered"] if "Attention" in one["written"]]
+
+
+def test_heads_split_outside_the_group_are_merged_back_for_multi_head_attention(fusionopt, tmp_path):
+    """TorchScript's T5: the first layer's K arrives split into heads ([B,S,H,D]; a Shape node
+    outside reads that split), so the lowering reshapes it back to [B,S,H*D] before
+    MultiHeadAttention; both layers are lowered and ORT equals ORT on the original."""
+    entry = entry_named("t5_encoder_torchscript17_sdpa")
+    out, lowering = optimize_for_ort(fusionopt, entry, tmp_path)
     assert [one["written"] for one in lowering["lowered"] if "FusedAttention" in one["function"]] == [
-        "com.microsoft::MultiHeadAttention"]
+        "com.microsoft::MultiHeadAttention"] * 2
+    model = onnx.load(str(out))
+    merges = [node for node in model.graph.node if node.op_type == "Reshape" and node.name.endswith("/merge_heads")]
+    initializers = {tensor.name: onnx.numpy_helper.to_array(tensor).tolist() for tensor in model.graph.initializer}
+    assert len(merges) == 1 and initializers[merges[0].input[1]] == [0, 0, -1]
+    attention = next(node for node in model.graph.node if node.op_type == "MultiHeadAttention" and merges[0].output[0] in node.input)
+    assert list(attention.input).index(merges[0].output[0]) == 1  # K
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    feeds = entry.feeds()
+    for want, got in zip(session(entry.path, level).run(None, feeds), session(out, level).run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
 @pytest.mark.parametrize("name", ["vit_torchvision_dynamo18", "vit_torchvision_torchscript17"])
