@@ -204,10 +204,12 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--target", options.target,
                      "Cost-model target: t4, a100, h100 (default), h200, or cpu (this machine, measured); "
                      "at -O3 it decides every fusion; with cpu, each fused kernel is also timed here and a fusion "
-                     "slower than its members undone");
+                     "slower than its members undone; with --runtime ort, the execution provider the kernels are "
+                     "picked for (cpu: the CPU EP; a GPU: the CUDA EP)");
   command.add_flag("--no-fusion-timing", options.no_fusion_timing,
                    "With --target cpu: keep every fusion the cost model chose, untimed");
-  command.add_option("--dim", options.dims, "Size of a symbolic dim for the cost model: SYMBOL=N (repeatable; default 1)");
+  command.add_option("--dim", options.dims, "Size of a symbolic dim for the cost model (and, with --runtime ort, the key count that picks "
+                     "the attention kernel): SYMBOL=N (repeatable; default 1)");
   AddStrictDimsOption(command, options.strict_dims);
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
