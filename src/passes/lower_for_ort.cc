@@ -86,12 +86,12 @@ struct InlinedGelu {
   int64_t opset = 0;
 };
 
-Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_values,
+Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_values, TrialModels& trials,
                   std::vector<InlinedGelu>& gelus, const OrtLoweringOptions& options) {
   const Function* function = model.FindFunction(call.domain(), call.op_type());
   if (function == nullptr || function->body == nullptr) return Kept("no function body");
   if (std::optional<FusedAttention> attention = RecognizeAttention(*function)) {
-    return LowerAttention(model, graph, call, *attention, shared_values, options);
+    return LowerAttention(model, graph, call, *attention, shared_values, trials, options);
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
@@ -147,6 +147,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   OrtLoweringReport report;
   SharedValues shared_values;
+  TrialModels trials(model);  // copies made when a packed projection first needs them
   std::vector<InlinedGelu> gelus;
   auto record = [&report](const std::string& name, const std::string& function, const Outcome& outcome) {
     if (!outcome.absorbed.empty()) {
@@ -162,7 +163,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   };
   for (Node* call : calls) {
     const std::string name = call->name(), function = std::string(kFusionDomain) + "::" + call->op_type();
-    record(name, function, LowerCall(model, graph, *call, shared_values, gelus, options));
+    record(name, function, LowerCall(model, graph, *call, shared_values, trials, gelus, options));
   }
   // After the calls: the contraction a standard LayerNormalization takes in is one of them.
   std::vector<Node*> layer_norms;

@@ -76,8 +76,9 @@ class AttentionLowering {
   // `shared`: what an earlier layer already wrote (a mask's bias or expansion, rotary caches),
   // reused by every layer that reads the same source.
   AttentionLowering(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                    SharedValues& shared, const OrtLoweringOptions& options)
-      : model_(model), graph_(graph), call_(call), attention_(attention), shared_(shared), options_(options) {}
+                    SharedValues& shared, TrialModels& trials, const OrtLoweringOptions& options)
+      : model_(model), graph_(graph), call_(call), attention_(attention), shared_(shared), trials_(trials),
+        options_(options) {}
 
   Outcome Run() {
     if (std::string why = WhyNot(); !why.empty()) return Kept(why);
@@ -96,7 +97,7 @@ class AttentionLowering {
     if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
     packed_ = attention_.q.layout == HeadLayout::kView;
     if (packed_) {
-      if (std::string why = ProvePackedOperands(attention_, call_, packing_); !why.empty()) return why;
+      if (std::string why = ProvePackedOperands(attention_, call_, trials_, packing_); !why.empty()) return why;
     } else {
       const std::array<const AttentionOperand*, 3> operands = {&attention_.q, &attention_.k, &attention_.v};
       for (size_t i = 0; i < operands.size(); ++i) {
@@ -498,6 +499,7 @@ class AttentionLowering {
   Node& call_;
   const FusedAttention& attention_;
   SharedValues& shared_;
+  TrialModels& trials_;
   Value* query_ = nullptr;
   Value* key_ = nullptr;
   Value* value_ = nullptr;
@@ -525,8 +527,8 @@ class AttentionLowering {
 }  // namespace
 
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       SharedValues& shared, const OrtLoweringOptions& options) {
-  return AttentionLowering(model, graph, call, attention, shared, options).Run();
+                       SharedValues& shared, TrialModels& trials, const OrtLoweringOptions& options) {
+  return AttentionLowering(model, graph, call, attention, shared, trials, options).Run();
 }
 
 }  // namespace fusionopt::passes::ort_lowering

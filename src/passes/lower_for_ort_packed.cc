@@ -14,15 +14,19 @@
 // two sizes of each and must give that form at both: a chain that hard-codes a size, or mixes
 // the batch into the heads differently, fails at one of them. A Reshape target is a constant (the
 // dynamo exporter folds them for a fixed sequence) or a shape computation outside the group
-// (TorchScript's Concat of Shape dims and B·H as a Mul), evaluated at each trial's sizes; one
-// through an op that evaluation does not follow is refused.
+// (TorchScript's Concat of Shape dims and B·H as a Mul), read in a copy of the model with the
+// trial's sizes in place of the symbols and fold-constants run over it (what -O1 does to static
+// shapes); one that does not fold to a constant there is refused.
 #include <algorithm>
 #include <array>
 #include <map>
 
-#include "passes/lower_for_ort_support.h"
+#include "ir/function_body.h"
 #include "ir/permutation.h"
+#include "passes/fold_constants.h"
+#include "passes/lower_for_ort_support.h"
 #include "patterns/composite.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes::ort_lowering {
 namespace {
@@ -33,97 +37,17 @@ constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
 // The largest source evaluated (elements): 64 MB of positions per copy.
 constexpr int64_t kMaxPositions = int64_t{1} << 23;
 
-// Sizes for the symbols of the packed source's open dims at one trial.
-using TrialSizes = std::map<std::string, int64_t, std::less<>>;
-
-// The int64 elements of a shape computation outside the group — Shape, Gather of constant
-// indices, Slice of a vector, Unsqueeze, Squeeze, Cast, Concat, and integer Add / Sub / Mul /
-// Div of them, down to constants (the ops shape inference follows, shape_inference/data.cc, and
-// how the TorchScript exporter computes Reshape targets) — with the symbols of
-// `trial` at its sizes; nullopt for anything else, or a symbol it does not size.
-std::optional<std::vector<int64_t>> ShapeElements(const Value* value, const TrialSizes& trial, int depth = 0) {
-  if (value == nullptr || depth > 24) return std::nullopt;
-  if (std::optional<std::vector<int64_t>> constant = Int64Constant(value)) return constant;
-  const Node* node = value->producer();
-  if (node == nullptr || !node->domain().empty() || node->inputs().empty()) return std::nullopt;
-  const std::string& op = node->op_type();
-  auto operand = [&](size_t i) { return ShapeElements(node->input(i), trial, depth + 1); };
-  if (op == "Shape") {
-    const Value* of = node->input(0);
-    if (!of->shape()) return std::nullopt;
-    const int64_t rank = static_cast<int64_t>(of->shape()->size());
-    int64_t start = node->GetInt("start", 0), end = node->GetInt("end", rank);
-    start = std::clamp(start < 0 ? start + rank : start, int64_t{0}, rank);
-    end = std::clamp(end < 0 ? end + rank : end, int64_t{0}, rank);
-    std::vector<int64_t> dims;
-    for (int64_t axis = start; axis < end; ++axis) {
-      const Dim& dim = (*of->shape())[static_cast<size_t>(axis)];
-      auto sized = trial.find(dim.symbol);
-      if (dim.is_known()) dims.push_back(dim.value);
-      else if (dim.is_symbolic() && sized != trial.end()) dims.push_back(sized->second);
-      else return std::nullopt;
-    }
-    return dims;
-  }
-  if (op == "Unsqueeze" || op == "Squeeze" || op == "Identity" || (op == "Cast" && node->GetInt("to", 0) == 7)) {
-    return operand(0);  // 7: int64
-  }
-  if (op == "Gather" && node->GetInt("axis", 0) == 0 && node->inputs().size() == 2) {
-    std::optional<std::vector<int64_t>> data = operand(0), indices = Int64Constant(node->input(1));
-    if (!data || !indices) return std::nullopt;
-    std::vector<int64_t> out;
-    for (int64_t index : *indices) {
-      const int64_t size = static_cast<int64_t>(data->size());
-      if (index < -size || index >= size) return std::nullopt;
-      out.push_back((*data)[static_cast<size_t>(index < 0 ? index + size : index)]);
-    }
-    return out;
-  }
-  if (op == "Slice" && node->inputs().size() >= 3) {  // of a 1-D vector: axes [0], steps [1]
-    std::optional<std::vector<int64_t>> data = operand(0), starts = Int64Constant(node->input(1)),
-                                        ends = Int64Constant(node->input(2));
-    const bool plain_axes = node->inputs().size() < 4 || node->input(3) == nullptr ||
-                            Int64Constant(node->input(3)) == std::vector<int64_t>{0};
-    const bool unit_steps = node->inputs().size() < 5 || node->input(4) == nullptr ||
-                            Int64Constant(node->input(4)) == std::vector<int64_t>{1};
-    if (!data || !starts || !ends || starts->size() != 1 || ends->size() != 1 || !plain_axes || !unit_steps) return std::nullopt;
-    const int64_t size = static_cast<int64_t>(data->size());
-    auto clamped = [size](int64_t at) { return std::clamp(at < 0 ? at + size : at, int64_t{0}, size); };
-    const int64_t begin = clamped((*starts)[0]), end = clamped((*ends)[0]);
-    return std::vector<int64_t>(data->begin() + begin, data->begin() + std::max(begin, end));
-  }
-  if (op == "Concat") {
-    std::vector<int64_t> out;
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      std::optional<std::vector<int64_t>> part = operand(i);
-      if (!part) return std::nullopt;
-      out.insert(out.end(), part->begin(), part->end());
-    }
-    return out;
-  }
-  if ((op == "Add" || op == "Sub" || op == "Mul" || op == "Div") && node->inputs().size() == 2) {
-    std::optional<std::vector<int64_t>> a = operand(0), b = operand(1);
-    if (!a || !b || a->empty() || b->empty() || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return std::nullopt;
-    std::vector<int64_t> out(std::max(a->size(), b->size()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      const int64_t x = (*a)[a->size() == 1 ? 0 : i], y = (*b)[b->size() == 1 ? 0 : i];
-      if (op == "Div" && (y == 0 || x % y != 0)) return std::nullopt;  // exporters divide sizes exactly
-      out[i] = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
-    }
-    return out;
-  }
-  return std::nullopt;
-}
-
 // A Reshape target of the chain at one trial: constants, or values computed outside the group
-// from the run's shapes, evaluated at the trial's sizes.
-std::optional<std::vector<int64_t>> TargetAt(const AttentionReshape& reshape, const Node& call, const TrialSizes& trial) {
+// from the run's shapes, read in the model folded at the trial's sizes.
+std::optional<std::vector<int64_t>> TargetAt(const AttentionReshape& reshape, const Node& call, const Model* trial) {
   std::vector<int64_t> target;
   for (const AttentionShapePart& part : reshape.parts) {
     if (part.kind == ShapePartMatch::Kind::kConstant) {
       target.insert(target.end(), part.constant.begin(), part.constant.end());
     } else if (part.kind == ShapePartMatch::Kind::kValues && part.input >= 0) {
-      std::optional<std::vector<int64_t>> values = ShapeElements(call.input(static_cast<size_t>(part.input)), trial);
+      const Value* argument = call.input(static_cast<size_t>(part.input));
+      std::optional<std::vector<int64_t>> values = Int64Constant(argument);
+      if (!values && trial != nullptr) values = Int64Constant(trial->graph->FindValue(argument->name()));
       if (!values) return std::nullopt;
       target.insert(target.end(), values->begin(), values->end());
     } else {
@@ -232,7 +156,7 @@ std::optional<Positions> Gathered(const Positions& in, int64_t axis_written, int
 // The operand's chain run on the positions of a [dims] source; nullopt, with `why`, where a step
 // fails as the op would or a Reshape's target is not a constant.
 std::optional<Positions> Evaluated(const AttentionOperand& operand, const Node& call, const std::vector<int64_t>& dims,
-                                   const TrialSizes& trial, std::string& why) {
+                                   const Model* trial, std::string& why) {
   Positions positions{dims, {}};
   positions.data.resize(static_cast<size_t>(dims[0] * dims[1] * dims[2]));
   for (size_t i = 0; i < positions.data.size(); ++i) positions.data[i] = static_cast<int64_t>(i);
@@ -298,7 +222,8 @@ std::optional<Slice> SliceOf(const Positions& out, int64_t batch, int64_t sequen
 // `operand`'s chain over its source (rank 3 [B,S,W] or rank 4 [B,S,H,D], which reads the same
 // flat positions), checked as one of `parts` slices split into heads at each trial size of an open
 // B or S; the slice of the first trial, or why not.
-std::string SliceAtEveryTrial(const AttentionOperand& operand, bool key, const Node& call, int64_t parts, Slice& slice) {
+std::string SliceAtEveryTrial(const AttentionOperand& operand, bool key, const Node& call, int64_t parts,
+                              TrialModels& trials, Slice& slice) {
   const Value* source = call.input(static_cast<size_t>(operand.input));
   const size_t rank = source->shape() ? source->shape()->size() : 0;
   if (rank != 3 && rank != 4) return "a layout chain's source is not [B,S,W] or [B,S,H,D]";
@@ -319,7 +244,7 @@ std::string SliceAtEveryTrial(const AttentionOperand& operand, bool key, const N
     std::vector<int64_t> dims = {batch, sequence};
     for (size_t axis = 2; axis < rank; ++axis) dims.push_back(shape[axis].value);
     std::string why;
-    std::optional<Positions> out = Evaluated(operand, call, dims, sizes, why);
+    std::optional<Positions> out = Evaluated(operand, call, dims, sizes.empty() ? nullptr : trials.At(sizes), why);
     if (!out) return why;
     std::optional<Slice> found = SliceOf(*out, batch, sequence, width, key, parts);
     if (!found) {
@@ -336,7 +261,32 @@ std::string SliceAtEveryTrial(const AttentionOperand& operand, bool key, const N
 
 }  // namespace
 
-std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, PackedOperands& packed) {
+const Model* TrialModels::At(const TrialSizes& sizes) {
+  auto [entry, fresh] = copies_.try_emplace(sizes);
+  if (!fresh) return entry->second.get();
+  auto copy = std::make_unique<Model>();
+  copy->ir_version = model_.ir_version;
+  copy->opsets = model_.opsets;
+  copy->graph = CopyGraph(*model_.graph);
+  for (const Value* value : copy->graph->AllValues()) {
+    Value* sized = copy->graph->FindValue(value->name());
+    if (sized == nullptr || !sized->shape()) continue;
+    for (Dim& dim : *sized->type().shape) {
+      if (auto size = sizes.find(dim.symbol); dim.is_symbolic() && size != sizes.end()) dim = Dim::Known(size->second);
+    }
+  }
+  InferShapes(*copy);
+  FoldConstants fold;
+  PassOptions options;
+  PassStatistics statistics;
+  std::vector<FusionRecord> fusions;
+  PassContext context(*copy, fold, options, statistics, fusions);
+  if (fold.Run(*copy, context).ok()) entry->second = std::move(copy);
+  return entry->second.get();
+}
+
+std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
+                                PackedOperands& packed) {
   const std::array<const AttentionOperand*, 3> operands = {&attention.q, &attention.k, &attention.v};
   for (const AttentionOperand* operand : operands) {
     if (operand->layout != HeadLayout::kView || operand->input < 0 || operand->input != attention.q.input) {
@@ -349,7 +299,7 @@ std::string ProvePackedOperands(const FusedAttention& attention, const Node& cal
   std::optional<Slice> first[3];
   for (size_t i = 0; i < operands.size(); ++i) {
     Slice slice;
-    if (std::string why = SliceAtEveryTrial(*operands[i], /*key=*/i == 1, call, 3, slice); !why.empty()) return why;
+    if (std::string why = SliceAtEveryTrial(*operands[i], /*key=*/i == 1, call, 3, trials, slice); !why.empty()) return why;
     first[i] = slice;
   }
   if (first[0]->heads != first[1]->heads || first[0]->heads != first[2]->heads ||

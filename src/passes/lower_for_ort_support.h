@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -133,11 +134,28 @@ struct PackedOperands {
   int64_t heads = 0, head_size = 0;
   std::array<int, 3> slots = {-1, -1, -1};  // Q, K, V
 };
+// Sizes for the symbols of a packed source's open dims at one trial.
+using TrialSizes = std::map<std::string, int64_t, std::less<>>;
+
+// Copies of the model with symbols at trial sizes and the shape computations that then depend
+// only on known dims folded: made once per set of sizes and read by every layer.
+class TrialModels {
+ public:
+  explicit TrialModels(const Model& model) : model_(model) {}
+  // The folded copy for `sizes`; null when folding it failed.
+  const Model* At(const TrialSizes& sizes);
+
+ private:
+  const Model& model_;
+  std::map<TrialSizes, std::unique_ptr<Model>> copies_;
+};
+
 // Why the operands are not such slices (empty when they are; then `packed` is filled in).
-std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, PackedOperands& packed);
+std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
+                                PackedOperands& packed);
 
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
-                       SharedValues& shared, const OrtLoweringOptions& options);
+                       SharedValues& shared, TrialModels& trials, const OrtLoweringOptions& options);
 
 // A fused LayerNorm or RMSNorm as Skip(Simplified)LayerNormalization, taking in the residual
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as

@@ -280,10 +280,11 @@ def test_packed_in_projection_becomes_attention(fusionopt, tmp_path, name):
             np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
-def batch_heads_through_slice(path, steps):
+def batch_heads_through_slice(path, steps=None, plus_input_values=False):
     """The TorchScript torchvision ViT with its first layer's B·H target entry computed as
     Mul(Slice(Shape(x)[perm], [1], [2][, [0], [steps]]), H) instead of Unsqueeze(Mul(Gather(...), H)):
-    the same values, through a Slice."""
+    the same values, through a Slice; with `plus_input_values`, plus Cast(ReduceMin(pixels) · 0),
+    still the same values but read from the input's data, not its shape."""
     model = onnx.load(str(entry_named("vit_torchvision_torchscript17").path))
     prefix = "/encoder/layers/encoder_layer_0/self_attention/"
     nodes = list(model.graph.node)
@@ -292,24 +293,34 @@ def batch_heads_through_slice(path, steps):
     bounds = {"slice_start": [1], "slice_end": [2]} if steps is None else {
         "slice_start": [1], "slice_end": [2], "slice_axes": [0], "slice_steps": [steps]}
     model.graph.initializer.extend(onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in bounds.items())
+    added = [onnx.helper.make_node("Slice", [prefix + "Shape_1_output_0", *bounds], ["batch_as_vector"]),
+             onnx.helper.make_node("Mul", ["batch_as_vector", product.input[1]], ["heads_by_batch"])]
+    if plus_input_values:
+        model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(0, np.float32), "zero"))
+        added[-1].output[0] = "heads_by_batch_from_shape"
+        added += [onnx.helper.make_node("ReduceMin", ["pixel_values"], ["least"], keepdims=0),
+                  onnx.helper.make_node("Mul", ["least", "zero"], ["nothing"]),
+                  onnx.helper.make_node("Cast", ["nothing"], ["nothing_int"], to=onnx.TensorProto.INT64),
+                  onnx.helper.make_node("Add", ["heads_by_batch_from_shape", "nothing_int"], ["heads_by_batch"])]
     at = nodes.index(product)
-    model.graph.node.insert(at, onnx.helper.make_node("Slice", [prefix + "Shape_1_output_0", *bounds], ["batch_as_vector"]))
-    model.graph.node.insert(at + 1, onnx.helper.make_node("Mul", ["batch_as_vector", product.input[1]], ["heads_by_batch"]))
+    for offset, node in enumerate(added):
+        model.graph.node.insert(at + offset, node)
     target.input[1] = "heads_by_batch"
     onnx.save(model, str(path))
     return path
 
 
-@pytest.mark.parametrize("steps, kept", [
-    (None, []),
-    (2, ["a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"]),
+@pytest.mark.parametrize("steps, plus_input_values, kept", [
+    (None, False, []),
+    (2, False, []),
+    (None, True, ["a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"]),
 ])
-def test_packed_chain_targets_through_a_slice(fusionopt, tmp_path, steps, kept):
-    """A Reshape target computed through Slice(Shape(x), [1], [2]) is evaluated at each trial size
-    and both layers are lowered; with explicit steps (a stepped Slice the evaluation does not
-    follow) that layer stays a function with the reason. ORT's outputs equal the altered
-    original's at batch sizes 1 to 3 either way."""
-    altered = batch_heads_through_slice(tmp_path / "sliced.onnx", steps)
+def test_packed_chain_targets_computed_outside(fusionopt, tmp_path, steps, plus_input_values, kept):
+    """A Reshape target computed from the run's shapes through a Slice (plain or stepped) is
+    read in the model folded at each trial size, and both layers are lowered; one that also reads
+    the input's values cannot fold, so that layer stays a function with the reason. ORT's outputs
+    equal the altered original's at batch sizes 1 to 3 each time."""
+    altered = batch_heads_through_slice(tmp_path / "sliced.onnx", steps, plus_input_values)
     out, report = tmp_path / "sliced.ort.onnx", tmp_path / "report.json"
     rc, _, stderr = fusionopt(altered, "-O3", "--runtime", "ort", "-o", out, "--report", report, timeout=300)
     assert rc == 0, stderr
