@@ -19,9 +19,12 @@ PYTHON := $(VENV)/bin/python
 DEMO_MODEL ?= models/bert_style.onnx
 DEMO_OUT := $(BUILD)/demo
 
-# What building the CLI needs (make demo, make install), then what the tests add.
+# What building the CLI needs (make demo, make install), then what the tests add. Debian's oneDNN
+# is built with its OpenCL runtime and its CMake config requires OpenCL, which libdnnl-dev only
+# recommends: without ocl-icd-opencl-dev a bare machine's --no-install-recommends build fails.
 APT_BUILD_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
-  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libdnnl-dev
+  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libdnnl-dev \
+  ocl-icd-opencl-dev
 APT_PACKAGES := $(APT_BUILD_PACKAGES) libonnx-testdata python3 python3-venv python3-pip clang \
   libclang-rt-14-dev libomp-14-dev
 APT_BUILD_STAMP := $(BUILD)/.apt-$(shell echo $(APT_BUILD_PACKAGES) | md5sum | cut -c1-8)
