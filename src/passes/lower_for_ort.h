@@ -7,6 +7,8 @@
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)            {num_heads, scale}  (W, b initializers; ORT packs W)
 //                                                                (or, where the provider runs MultiHeadAttention faster at
 //                                                                this key count, the form below: ort_kernel_choice.h)
+//   %qkv = Reshape(Gemm(Reshape(%x, [-1, D]), %W, %b), [B,S,N])  →   the same Attention, then Reshape(%ctx, rows) where the
+//      (GPT-2's Conv1D: rows flattened, projected, put back)         group merged to [B·S, H·D]
 //   %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, ...)   →   %q, %k, %v = Split(%qkv, %sizes) {axis: -1}
 //                                                                [%q, %k = com.microsoft::RotaryEmbedding(%q | %k, [0], cos, sin)]
 //                                                                [%k, %v = Reshape(Expand(Reshape(%k | %v, [0,0,Hkv,1,D]), [1,1,1,n,1]), [0,0,H·D])]

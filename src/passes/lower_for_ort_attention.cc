@@ -203,16 +203,18 @@ class AttentionLowering {
   }
 
   // The combined Q, K, V projection as ORT's Attention takes it: an ai.fusionopt call whose
-  // body is MatMul(x, W) + b, W a [D_in, 3·H·D] and b a [3·H·D] initializer, read by nothing
-  // but this attention, split into equal Q, K, V in that order.
+  // body is MatMul(x, W) + b, or GPT-2's Gemm over x's rows put back to [B,S,N], W a
+  // [D_in, 3·H·D] and b a [3·H·D] initializer, read by nothing but this attention, split into
+  // equal Q, K, V in that order.
   void FindProjection() {
     if (combined_ == nullptr || slots_ != std::array<int, 3>{0, 1, 2}) return;
     Node* producer = combined_->producer();
     if (producer == nullptr || combined_->is_graph_output()) return;
     for (const Use& use : combined_->uses()) {
-      if (use.node != &call_ && use.node != split_) return;
+      if (use.node != split_ && !OnlyFeedsCall(*use.node)) return;
     }
-    std::optional<std::array<Value*, 3>> parts = ProjectionParts(*producer);
+    const bool flattened = producer->op_type() == "Reshape" && producer->domain().empty();
+    std::optional<std::array<Value*, 3>> parts = flattened ? FlattenedGemmParts(*producer) : ProjectionParts(*producer);
     if (!parts) return;
     auto [x, w, b] = *parts;
     const int64_t width = 3 * heads_ * (DimOf(query_, 2) ? DimOf(query_, 2)->value / heads_ : 0);
@@ -222,10 +224,26 @@ class AttentionLowering {
       return;
     }
     if (!SameDim(*DimOf(key_, 2), *DimOf(query_, 2)) || !SameDim(*DimOf(value_, 2), *DimOf(query_, 2))) return;
-    projection_ = producer;
+    projection_ = flattened ? producer->input(0)->producer() : producer;
     projection_x_ = x;
     projection_w_ = w;
     projection_b_ = b;
+  }
+
+  // Whether `node` is the call or reads nothing but values only the call reads in the end (a
+  // Shape of the projection computing the call's head split, in TorchScript exports): it is dead
+  // once the call is replaced.
+  bool OnlyFeedsCall(const Node& node, int depth = 0) const {
+    if (&node == &call_) return true;
+    if (depth > 8 || !node.Subgraphs().empty()) return false;
+    for (const Value* output : node.outputs()) {
+      if (output == nullptr) continue;
+      if (output->is_graph_output()) return false;
+      for (const Use& use : output->uses()) {
+        if (!OnlyFeedsCall(*use.node, depth + 1)) return false;
+      }
+    }
+    return true;
   }
 
   // x, W and b of a projection MatMul(x, W) + b: an ai.fusionopt call whose body is those two ops.
@@ -240,6 +258,45 @@ class AttentionLowering {
     const Value* bias_formal = OtherAddend(add, matmul.output(0));
     return std::array<Value*, 3>{formal(matmul.input(0)), formal(matmul.input(1)),
                                  bias_formal != nullptr ? formal(bias_formal) : nullptr};
+  }
+
+  // x, W and b of GPT-2's Conv1D, Reshape(Gemm(Reshape(x, [-1, K]), W, b), [B, S, N]) for a
+  // [B,S,K] x: the rows flattened, projected and put back in place, which is MatMul(x, W) + b
+  // when the result's B and S are provably x's (a [M, K] Reshape of a [B,S,K] x is [B·S, K]).
+  std::optional<std::array<Value*, 3>> FlattenedGemmParts(const Node& unflatten) const {
+    const Value* projected = unflatten.input(0);
+    const Node* gemm = projected->producer();
+    if (gemm == nullptr || gemm->op_type() != "Gemm" || !gemm->domain().empty() || gemm->inputs().size() != 3) return std::nullopt;
+    if (projected->uses().size() != 1 || projected->is_graph_output()) return std::nullopt;
+    if (gemm->GetInt("transA", 0) != 0 || gemm->GetInt("transB", 0) != 0 || gemm->GetFloat("alpha", 1.0f) != 1.0f ||
+        gemm->GetFloat("beta", 1.0f) != 1.0f) {
+      return std::nullopt;
+    }
+    const Value* rows = gemm->input(0);
+    const Node* flatten = rows->producer();
+    if (flatten == nullptr || flatten->op_type() != "Reshape" || !flatten->domain().empty()) return std::nullopt;
+    Value* x = flatten->input(0);
+    if (!x->shape() || x->shape()->size() != 3 || !rows->shape() || rows->shape()->size() != 2) return std::nullopt;
+    const Dim width = (*x->shape())[2];
+    if (!width.is_known() || (*rows->shape())[1] != width) return std::nullopt;
+    if (!PutBackAsRowsOf(unflatten, *x)) return std::nullopt;
+    return std::array<Value*, 3>{x, gemm->input(1), gemm->input(2)};
+  }
+
+  // Whether the projected rows are put back to x's own B and S: the result's dims provably
+  // equal x's, or the target spelled from Shape(x)'s first two dims (TorchScript, where shape
+  // inference may not know them).
+  bool PutBackAsRowsOf(const Node& unflatten, const Value& x) const {
+    const Shape& rows_of = *x.shape();
+    if (SameDim(*DimOf(combined_, 0), rows_of[0]) && SameDim(*DimOf(combined_, 1), rows_of[1])) return true;
+    if (unflatten.input(1) == nullptr) return false;
+    std::optional<std::vector<ShapePartMatch>> parts = ShapeParts(*unflatten.input(1), nullptr);
+    if (!parts || parts->size() != 3 || (*parts)[2].kind != ShapePartMatch::Kind::kConstant) return false;
+    for (int64_t axis : {0, 1}) {
+      const ShapePartMatch& part = (*parts)[static_cast<size_t>(axis)];
+      if (part.kind != ShapePartMatch::Kind::kDimOf || part.value != &x || part.axis != axis) return false;
+    }
+    return true;
   }
 
   // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2

@@ -22,7 +22,9 @@
 //              s = x | Mul(x, c) | Div(x, c)
 //   gelu       x · 0.5 · (1 + Erf(x / √2 | x · 1/√2)), the factors multiplied in any order
 //              (or the 0.5 as a Div by 2);  x · 0.5 · (1 + Tanh(√(2/π) · (x + 0.044715 · x³)))
-//              with x³ = Pow(x, 3) | x·x·x;  or the Gelu op
+//              with x³ = Pow(x, 3) | x·x·x;  or the Gelu op. Constants match within 1e-6, or
+//              within half an ulp of their own type where they are stored as float16 or bfloat16
+//              (fp16 exports hold √2 as 1.4140625)
 //   silu       Mul(x, Sigmoid(x))
 //
 // Every intermediate is read only inside the pattern and is no graph output; the result (and a

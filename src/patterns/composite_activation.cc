@@ -1,6 +1,7 @@
 // Softmax with its scale and mask, GELU (erf and tanh forms, the Gelu op) and SiLU.
 #include <cmath>
 
+#include "ir/constant_value.h"
 #include "patterns/matcher_support.h"
 
 namespace fusionopt::composite {
@@ -10,25 +11,45 @@ const double kSqrt2 = std::sqrt(2.0);
 const double kSqrt2OverPi = std::sqrt(2.0 / std::acos(-1.0));
 constexpr double kCubicCoefficient = 0.044715;
 
-// x · c (either order) or x / c with c a constant scalar: returns {x, c, divides}.
+// x · c (either order) or x / c with c a constant scalar: returns {x, c, divides, c's type}.
 struct ScaledBy {
   Value* x = nullptr;
   double constant = 0;
   bool divides = false;
+  DataType type = DataType::kUndefined;
 };
+
+// The element type of a constant scalar as stored (function bodies leave values untyped).
+DataType StoredType(const Value* constant) {
+  TensorPtr tensor = ConstantValueOf(*constant, /*initializers_overridable=*/true);
+  return tensor != nullptr ? tensor->dtype() : DataType::kUndefined;
+}
 
 std::optional<ScaledBy> ScaledByConstant(const Value* value) {
   if (Node* div = ProducerOp(value, "Div")) {
     std::optional<double> divisor = ScalarConstant(div->input(1));
-    if (divisor && *divisor != 0) return ScaledBy{div->input(0), *divisor, true};
+    if (divisor && *divisor != 0) return ScaledBy{div->input(0), *divisor, true, StoredType(div->input(1))};
     return std::nullopt;
   }
   Node* mul = ProducerOp(value, "Mul");
   if (mul == nullptr || mul->inputs().size() != 2) return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    if (std::optional<double> factor = ScalarConstant(mul->input(i))) return ScaledBy{mul->input(1 - i), *factor, false};
+    if (std::optional<double> factor = ScalarConstant(mul->input(i))) {
+      return ScaledBy{mul->input(1 - i), *factor, false, StoredType(mul->input(i))};
+    }
   }
   return std::nullopt;
+}
+
+// Whether a GELU constant stored as `scaled.type` is `expected` as that type holds it: a float16
+// export writes 1/sqrt(2) as 0.70703 and 0.044715 as 0.044708, within half a unit in the last
+// place of the exact value (2^-11 of it; bfloat16's 2^-8), while float32 keeps the shared 1e-6.
+bool NearInItsType(const ScaledBy& scaled, double expected) {
+  const double half_ulp = scaled.type == DataType::kFloat16 ? std::ldexp(1.0, -11)
+                          : scaled.type == DataType::kBFloat16 ? std::ldexp(1.0, -8)
+                                                                : 0.0;
+  if (half_ulp == 0.0) return Near(scaled.constant, expected);
+  return std::isfinite(scaled.constant) && std::abs(scaled.constant - expected) <= half_ulp * std::abs(expected);
 }
 
 // Whether `node` computes value · 0.5 (either order) or value / 2.
@@ -158,7 +179,7 @@ CompositeSearch MatchErfGelu(Node& erf) {
   match.kind = CompositeKind::kGelu;
   match.gelu_form = GeluForm::kErf;
   double expected = argument->divides ? kSqrt2 : 1.0 / kSqrt2;
-  if (!Near(argument->constant, expected)) return NearMiss(match.kind, "the erf argument is not x/sqrt(2)");
+  if (!NearInItsType(*argument, expected)) return NearMiss(match.kind, "the erf argument is not x/sqrt(2)");
   Node* plus_one = PlusOne(erf.output(0));
   if (plus_one == nullptr) return NearMiss(match.kind, "erf is not followed by 1 + erf");
   match.nodes = {erf.input(0)->producer(), &erf};
@@ -179,8 +200,8 @@ CompositeSearch MatchTanhGelu(Node& tanh) {
     CompositeMatch match;
     match.kind = CompositeKind::kGelu;
     match.gelu_form = GeluForm::kTanh;
-    if (!Near(argument->constant, kSqrt2OverPi)) return NearMiss(match.kind, "the tanh argument is not scaled by sqrt(2/pi)");
-    if (!Near(cubic->constant, kCubicCoefficient)) return NearMiss(match.kind, "the cubic coefficient is not 0.044715");
+    if (!NearInItsType(*argument, kSqrt2OverPi)) return NearMiss(match.kind, "the tanh argument is not scaled by sqrt(2/pi)");
+    if (!NearInItsType(*cubic, kCubicCoefficient)) return NearMiss(match.kind, "the cubic coefficient is not 0.044715");
     Node* plus_one = PlusOne(tanh.output(0));
     if (plus_one == nullptr) return NearMiss(match.kind, "tanh is not followed by 1 + tanh");
     match.nodes = cube;

@@ -3,7 +3,8 @@ op-by-op profile comparison (bench/op_profile.py) reports each side's op types w
 add up to no more than the run, bench/optimize_time.py reports a row per binary,
 bench/cpu_corpus.py times every side quiet and beside its background load,
 bench/contractions.py compares one contraction per shape with MLAS, and bench/ort_runtime.py
-times ORT on a model and on its --runtime ort output (issue 16)."""
+times ORT on a model and on its --runtime ort output (issue 16), and bench/ort_gemm_bound.py splits
+ORT's kernel time into weight GEMMs and the rest."""
 import json
 import subprocess
 import sys
@@ -167,3 +168,23 @@ def test_ort_attention_forms_times_each_form_and_checks_them_against_the_ops(fus
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert len(cells) == 6 and all(float(cells[i].split()[0]) > 0 for i in range(1, 4))
         assert float(cells[4]) > 0 and float(cells[5]) > 0
+
+
+def test_ort_gemm_bound_splits_each_sides_kernel_time(fusionopt_bin, tmp_path):
+    """bench/ort_gemm_bound.py on BERT's fixture: each side's kernel time split into weight GEMMs,
+    attention kernels and the rest, none more than the run; the original has no attention kernel
+    and --runtime ort has its two Attentions; the ceiling is the original's p50 over its GEMMs, and
+    no higher than it once the attention core counts as work."""
+    out = tmp_path / "bound.json"
+    table = run_script("ort_gemm_bound.py", "--only", "bert_dynamo18_sdpa", "--warmup", "1", "--repeat", "5",
+                       "--rounds", "2", "--json", out, env_binary=fusionopt_bin)
+    (result,) = [one for one in json.loads(out.read_text()) if one["model"] == "bert_dynamo18_sdpa"]
+    original, ours = result["original"], result["runtime_ort"]
+    for side in (original, ours):
+        assert side["gemm_ms"] > 0 and side["rest_ms"] > 0
+        assert side["gemm_ms"] + side["attention_ms"] + side["rest_ms"] <= side["p50_spread_ms"][1] * 2.5  # a mean over 5 runs, one maybe slow
+    assert original["attention_ms"] == 0 and ours["attention_ms"] > 0
+    assert result["ceiling"] == pytest.approx(original["p50_ms"] / original["gemm_ms"])
+    assert result["ceiling"] > 1
+    assert 1 < result["ceiling_with_core"] <= result["ceiling"]  # the core's time is work too
+    assert "| bert_dynamo18_sdpa |" in table and "ceiling" in table

@@ -7,7 +7,8 @@ Per fixture:
 - ORT on it equals ORT on the original at each level (fp32: rtol 1e-3, atol 1e-4; fp16 as in
   test_real_exports);
 - exactly the ORT kernels its form allows are written (EXPECTED_WRITTEN): attention as
-  Attention with its QKV projection where that is one fused MatMul + bias on initializers, else
+  Attention with its QKV projection where that is one fused MatMul + bias on initializers (or
+  GPT-2's Conv1D: a Gemm over the flattened rows), else
   MultiHeadAttention where Q, K and V are split into heads inside the group; GELU epilogues as
   BiasGelu / FastGelu, residual norms as Skip(Simplified)LayerNormalization, rotary attention with
   RotaryEmbedding before it; nothing for CNNs, and the report says why for each group it kept;
@@ -34,9 +35,9 @@ FP32_TOLERANCE = (1e-3, 1e-4)
 FP16_TOLERANCE = (2e-2, 4e-3)
 
 # The com.microsoft ops each fixture's -O3 --runtime ort output holds (two layers each). A form
-# missing here writes none: CNNs have no such groups. In fp16 only attention is written: the
-# exporters' GELU constants round in float16 and no longer match a GELU, and their norms compute
-# in float32 between Casts. LLaMA-family attention becomes MultiHeadAttention after a
+# missing here writes none: CNNs have no such groups. In fp16 the GELUs are written too (their
+# constants as float16 rounds them match, within half an fp16 ulp); GPT-2's and LLaMA's norms
+# compute in float32 between Casts and stay. LLaMA-family attention becomes MultiHeadAttention after a
 # RotaryEmbedding of Q and of K (K and V repeated for grouped-query attention); their residual
 # RMSNorms become SkipSimplifiedLayerNormalization, and residual LayerNorms (a fused group, or the
 # dynamo exports' standard LayerNormalization op) SkipLayerNormalization, each taking in the
@@ -45,7 +46,7 @@ FP16_TOLERANCE = (2e-2, 4e-3)
 EXPECTED_WRITTEN = {
     "bert_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     "bert_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
-    "bert_dynamo18_sdpa_fp16": {"Attention": 2, "SkipLayerNormalization": 4},
+    "bert_dynamo18_sdpa_fp16": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     "bert_dynamo23_sdpa": {"BiasGelu": 2, "SkipLayerNormalization": 4},
     "bert_torchscript17_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     "bert_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
@@ -53,12 +54,12 @@ EXPECTED_WRITTEN = {
     "convnext_dynamo18": {"BiasGelu": 4},
     "distilbert_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
     "distilbert_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 4},
-    "gpt2_dynamo18_eager": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 5},
-    "gpt2_dynamo18_sdpa": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 5},
-    "gpt2_dynamo18_sdpa_fp16": {"MultiHeadAttention": 2, "SkipLayerNormalization": 1},
+    "gpt2_dynamo18_eager": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 5},
+    "gpt2_dynamo18_sdpa": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 5},
+    "gpt2_dynamo18_sdpa_fp16": {"Attention": 2, "FastGelu": 2, "SkipLayerNormalization": 1},
     "gpt2_dynamo23_sdpa": {"FastGelu": 2, "SkipLayerNormalization": 5},
-    "gpt2_torchscript17_eager": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 4},
-    "gpt2_torchscript17_sdpa": {"FastGelu": 2, "MultiHeadAttention": 2, "SkipLayerNormalization": 4},
+    "gpt2_torchscript17_eager": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 4},
+    "gpt2_torchscript17_sdpa": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 4},
     "llama_dynamo18_eager": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
     "llama_dynamo18_sdpa": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
     "llama_dynamo18_sdpa_fp16": {"MultiHeadAttention": 2, "RotaryEmbedding": 4},
@@ -193,12 +194,69 @@ def test_attention_form_is_chosen_per_provider_and_key_count(fusionopt, tmp_path
         np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
-def test_a_projection_on_rank_2_values_keeps_multi_head_attention(fusionopt, tmp_path):
-    """GPT-2's Conv1D projects [B*S, D] rows, which ORT's Attention cannot take: the Split Q, K, V
-    go to MultiHeadAttention, and the context is reshaped back to the rows the next Gemm reads."""
-    out, _ = optimize_for_ort(fusionopt, entry_named("gpt2_dynamo18_sdpa"), tmp_path)
+@pytest.mark.parametrize("name", ["gpt2_dynamo18_sdpa", "gpt2_torchscript17_sdpa"])
+def test_gpt2_conv1d_projection_is_taken_into_attention(fusionopt, tmp_path, name):
+    """GPT-2's Conv1D flattens the rows, projects them with a Gemm and puts them back to
+    [B,S,3*H*D] (dynamo: the target from the inputs' named dims; TorchScript: from Shape(x)'s
+    first two dims, which shape inference loses in the second layer). ORT's Attention takes x,
+    the Gemm's weights and bias in; the context is reshaped back to the rows the next Gemm
+    reads, and ORT equals ORT on the original."""
+    entry = entry_named(name)
+    out, lowering = optimize_for_ort(fusionopt, entry, tmp_path)
+    attention = [one for one in lowering["lowered"] if one["written"] == "com.microsoft::Attention"]
+    assert len(attention) == 2 and all(len(one["absorbed"]) == 1 for one in attention)
+    model = onnx.load(str(out))
+    initializers = {tensor.name for tensor in model.graph.initializer}
+    gemm_weights = {node.input[1] for node in model.graph.node if node.op_type == "Gemm"}
+    assert not any("c_attn" in weight for weight in gemm_weights)  # the projection is inside Attention
+    producers = {output: node for node in model.graph.node for output in node.output}
+    for node in (node for node in model.graph.node if node.op_type == "Attention"):
+        assert "c_attn.weight" in node.input[1] and node.input[1] in initializers
+        assert producers[node.input[0]].op_type == "SkipLayerNormalization"  # x itself, not its rows
+    feeds = entry.feeds()
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for want, got in zip(session(entry.path, level).run(None, feeds), session(out, level).run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
+def gpt2_with_first_projection(tmp_path, change):
+    """GPT-2's dynamo fixture with its first c_attn Gemm (or what reads it) changed by `change`
+    (the model, the Gemm node), as a corpus-like entry."""
+    entry = entry_named("gpt2_dynamo18_sdpa")
+    model = onnx.load(str(entry.path))
+    gemm = next(node for node in model.graph.node if node.op_type == "Gemm" and "h.0.attn.c_attn" in node.input[1])
+    change(model, gemm)
+    path = tmp_path / "gpt2_changed.onnx"
+    onnx.save(model, str(path))
+    return type("Entry", (), {"name": "gpt2_changed", "path": path, "feeds": entry.feeds, "info": entry.info})()
+
+
+def transposed_weights(model, gemm):
+    weights = next(tensor for tensor in model.graph.initializer if tensor.name == gemm.input[1])
+    weights.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(weights).T.copy(), weights.name))
+    kept = [attribute for attribute in gemm.attribute if attribute.name != "transB"]
+    del gemm.attribute[:]
+    gemm.attribute.extend([*kept, onnx.helper.make_attribute("transB", 1)])
+
+
+def projection_also_an_output(model, gemm):
+    model.graph.output.append(onnx.helper.make_tensor_value_info(gemm.output[0], onnx.TensorProto.FLOAT, None))
+
+
+@pytest.mark.parametrize("change", [transposed_weights, projection_also_an_output])
+def test_gpt2_projection_attention_cannot_take_keeps_multi_head_attention(fusionopt, tmp_path, change):
+    """Negative cases beside the one above: the first layer's Gemm with transB (W stored [N, K],
+    which Attention's [K, N] weights are not), or its rows also a graph output (the Gemm must stay
+    and would run twice). That layer keeps MultiHeadAttention after the Gemm, the second layer is
+    still taken in, and ORT equals ORT on the original."""
+    entry = gpt2_with_first_projection(tmp_path, change)
+    out, _ = optimize_for_ort(fusionopt, entry, tmp_path)
     ops = collections.Counter(node.op_type for node in onnx.load(str(out)).graph.node)
-    assert ops["MultiHeadAttention"] == 2 and ops["Attention"] == 0
+    assert ops["MultiHeadAttention"] == 1 and ops["Attention"] == 1
+    feeds = entry.feeds()
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for want, got in zip(session(entry.path, level).run(None, feeds), session(out, level).run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
 def test_rotary_grouped_query_attention_becomes_rotary_embedding_and_multi_head_attention(fusionopt, tmp_path):
@@ -387,10 +445,12 @@ def test_llama_norms_run_as_ort_norm_kernels(fusionopt, tmp_path):
 def test_fp16_attention_is_written_in_fp16(fusionopt, tmp_path):
     """ORT's Attention takes float16 (the CUDA EP natively; the CPU EP between Casts it inserts,
     still faster than the inlined ops): BERT's fp16 attention and its projection become one
-    float16 Attention whose weights are the fp16 initializers."""
+    float16 Attention whose weights are the fp16 initializers; its erf GELU (x / 1.4140625, sqrt(2)
+    in float16) becomes BiasGelu."""
     out, lowering = optimize_for_ort(fusionopt, entry_named("bert_dynamo18_sdpa_fp16"), tmp_path)
     written = collections.Counter(one["written"] for one in lowering["lowered"])
-    assert written == {"com.microsoft::Attention": 2, "com.microsoft::SkipLayerNormalization": 4}
+    assert written == {"com.microsoft::Attention": 2, "com.microsoft::BiasGelu": 2,
+                       "com.microsoft::SkipLayerNormalization": 4}
     model = onnx.load(str(out))
     weights = {tensor.name: tensor.data_type for tensor in model.graph.initializer}
     for node in model.graph.node:

@@ -42,6 +42,39 @@ constexpr const char* kAddLayerNormBody = R"(graph (%x0, %x1, %x2, %x3) -> (%y0,
   %y1 = Add(%t7, %x3)
 })";
 
+// The erf GELU as BERT exports it, (x · (1 + Erf(x / √2))) · 0.5, its constants of `type`.
+std::string ErfGeluBody(const std::string& type, const std::string& sqrt2) {
+  return R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor )" + type + "[] [" + sqrt2 + R"(]}
+      %t0 = Div(%x0, %c0)
+      %t1 = Erf(%t0)
+      %c1 = Constant() {value: tensor )" + type + R"([] [1.0]}
+      %t2 = Add(%t1, %c1)
+      %t3 = Mul(%x0, %t2)
+      %c2 = Constant() {value: tensor )" + type + R"([] [0.5]}
+      %y0 = Mul(%t3, %c2)
+    })";
+}
+
+// The tanh GELU as GPT-2 exports it, its constants of `type`.
+std::string TanhGeluBody(const std::string& type, const std::string& cubic, const std::string& root) {
+  return R"(graph (%x0) -> (%y0) {
+      %c0 = Constant() {value: tensor )" + type + R"([] [0.5]}
+      %t0 = Mul(%x0, %c0)
+      %c1 = Constant() {value: tensor )" + type + R"([] [3.0]}
+      %t1 = Pow(%x0, %c1)
+      %c2 = Constant() {value: tensor )" + type + "[] [" + cubic + R"(]}
+      %t2 = Mul(%t1, %c2)
+      %t3 = Add(%x0, %t2)
+      %c3 = Constant() {value: tensor )" + type + "[] [" + root + R"(]}
+      %t4 = Mul(%t3, %c3)
+      %t5 = Tanh(%t4)
+      %c4 = Constant() {value: tensor )" + type + R"([] [1.0]}
+      %t6 = Add(%t5, %c4)
+      %y0 = Mul(%t0, %t6)
+    })";
+}
+
 }  // namespace
 
 TEST_CASE("a decomposed residual LayerNorm body is recognised with its roles and constants", "[fused_pattern]") {
@@ -167,16 +200,7 @@ TEST_CASE("softmax bodies: scale and additive mask, Where mask, the opset's defa
 
 TEST_CASE("activation bodies: GELU in its exporter orders and forms, SiLU", "[fused_pattern]") {
   SECTION("erf form, (x · bracket) · 0.5 with x / sqrt(2)") {
-    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
-      %c0 = Constant() {value: tensor float[] [1.4142135]}
-      %t0 = Div(%x0, %c0)
-      %t1 = Erf(%t0)
-      %c1 = Constant() {value: tensor float[] [1.0]}
-      %t2 = Add(%t1, %c1)
-      %t3 = Mul(%x0, %t2)
-      %c2 = Constant() {value: tensor float[] [0.5]}
-      %y0 = Mul(%t3, %c2)
-    })");
+    auto composite = Recognize(ErfGeluBody("float", "1.4142135"));
     REQUIRE(composite.has_value());
     CHECK(composite->kind == CompositeKind::kGelu);
     CHECK(composite->gelu_form == GeluForm::kErf);
@@ -197,23 +221,19 @@ TEST_CASE("activation bodies: GELU in its exporter orders and forms, SiLU", "[fu
     CHECK(composite->gelu_form == GeluForm::kErf);
   }
   SECTION("tanh form as GPT-2 exports it") {
-    auto composite = Recognize(R"(graph (%x0) -> (%y0) {
-      %c0 = Constant() {value: tensor float[] [0.5]}
-      %t0 = Mul(%x0, %c0)
-      %c1 = Constant() {value: tensor float[] [3.0]}
-      %t1 = Pow(%x0, %c1)
-      %c2 = Constant() {value: tensor float[] [0.044715]}
-      %t2 = Mul(%t1, %c2)
-      %t3 = Add(%x0, %t2)
-      %c3 = Constant() {value: tensor float[] [0.7978846]}
-      %t4 = Mul(%t3, %c3)
-      %t5 = Tanh(%t4)
-      %c4 = Constant() {value: tensor float[] [1.0]}
-      %t6 = Add(%t5, %c4)
-      %y0 = Mul(%t0, %t6)
-    })");
+    auto composite = Recognize(TanhGeluBody("float", "0.044715", "0.7978846"));
     REQUIRE(composite.has_value());
     CHECK(composite->gelu_form == GeluForm::kTanh);
+  }
+  SECTION("float16 exports: the constants as float16 holds them") {
+    // 1.4140625 is sqrt(2) rounded to float16 (1.1e-4 off), 0.7978516 sqrt(2/pi), 0.04470825
+    // 0.044715: each within half a float16 ulp, each far outside float32's 1e-6.
+    auto erf = Recognize(ErfGeluBody("float16", "1.4140625"));
+    REQUIRE(erf.has_value());
+    CHECK(erf->gelu_form == GeluForm::kErf);
+    auto tanh = Recognize(TanhGeluBody("float16", "0.04470825", "0.7978516"));
+    REQUIRE(tanh.has_value());
+    CHECK(tanh->gelu_form == GeluForm::kTanh);
   }
   SECTION("the Gelu op and SiLU") {
     auto gelu = Recognize("graph (%x0) -> (%y0) {\n %y0 = Gelu(%x0) {approximate: \"tanh\"}\n}", 20);
@@ -292,6 +312,11 @@ TEST_CASE("near misses name the failed check", "[fused_pattern]") {
       %c2 = Constant() {value: tensor float[] [0.5]}
       %y0 = Mul(%t3, %c2)
     })", "Erf") == "gelu: the erf argument is not x/sqrt(2)");
+  // The float16 neighbour of sqrt(2) one ulp further out, and float16's value in a float32
+  // constant: both more than the constant's own rounding away.
+  for (auto [type, sqrt2] : {std::pair{"float16", "1.4150391"}, {"float", "1.4140625"}}) {
+    CHECK(near_miss_at(ErfGeluBody(type, sqrt2), "Erf") == "gelu: the erf argument is not x/sqrt(2)");
+  }
   CHECK(near_miss_at(R"(graph (%x0) -> (%y0) {
       %t0 = ReduceMean(%x0) {axes: [-1]}
       %t1 = Sub(%x0, %t0)
