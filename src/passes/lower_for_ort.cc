@@ -95,7 +95,7 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
-      return LowerNorm(model, graph, call, *composite);
+      return LowerNorm(model, graph, call, *composite, options.provider);
     }
   }
   if (!HasGelu(*function)) return Kept("ORT has no kernel for this group (it inlines the function)");
@@ -172,7 +172,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   for (Node* layer_norm : layer_norms) {
     const std::string name = layer_norm->name();
-    record(name, "LayerNormalization", LowerStandardLayerNorm(model, graph, *layer_norm));
+    record(name, "LayerNormalization", LowerStandardLayerNorm(model, graph, *layer_norm, options.provider));
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {

@@ -20,6 +20,7 @@
 //   %y = ai.fusionopt::FusedRMSNorm | FusedLayerNorm(%sum, %g)        %y, , , %sum = com.microsoft::Skip(Simplified)LayerNormalization(%p, %r, %g[, %be][, %b])
 //      (or the standard LayerNormalization(%sum, %g, %be) op, its statistics unread)
 //   %e = Add(%x, %pos[1,S,H]); %y = LayerNormalization(%e, %g, %be)   →   %y, , , %e = com.microsoft::SkipLayerNormalization(%x, %pos, %g, %be)
+//      (or %pos of %x's own [B,S,H] shape, proven here where ORT's own fusion cannot prove it)
 //   %y = ai.fusionopt::FusedRMSNorm(%x, %g)  (no residual)       →   Mul(Div(%x, Sqrt(ReduceMean(Pow(%x, 2)) + eps)), %g),
 //                                                                     the spelling ORT's SimplifiedLayerNormFusion matches
 //   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and
@@ -37,7 +38,8 @@
 // [1,1,S,D] tables, which must provably have equal halves (Cos / Sin of Concat(f, f)).
 // Biases, expansions and caches are written once and shared by the layers that provably agree.
 //
-// Limits: float32 or float16; attention needs Q, K and V split into heads inside the group from
+// Limits: float32 or float16 (a float16 residual norm stays ops for the CPU EP, where they run
+// faster than its Skip kernel: ort_kernel_choice.h); attention needs Q, K and V split into heads inside the group from
 // [B,S,H·D] values (or [B,S,H,D] values split outside with H and D known, reshaped back first;
 // or reached by layout chains over one packed [B,S,3·H·D] projection that read its thirds
 // split into heads: torchvision's in-projection, lower_for_ort_packed.cc), the heads merged back inside (to [B,S,H·D], or to [B·S, H·D] with a Reshape

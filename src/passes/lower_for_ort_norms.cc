@@ -1,7 +1,7 @@
 // lower-for-ort, norms: a fused LayerNorm or RMSNorm as ORT's Skip(Simplified)LayerNormalization
 // (its residual Add inside the group, or at the end of the fused contraction that feeds it; a
 // standard LayerNormalization op after such a contraction, or after adding [1,S,H] position
-// embeddings, too), or
+// embeddings or a residual of its own shape, too), or
 // an RMSNorm with no residual as the standard ops ORT's own SimplifiedLayerNormFusion matches;
 // see lower_for_ort.h for the rewrite and its limits.
 #include <algorithm>
@@ -78,11 +78,13 @@ bool SkipBroadcastsOverBatch(const Value* x, const Value* skip) {
   return small[0].is_known() && small[0].value == 1 && SameDim(small[1], big[1]) && SameDim(small[2], big[2]);
 }
 
-// The checks every Skip*Normalization shares: float32 or float16 [B,S,H] input and skip of one
+// The checks every Skip*Normalization shares: float32 or float16 [B,S,H] input (float16 not on
+// the CPU EP, where the ops are faster) and skip of one
 // shape (or, with `batch_broadcast`, a [1,S,H] skip), a norm over the last axis, 1-D gamma and beta.
-std::string WhyNotSkipNorm(const FusedComposite& norm, const Value* x, const Value* skip, const Value* gamma,
-                           const Value* beta, bool batch_broadcast = false) {
+std::string WhyNotSkipNorm(OrtProvider provider, const FusedComposite& norm, const Value* x, const Value* skip,
+                           const Value* gamma, const Value* beta, bool batch_broadcast = false) {
   if (std::string why = WhyNotKernelFloat(x); !why.empty()) return why;
+  if (std::string why = WhyNotSkipNormKernel(provider, x->dtype()); !why.empty()) return why;
   if (skip == nullptr || skip->dtype() != x->dtype() || gamma == nullptr) return "the residual's type is not the input's, or no gamma";
   const bool same = x->shape() && skip->shape() && x->shape()->size() == 3 && *x->shape() == *skip->shape();
   if (!same && !(batch_broadcast && SkipBroadcastsOverBatch(x, skip))) {
@@ -117,9 +119,9 @@ Node* WriteSkipNorm(Graph& graph, Node& call, const FusedComposite& norm, std::v
 // its MatMul, and the bias and residual Adds move into the norm's kernel, which also returns
 // the sum for the stream's other readers.
 Outcome LowerAfterContraction(Graph& graph, Node& call, const FusedComposite& norm, const ResidualContraction& producer,
-                              Value* gamma, Value* beta) {
+                              Value* gamma, Value* beta, OrtProvider provider) {
   Value* sum = producer.call->output(0);
-  if (std::string why = WhyNotSkipNorm(norm, sum, producer.residual, gamma, beta); !why.empty()) return Kept(why);
+  if (std::string why = WhyNotSkipNorm(provider, norm, sum, producer.residual, gamma, beta); !why.empty()) return Kept(why);
   Value* product = graph.CreateValue(graph.UniqueName(producer.call->name() + "_product"));
   product->type().dtype = sum->dtype();
   product->type().shape = sum->shape();
@@ -164,34 +166,36 @@ Outcome WriteRmsNormForOrtFusion(Model& model, Graph& graph, Node& call, const F
 
 }  // namespace
 
-Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm) {
+Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm, OrtProvider provider) {
   Value* x = ArgumentFor(graph, call, norm.x.input, norm.x.constant, call.name() + "_x");
   Value* gamma = ArgumentFor(graph, call, norm.gamma.input, norm.gamma.constant, call.name() + "_gamma");
   Value* beta = ArgumentFor(graph, call, norm.beta.input, norm.beta.constant, call.name() + "_beta");
   if (norm.residual.present()) {
     Value* skip = ArgumentFor(graph, call, norm.residual.input, norm.residual.constant, call.name() + "_skip");
-    if (std::string why = WhyNotSkipNorm(norm, x, skip, gamma, beta); !why.empty()) return Kept(why);
+    if (std::string why = WhyNotSkipNorm(provider, norm, x, skip, gamma, beta); !why.empty()) return Kept(why);
     Value* sum = norm.residual_sum_output >= 0 ? call.output(static_cast<size_t>(norm.residual_sum_output)) : nullptr;
     Node* lowered = WriteSkipNorm(graph, call, norm, {x, skip, gamma}, beta, nullptr, sum);
     graph.RemoveNode(&call);
     return Written(std::string(kOrtDomain) + "::" + lowered->op_type());
   }
   if (std::optional<ResidualContraction> producer = ResidualContractionOf(model, x)) {
-    return LowerAfterContraction(graph, call, norm, *producer, gamma, beta);
+    return LowerAfterContraction(graph, call, norm, *producer, gamma, beta, provider);
   }
   if (norm.kind == CompositeKind::kRmsNorm) return WriteRmsNormForOrtFusion(model, graph, call, norm, x, gamma);
   return Kept("a LayerNorm without a residual (ORT fuses it from the inlined ops)");
 }
 
-// The prologue Add(x, p) with p [1,S,H] against x's [B,S,H] in the kernel: ORT's
-// SkipLayerNormFusion wants equal shapes, its kernel does not. The sum, where the residual
-// stream reads on, is the kernel's output 3.
-Outcome LowerAfterBroadcastAdd(Graph& graph, Node& layer_norm, const FusedComposite& norm, const CompositeMatch& match) {
+// The prologue Add(x, skip) in the kernel: skip of x's own [B,S,H] shape, or [1,S,H] against
+// x's [B,S,H] (position embeddings). ORT's SkipLayerNormFusion takes the Add in only where its
+// own shape inference proves the shapes equal, which the exporters' run-time Reshape targets
+// defeat (GPT-2's Conv1D puts its rows back through one); ours proves them. The sum, where the
+// residual stream reads on, is the kernel's output 3.
+Outcome LowerAfterResidualAdd(Graph& graph, Node& layer_norm, const FusedComposite& norm, const CompositeMatch& match,
+                              OrtProvider provider) {
+  std::string why;
   for (auto [x, skip] : {std::pair{match.x, match.residual}, {match.residual, match.x}}) {
-    if (!SkipBroadcastsOverBatch(x, skip) || *x->shape() == *skip->shape()) continue;
-    if (std::string why = WhyNotSkipNorm(norm, x, skip, match.gamma, match.beta, /*batch_broadcast=*/true); !why.empty()) {
-      return Kept(why);
-    }
+    why = WhyNotSkipNorm(provider, norm, x, skip, match.gamma, match.beta, /*batch_broadcast=*/true);
+    if (!why.empty()) continue;
     Value* sum = match.residual_sum;
     const bool sum_read_on = sum->uses().size() > 1 || sum->is_graph_output();
     Node* lowered = WriteSkipNorm(graph, layer_norm, norm, {x, skip, match.gamma}, match.beta, nullptr,
@@ -200,10 +204,10 @@ Outcome LowerAfterBroadcastAdd(Graph& graph, Node& layer_norm, const FusedCompos
     graph.RemoveNode(match.residual_add);
     return Written(std::string(kOrtDomain) + "::" + lowered->op_type());
   }
-  return {};  // equal shapes: ORT's own SkipLayerNormFusion takes that Add in
+  return Kept(why);
 }
 
-Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm) {
+Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm, OrtProvider provider) {
   if (layer_norm.op_type() != "LayerNormalization" || !layer_norm.domain().empty()) return {};
   const CompositeSearch search = MatchCompositeAt(layer_norm, model.OpsetFor("").value_or(0));
   if (!search.match) {
@@ -215,9 +219,9 @@ Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm) {
   norm.standard_op = true;
   norm.axis = match.axis;
   norm.epsilon = match.epsilon;
-  if (match.residual_add != nullptr) return LowerAfterBroadcastAdd(graph, layer_norm, norm, match);
+  if (match.residual_add != nullptr) return LowerAfterResidualAdd(graph, layer_norm, norm, match, provider);
   if (std::optional<ResidualContraction> producer = ResidualContractionOf(model, match.x)) {
-    return LowerAfterContraction(graph, layer_norm, norm, *producer, match.gamma, match.beta);
+    return LowerAfterContraction(graph, layer_norm, norm, *producer, match.gamma, match.beta, provider);
   }
   return {};  // nothing before it to take in
 }

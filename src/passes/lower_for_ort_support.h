@@ -160,7 +160,7 @@ Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttent
 // A fused LayerNorm or RMSNorm as Skip(Simplified)LayerNormalization, taking in the residual
 // Add of its group or of the fused contraction that feeds it; an RMSNorm without a residual as
 // the standard ops ORT fuses into SimplifiedLayerNormalization.
-Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm);
+Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& norm, OrtProvider provider);
 // A standard LayerNormalization op (the dynamo exports write it; -O3 leaves it unfused) as
 // SkipLayerNormalization when something before it can go into the kernel: a fused contraction's
 // residual sum (pre-norm ViT, CLIP, Whisper; post-norm BERT), as for a fused LayerNorm there; or
@@ -168,6 +168,6 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
 // which ORT's kernel broadcasts but its SkipLayerNormFusion does not match. Kept, with the
 // matcher's reason, where its statistics are read; an empty Outcome where there is nothing to
 // take in (ORT's own fusion handles an Add of equal shapes).
-Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm);
+Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm, OrtProvider provider);
 
 }  // namespace fusionopt::passes::ort_lowering

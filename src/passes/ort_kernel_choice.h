@@ -11,6 +11,8 @@
 // Both beat the inlined ops at every shape measured. The CUDA EP is unmeasured (no
 // onnxruntime-gpu on any machine here), so a GPU target keeps the one-kernel form and says so.
 //
+// Residual norms: Skip(Simplified)LayerNormalization, but for float16 on the CPU EP (below).
+//
 // Limits: the key count must be known (a constant dim, or a symbol sized with --dim); when it
 // is not, the CPU choice is Attention, the form that wins at the lengths most models are served
 // at, and the report says the length was unknown.
@@ -49,5 +51,13 @@ struct AttentionKernelChoice {
 };
 
 AttentionKernelChoice ChooseAttentionKernel(OrtProvider provider, std::optional<int64_t> keys);
+
+// Why `provider` runs a residual norm of `dtype` faster as the ops than as
+// Skip(Simplified)LayerNormalization (empty when the kernel is the faster). On the CPU EP a
+// float16 SkipLayerNormalization takes 0.85 ms a norm on GPT-2's fp16 export, where
+// LayerNormalization and Add take 0.1 ms (ORT's profile, onnxruntime 1.32, 2 threads; the whole
+// model 6% slower with the kernel): its float16 path converts element by element, and the
+// simplified variant shares that code. float32, and the CUDA EP, take the kernel.
+std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype);
 
 }  // namespace fusionopt::passes

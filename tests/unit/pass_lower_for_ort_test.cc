@@ -330,6 +330,53 @@ TEST_CASE("lower-for-ort: a LayerNormalization after adding [1,S,H] position emb
   CHECK(kept->lowered.empty());
 }
 
+// A float16 residual stream, as GPT-2's fp16 export leaves it: -O3 fuses no float16 LayerNorm, so
+// the standard op reads the residual Add of two [B,S,H] values.
+std::string HalfResidualThenLayerNorm(const std::string& residual = "float16[N,4,8]") {
+  return Header() + "graph main (float16[N,4,8] %a, " + residual + R"( %r) -> (float16[N,4,8] %y, float16[N,4,8] %next)
+  init float16[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float16[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+{
+  %sum = Add(%a, %r) @residual
+  %y = LayerNormalization(%sum, %g, %be) {axis: -1, epsilon: 1e-05} @ln
+  %next = Add(%sum, %y) @next_residual
+}
+)";
+}
+
+TEST_CASE("lower-for-ort: a LayerNormalization after a residual Add of one provable shape becomes SkipLayerNormalization", "[passes][ort]") {
+  auto model = pass_test::ParseOptimized(HalfResidualThenLayerNorm(), 3);
+  REQUIRE(Has(OpTypes(*model->graph), "LayerNormalization"));
+  auto report = passes::LowerForOrt(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  CHECK(report->lowered[0].written == "com.microsoft::SkipLayerNormalization");
+  const Node& skip = Only(*model->graph, "SkipLayerNormalization");
+  CHECK(skip.input(0)->name() == "a");
+  CHECK(skip.input(1)->name() == "r");
+  CHECK(skip.output(0)->name() == "y");
+  CHECK(skip.output(3)->name() == "sum");  // read on by next_residual
+  CHECK(skip.output(0)->dtype() == DataType::kFloat16);  // for the CUDA EP, the default target
+
+  // For the CPU EP a float16 SkipLayerNormalization is slower than the ops: they stay, with why.
+  auto cpu = pass_test::ParseOptimized(HalfResidualThenLayerNorm(), 3);
+  auto on_cpu = passes::LowerForOrt(*cpu, {passes::OrtProvider::kCpu, {}});
+  REQUIRE(on_cpu.ok());
+  CHECK(on_cpu->lowered.empty());
+  REQUIRE(on_cpu->kept.size() == 1);
+  CHECK(on_cpu->kept[0].reason.starts_with("CPU EP: float16 Skip(Simplified)LayerNormalization is several times slower"));
+  CHECK(Has(OpTypes(*cpu->graph), "LayerNormalization"));
+
+  // The residual's batch is another symbol: the shapes are not provably one, the op stays.
+  auto other = pass_test::ParseOptimized(HalfResidualThenLayerNorm("float16[M,4,8]"), 3);
+  auto kept = passes::LowerForOrt(*other);
+  REQUIRE(kept.ok());
+  CHECK(kept->lowered.empty());
+  REQUIRE(kept->kept.size() == 1);
+  CHECK(kept->kept[0].reason == "the input and the residual are not provably one [B,S,H] shape");
+  CHECK(Has(OpTypes(*other->graph), "LayerNormalization"));
+}
+
 TEST_CASE("lower-for-ort: an RMSNorm without a residual is spelled as ORT's SimplifiedLayerNormFusion matches", "[passes][ort]") {
   // The residual broadcasts ([1,4,8] against the [N,4,8] product), so the kernel cannot take
   // it in: the projection stays a function and the norm alone is rewritten.
