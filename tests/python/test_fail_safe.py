@@ -108,7 +108,9 @@ def test_bench_times_the_repaired_model(fusionopt_bin, tmp_path):
     rc, stdout, stderr = run(fusionopt_bin, "bench", BERT, "-O", "3", "--warmup", "1", "--iters", "3",
                              "--json", out)
     assert rc == 0, stderr
-    assert "undone:" not in stdout and json.loads(out.read_text())["undone_fusions"] == []
+    # The fail-safe's own line; fusion timing's "timed: ... slower ..., undone:" line may appear
+    # on a noisy CPU and is another feature's report.
+    assert "whose kernels made outputs differ" not in stdout and json.loads(out.read_text())["undone_fusions"] == []
 
 
 def test_verify_options_are_checked(fusionopt_bin, tmp_path):
