@@ -83,6 +83,30 @@ def ort_session(path, level, threads, optimized_model_path=None):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def profiled_ort_kernels(model, feeds, threads, warmup, repeat, prefix):
+    """One profiled ENABLE_ALL CPU session (`SessionOptions.enable_profiling`; ORT's profile
+    covers a session's whole life, so every call makes its own): its median latency over
+    `repeat` runs after `warmup` ones, and the kernel events of the timed runs only, as
+    (node name, op type, ms) with ms summed over those runs."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.enable_profiling = True
+    options.profile_file_prefix = str(prefix)
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    median = median_latency_ms(session, feeds, warmup, repeat)
+    events = json.loads(pathlib.Path(session.end_profiling()).read_text())
+    runs = sorted(event["ts"] for event in events if event.get("name") == "model_run")
+    timed_from = runs[-repeat] if len(runs) >= repeat else 0
+    suffix = "_kernel_time"
+    kernels = [(event["name"][: -len(suffix)], event.get("args", {}).get("op_name", "?"), event["dur"] / 1e3)
+               for event in events
+               if event.get("cat") == "Node" and event.get("name", "").endswith(suffix) and event["ts"] >= timed_from]
+    return median, kernels
+
+
 # How long ORT's intra-op threads go on spinning after a run: a side timed within it shares the
 # cores with them (EfficientNet-B0 at -O3: 24.7 ms right after ORT, 13.6 ms 50 ms later, and
 # `--thread-wait auto` reads the spinners as other work and sleeps).

@@ -16,7 +16,6 @@ the round medians with their spread; --baseline-binary adds a second fusionopt b
 after the other: enough to find slow paths, not a speed comparison.
 """
 import argparse
-import json
 import os
 import re
 import statistics
@@ -26,10 +25,10 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
-from bench_common import write_report, add_corpus_arguments, corpus_models, median_latency_ms, save_inputs  # noqa: E402
+from bench_common import (write_report, add_corpus_arguments, corpus_models, profiled_ort_kernels,  # noqa: E402
+                          save_inputs)
 
 FUSIONOPT = Path(os.environ.get("FUSIONOPT_BIN", ROOT / "build" / "fusionopt"))
 OP_TYPE_ROW = re.compile(r"^\s*([0-9.]+)\s+[0-9.]+%\s+(\d+)\s+(\S+)\s*$")
@@ -58,31 +57,12 @@ def profile_fusionopt(binary, optimized, feeds, args, work):
     return {"median_ms": float(latency.group(1)) if latency else None, "ops": per_op}
 
 
-def ort_session(model, args, work):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    options.enable_profiling = True
-    options.profile_file_prefix = str(work / "ort_profile")
-    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-
-
 def profile_ort(model, feeds, args, work):
-    # A session per round: ORT's profile covers a session's whole life.
-    session = ort_session(model, args, work)
-    median = median_latency_ms(session, feeds, args.warmup, args.repeat)
-    events = json.loads(Path(session.end_profiling()).read_text())
-    runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
-    timed_from = runs[-args.repeat]["ts"] if len(runs) >= args.repeat else 0
+    median, kernels = profiled_ort_kernels(model, feeds, args.threads, args.warmup, args.repeat, work / "ort_profile")
     per_op = defaultdict(lambda: {"ms": 0.0, "nodes": set()})
-    for event in events:
-        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time") or event["ts"] < timed_from:
-            continue
-        op = event.get("args", {}).get("op_name", "?")
-        per_op[op]["ms"] += event["dur"] / 1e3 / args.repeat
-        per_op[op]["nodes"].add(event["name"])
+    for node, op, ms in kernels:
+        per_op[op]["ms"] += ms / args.repeat
+        per_op[op]["nodes"].add(node)
     return {"median_ms": median,
             "ops": {op: {"ms": round(v["ms"], 4), "nodes": len(v["nodes"])} for op, v in per_op.items()}}
 

@@ -17,7 +17,6 @@ attention kernels less the projection time that moved into them) is counted as w
 profiled session whose warmup runs are left out of the profile.
 """
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -28,8 +27,8 @@ import onnx
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, median_latency_ms,  # noqa: E402
-                          ort_session, run_fusionopt, write_report)
+from bench_common import (DEFAULT_BINARY, add_corpus_arguments, corpus_models, ort_session,  # noqa: E402
+                          profiled_ort_kernels, run_fusionopt, write_report)
 
 ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 ort.set_default_logger_severity(3)
@@ -48,32 +47,12 @@ def weight_gemm_nodes(model, threads, work):
             if node.op_type in GEMM_OPS and len(node.input) > 1 and node.input[1] in weights}
 
 
-def profiled_round(model, feeds, args, work):
-    """One session's p50 and per-run kernel time by class: weight GEMMs, attention, the rest."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ALL
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    options.enable_profiling = True
-    options.profile_file_prefix = str(work / "profile")
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-    p50 = median_latency_ms(session, feeds, args.warmup, args.repeat)
-    events = json.loads(Path(session.end_profiling()).read_text())
-    runs = sorted(event["ts"] for event in events if event.get("name") == "model_run")
-    timed_from = runs[-args.repeat] if len(runs) >= args.repeat else 0
-    return p50, events, timed_from
-
-
-def split_kernel_time(events, timed_from, gemm_nodes, repeat):
+def split_kernel_time(kernels, gemm_nodes, repeat):
+    """Per-run ms of one profiled session's kernels by class: weight GEMMs, attention, the rest."""
     ms = defaultdict(float)
-    for event in events:
-        name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith("_kernel_time") or event["ts"] < timed_from:
-            continue
-        node = name[: -len("_kernel_time")]
-        op = event.get("args", {}).get("op_name", "")
+    for node, op, duration in kernels:
         kind = "gemm" if node in gemm_nodes else "attention" if op in ATTENTION_OPS else "rest"
-        ms[kind] += event["dur"] / 1e3 / repeat
+        ms[kind] += duration / repeat
     return ms
 
 
@@ -90,9 +69,10 @@ def measure_model(entry, args, work):
     for round_index in range(args.rounds):
         order = list(sides) if round_index % 2 == 0 else list(reversed(sides))
         for name in order:
-            p50, events, timed_from = profiled_round(sides[name], feeds, args, work / name)
+            p50, kernels = profiled_ort_kernels(sides[name], feeds, args.threads, args.warmup, args.repeat,
+                                                work / name / "profile")
             p50s[name].append(p50)
-            splits[name].append(split_kernel_time(events, timed_from, gemm_nodes[name], args.repeat))
+            splits[name].append(split_kernel_time(kernels, gemm_nodes[name], args.repeat))
     result = {"model": entry.name}
     for name in sides:
         result[name] = {"p50_ms": statistics.median(p50s[name]),

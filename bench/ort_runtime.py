@@ -11,7 +11,8 @@ original / optimized (above 1: the optimized file runs faster), the nodes ORT ru
 own optimizations (its saved optimized graph: the kernels it launches per inference), what
 `--runtime ort` wrote (its report's lowered groups), and whether the outputs match ORT on the
 original (rtol 1e-3, atol 1e-4; float16 models rtol 2e-2, atol 4e-3). With --portable-side it also times ORT on the plain -O3 file,
-whose ai.fusionopt functions ORT inlines. With --onnxscript-side it also times ORT on what the
+whose ai.fusionopt functions ORT inlines. With --baseline-binary it also times ORT on another
+fusionopt build's --runtime ort output (a lowering change measured before/after in one run). With --onnxscript-side it also times ORT on what the
 tool a user would pick instead writes, onnxscript's `ort_fusions.optimize_for_ort` (needs
 onnxscript, in requirements-dev.txt), and reports where that output fails to load in ORT.
 """
@@ -36,7 +37,7 @@ ALL = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 ort.set_default_logger_severity(3)  # not ORT's note on every saved optimized graph
 RTOL, ATOL = 1e-3, 1e-4
 FP16_TOLERANCE = (2e-2, 4e-3)  # float16 models: what tests/python/test_runtime_ort.py allows them
-OURS = ("original", "runtime_ort", "portable")  # the sides whose outputs must match
+OURS = ("original", "runtime_ort", "portable", "baseline")  # the sides whose outputs must match
 
 
 def optimize(binary, model, work, name, *flags):
@@ -76,6 +77,9 @@ def measure_model(entry, args, work):
     sides = {"original": entry.path, "runtime_ort": lowered_file}
     if args.portable_side:
         sides["portable"], _ = optimize(args.binary, entry.path, work, "portable", "--target", args.target)
+    if args.baseline_binary:
+        sides["baseline"], _ = optimize(args.baseline_binary, entry.path, work, "baseline", "--runtime", "ort",
+                                        "--target", args.target)
     onnxscript_failure = None
     if args.onnxscript_side:
         fused, onnxscript_failure = onnxscript_fused(entry.path, work)
@@ -121,12 +125,15 @@ def onnxscript_cells(result):
     return f" {cell(p50['onnxscript'])}{differs} | {over:.2f} | {result['ort_nodes']['onnxscript']} |"
 
 
-def markdown(results, portable, onnxscript):
+def markdown(results, portable, onnxscript, baseline=False):
     head = "| model | ORT on original p50 ms | ORT on --runtime ort p50 ms | speed-up |"
     rule = "|---|---:|---:|---:|"
     if portable:
         head += " ORT on portable -O3 p50 ms |"
         rule += "---:|"
+    if baseline:
+        head += " ORT on the baseline build's --runtime ort p50 ms | over the baseline's | baseline's ORT nodes |"
+        rule += "---:|---:|---:|"
     if onnxscript:
         head += " ORT on onnxscript's ort_fusions p50 ms | --runtime ort over onnxscript | onnxscript's ORT nodes |"
         rule += "---:|---:|---:|"
@@ -141,6 +148,9 @@ def markdown(results, portable, onnxscript):
         row = f"| {result['model']} | {cell(p50['original'])} | {cell(p50['runtime_ort'])} | {speedup:.2f} |"
         if portable:
             row += f" {cell(p50['portable'])} |"
+        if baseline:
+            row += (f" {cell(p50['baseline'])} | {p50['baseline']['median'] / p50['runtime_ort']['median']:.2f} |"
+                    f" {result['ort_nodes']['baseline']} |")
         if onnxscript:
             row += onnxscript_cells(result)
         nodes = result["ort_nodes"]
@@ -172,6 +182,9 @@ def main():
     parser.add_argument("--target", default="cpu",
                         help="fusionopt's --target, which decides -O3's fusions before the lowering: cpu (the "
                              "default) decides and times them on this CPU, where this script runs ORT")
+    parser.add_argument("--baseline-binary", type=Path,
+                        help="also time ORT on another fusionopt build's --runtime ort output (before/after a "
+                             "lowering change, in the same run)")
     parser.add_argument("--onnxscript-side", action="store_true",
                         help="also time ORT on onnxscript's ort_fusions.optimize_for_ort output")
     args = parser.parse_args()
@@ -184,14 +197,14 @@ def main():
     for entry in corpus_models(args):
         with tempfile.TemporaryDirectory(prefix="fusionopt-ort-") as name:
             work = Path(name)
-            for side in ("original", "runtime_ort", "portable", "onnxscript"):
+            for side in ("original", "runtime_ort", "portable", "baseline", "onnxscript"):
                 (work / side).mkdir()
             result = measure_model(entry, args, work)
         results.append(result)
         p50 = result["p50_ms"]
         print(f"{entry.name}: {p50['original']['median'] / p50['runtime_ort']['median']:.2f}x, "
               f"matches {result['matches']}", file=sys.stderr)
-    write_report(markdown(results, args.portable_side, args.onnxscript_side), results, args)
+    write_report(markdown(results, args.portable_side, args.onnxscript_side, bool(args.baseline_binary)), results, args)
     # onnxscript's mismatches are its own, reported in its cells; only ours fail the run.
     if not all(all(match for side, match in result["matches"].items() if side in OURS) for result in results):
         sys.exit("error: an optimized model's outputs differ from ORT on the original")

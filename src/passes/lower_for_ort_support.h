@@ -125,8 +125,6 @@ Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t 
 // `operand` [B,S,Hkv·D] with each head repeated `repeats` times, as [B,S,Hkv·n·D].
 Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_heads, int64_t repeats, int64_t head_size);
 
-// A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention.
-// `shared`: what earlier layers already wrote (mask biases and expansions, rotary caches).
 // Q, K and V reached through layout chains over one packed [B,S,3·H·D] projection
 // (lower_for_ort_packed.cc): which call input, the heads, and which third each reads.
 struct PackedOperands {
@@ -154,6 +152,9 @@ class TrialModels {
 std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
                                 PackedOperands& packed);
 
+// A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention,
+// the form picked per provider and key count (ort_kernel_choice.h). `shared`: what earlier
+// layers already wrote (mask biases and expansions, rotary caches).
 Outcome LowerAttention(Model& model, Graph& graph, Node& call, const FusedAttention& attention,
                        SharedValues& shared, TrialModels& trials, const OrtLoweringOptions& options);
 
@@ -164,10 +165,12 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
 // A standard LayerNormalization op (the dynamo exports write it; -O3 leaves it unfused) as
 // SkipLayerNormalization when something before it can go into the kernel: a fused contraction's
 // residual sum (pre-norm ViT, CLIP, Whisper; post-norm BERT), as for a fused LayerNorm there; or
-// an Add of a [1,S,H] value to a [B,S,H] one (ViT's, CLIP's and GPT-2's position embeddings),
-// which ORT's kernel broadcasts but its SkipLayerNormFusion does not match. Kept, with the
-// matcher's reason, where its statistics are read; an empty Outcome where there is nothing to
-// take in (ORT's own fusion handles an Add of equal shapes).
+// a residual Add of two values of one provable [B,S,H] shape (GPT-2's fp16 stream, where ORT's
+// own SkipLayerNormFusion cannot prove the shapes), or of a [1,S,H] value to a [B,S,H] one (ViT's,
+// CLIP's and GPT-2's position embeddings), which ORT's kernel broadcasts but its fusion does not
+// match. Kept, with the reason, where its statistics are read, the shapes are not provable, or the
+// provider runs the ops faster (float16 on the CPU EP); an empty Outcome where there is nothing
+// before it to take in.
 Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm, OrtProvider provider);
 
 }  // namespace fusionopt::passes::ort_lowering

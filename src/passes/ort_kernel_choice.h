@@ -54,10 +54,11 @@ AttentionKernelChoice ChooseAttentionKernel(OrtProvider provider, std::optional<
 
 // Why `provider` runs a residual norm of `dtype` faster as the ops than as
 // Skip(Simplified)LayerNormalization (empty when the kernel is the faster). On the CPU EP a
-// float16 SkipLayerNormalization takes 0.85 ms a norm on GPT-2's fp16 export, where
-// LayerNormalization and Add take 0.1 ms (ORT's profile, onnxruntime 1.32, 2 threads; the whole
-// model 6% slower with the kernel): its float16 path converts element by element, and the
-// simplified variant shares that code. float32, and the CUDA EP, take the kernel.
+// float16 SkipLayerNormalization took 0.85 ms a norm on GPT-2's fp16 export where
+// LayerNormalization and Add took 0.1 ms (ORT's profile, onnxruntime 1.32, 2 threads), and BERT
+// fp16 runs 1.03x faster with its norms left as ops (bench/ort_runtime.py --baseline-binary;
+// docs/benchmarks.md). The simplified variant shares that kernel's code. float32, and the CUDA
+// EP, take the kernel.
 std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype);
 
 }  // namespace fusionopt::passes

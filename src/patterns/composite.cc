@@ -29,8 +29,13 @@ std::optional<double> ScalarConstant(const Value* value) {
   return std::nullopt;
 }
 
-bool Near(double value, double expected) {
-  return std::isfinite(value) && std::abs(value - expected) <= kConstantTolerance * std::abs(expected);
+bool Near(double value, double expected) { return Near(value, expected, DataType::kFloat); }
+
+bool Near(double value, double expected, DataType stored_as) {
+  const double tolerance = stored_as == DataType::kFloat16    ? std::ldexp(1.0, -11)
+                           : stored_as == DataType::kBFloat16 ? std::ldexp(1.0, -8)
+                                                              : kConstantTolerance;
+  return std::isfinite(value) && std::abs(value - expected) <= tolerance * std::abs(expected);
 }
 
 bool IsScalarConstantNear(const Value* value, double expected) {

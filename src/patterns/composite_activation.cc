@@ -41,17 +41,6 @@ std::optional<ScaledBy> ScaledByConstant(const Value* value) {
   return std::nullopt;
 }
 
-// Whether a GELU constant stored as `scaled.type` is `expected` as that type holds it: a float16
-// export writes 1/sqrt(2) as 0.70703 and 0.044715 as 0.044708, within half a unit in the last
-// place of the exact value (2^-11 of it; bfloat16's 2^-8), while float32 keeps the shared 1e-6.
-bool NearInItsType(const ScaledBy& scaled, double expected) {
-  const double half_ulp = scaled.type == DataType::kFloat16 ? std::ldexp(1.0, -11)
-                          : scaled.type == DataType::kBFloat16 ? std::ldexp(1.0, -8)
-                                                                : 0.0;
-  if (half_ulp == 0.0) return Near(scaled.constant, expected);
-  return std::isfinite(scaled.constant) && std::abs(scaled.constant - expected) <= half_ulp * std::abs(expected);
-}
-
 // Whether `node` computes value · 0.5 (either order) or value / 2.
 bool Halves(const Node* node, const Value* value) {
   if (IsOp(node, "Mul")) {
@@ -179,7 +168,7 @@ CompositeSearch MatchErfGelu(Node& erf) {
   match.kind = CompositeKind::kGelu;
   match.gelu_form = GeluForm::kErf;
   double expected = argument->divides ? kSqrt2 : 1.0 / kSqrt2;
-  if (!NearInItsType(*argument, expected)) return NearMiss(match.kind, "the erf argument is not x/sqrt(2)");
+  if (!Near(argument->constant, expected, argument->type)) return NearMiss(match.kind, "the erf argument is not x/sqrt(2)");
   Node* plus_one = PlusOne(erf.output(0));
   if (plus_one == nullptr) return NearMiss(match.kind, "erf is not followed by 1 + erf");
   match.nodes = {erf.input(0)->producer(), &erf};
@@ -200,8 +189,8 @@ CompositeSearch MatchTanhGelu(Node& tanh) {
     CompositeMatch match;
     match.kind = CompositeKind::kGelu;
     match.gelu_form = GeluForm::kTanh;
-    if (!NearInItsType(*argument, kSqrt2OverPi)) return NearMiss(match.kind, "the tanh argument is not scaled by sqrt(2/pi)");
-    if (!NearInItsType(*cubic, kCubicCoefficient)) return NearMiss(match.kind, "the cubic coefficient is not 0.044715");
+    if (!Near(argument->constant, kSqrt2OverPi, argument->type)) return NearMiss(match.kind, "the tanh argument is not scaled by sqrt(2/pi)");
+    if (!Near(cubic->constant, kCubicCoefficient, cubic->type)) return NearMiss(match.kind, "the cubic coefficient is not 0.044715");
     Node* plus_one = PlusOne(tanh.output(0));
     if (plus_one == nullptr) return NearMiss(match.kind, "tanh is not followed by 1 + tanh");
     match.nodes = cube;

@@ -20,6 +20,10 @@ Node* ProducerOp(const Value* value, std::string_view op_type);
 // The value as one number: a one-element numeric constant that callers cannot override.
 std::optional<double> ScalarConstant(const Value* value);
 bool Near(double value, double expected);
+// Near, for a constant stored as `stored_as`: float16 and bfloat16 constants are the exact value
+// rounded to that type, so they match within half an ulp of it (2^-11 and 2^-8 of the value: a
+// float16 export holds √2 as 1.4140625); any other type within kConstantTolerance.
+bool Near(double value, double expected, DataType stored_as);
 bool IsScalarConstantNear(const Value* value, double expected);
 // `node` (a binary op) reads `value` at one input; the other input, or null.
 Value* OtherOperand(const Node& node, const Value* value);

@@ -139,6 +139,20 @@ def test_ort_runtime_times_ort_on_both_files_and_checks_outputs(fusionopt_bin, t
     assert "| bert_dynamo18_sdpa |" in table and "geometric mean speed-up" in table
 
 
+def test_ort_runtime_times_a_baseline_builds_output_beside_ours(fusionopt_bin, tmp_path):
+    """--baseline-binary: ORT on another fusionopt build's --runtime ort output is a side of the
+    same run, its outputs checked like ours. Given the same build, it writes the same graph: the
+    same ORT nodes, and a ratio column over it."""
+    out = tmp_path / "ort.json"
+    table = run_script("ort_runtime.py", "--only", "gpt2_dynamo18_sdpa_fp16", "--warmup", "1", "--repeat", "2",
+                       "--rounds", "2", "--baseline-binary", fusionopt_bin, "--json", out, env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    assert set(result["p50_ms"]) == {"original", "runtime_ort", "baseline"}
+    assert result["matches"] == {"original": True, "runtime_ort": True, "baseline": True}
+    assert result["ort_nodes"]["baseline"] == result["ort_nodes"]["runtime_ort"]
+    assert "over the baseline's" in table
+
+
 def test_ort_runtime_compares_with_onnxscripts_ort_fusions(fusionopt_bin, tmp_path):
     """--onnxscript-side: ORT on onnxscript's ort_fusions output is timed beside ours where it
     loads, and where it does not (GPT-2's Gemm on rank-3 input) the table says why."""
