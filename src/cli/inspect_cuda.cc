@@ -27,12 +27,15 @@ ordered_json PlanJson(const std::string& path, int arch, const cuda::CudaPlanSum
                      {"launches", node.launches},
                      {"unsupported", node.unsupported.empty() ? nullptr : ordered_json(node.unsupported)}});
   }
+  ordered_json inlined = ordered_json::array();
+  for (const auto& [node, reason] : plan.inlined_because) inlined.push_back({{"node", node}, {"reason", reason}});
   return {{"file", path},
           {"arch", arch},
           {"kernels", plan.kernels},
           {"launches_per_inference", plan.launches_per_inference},
           {"unsupported", plan.unsupported},
           {"fused_nodes_inlined", plan.fused_nodes_inlined},
+          {"inlined", inlined},
           {"peak_intermediate_bytes", plan.peak_intermediate_bytes},
           {"workspace_bytes", plan.workspace_bytes},
           {"nodes", nodes}};
@@ -43,6 +46,9 @@ void PrintPlan(const cuda::CudaPlanSummary& plan, int arch) {
   for (const cuda::PlannedNode& node : plan.nodes) {
     std::string how = node.unsupported.empty() ? node.implementation : "UNSUPPORTED: " + node.unsupported;
     std::printf("%-40s %-36s %8u  %s\n", node.node.c_str(), node.op.c_str(), node.launches, OneLine(how).c_str());
+  }
+  for (const auto& [node, reason] : plan.inlined_because) {
+    std::printf("fused node %s runs as its body's ops: %s\n", node.c_str(), OneLine(reason).c_str());
   }
   std::printf("sm_%d: %lld kernels, %lld launches per inference, %lld nodes unsupported, %lld fused nodes run as "
               "their body's ops; intermediates peak at %.2f MB, workspace %.2f MB\n",

@@ -81,20 +81,7 @@ std::optional<std::vector<double>> InferenceContext::InputFloats(size_t index) c
 }
 
 std::optional<SymbolicData> InferenceContext::InputData(size_t index) const {
-  const Value* value = node_.input(index);
-  if (value == nullptr) return std::nullopt;
-  if (const SymbolicData* tracked = state_.DataOf(value)) return *tracked;
-  TensorPtr constant = InputConstant(index);
-  if (constant == nullptr || constant->dims().size() > 1 ||
-      constant->NumElements() > static_cast<int64_t>(kMaxSymbolicElements)) {
-    return std::nullopt;
-  }
-  auto ints = constant->AsInt64s();
-  if (!ints) return std::nullopt;
-  SymbolicData data;
-  data.is_scalar = constant->dims().empty();
-  for (int64_t element : *ints) data.elements.push_back(SymbolicInt::Known(element));
-  return data;
+  return state_.ContentOf(node_.input(index));
 }
 
 IntListArgument InferenceContext::ReadIntList(std::string_view attribute, size_t input_index,

@@ -149,6 +149,10 @@ class InferenceState {
   void MergeDtype(Value& value, DataType dtype, const std::string& where);
   void MergeShape(Value& value, const Shape& shape, const std::string& where);
   const SymbolicData* DataOf(const Value* value) const;
+  // The content of `value` as far as it is known: tracked data, else a small integer constant
+  // (initializer or Constant node). What a node's shape rule, or a called function's body,
+  // sees of an argument.
+  std::optional<SymbolicData> ContentOf(const Value* value) const;
   // Whether an initializer listed as a graph input may be replaced by the caller's tensor.
   // IR version 3 lists every initializer as an input, so there they are constants (as in
   // onnxruntime); from IR version 4 on such an initializer is only a default.

@@ -106,7 +106,8 @@ void InferenceState::InferFunctionCall(Node& node, const Function& function) {
   for (const Value* input : node.inputs()) {
     if (input != nullptr) {
       AppendType(input->type(), key);
-      AppendData(DataOf(input), key);
+      std::optional<SymbolicData> content = ContentOf(input);
+      AppendData(content ? &*content : nullptr, key);
     }
     key += "|";
   }
@@ -129,7 +130,8 @@ FunctionCallResult InferenceState::InferFunctionBody(const Node& node, const Fun
     // The argument describes this call; a type the function declared is only a fallback.
     const ValueType& given = argument->type();
     if (!given.is_tensor() || given.dtype != DataType::kUndefined || given.shape) parameter.type() = given;
-    if (const SymbolicData* data = DataOf(argument)) inner.SetData(&parameter, *data);
+    // Constant arguments too: a Reshape target folded into an initializer still shapes the body.
+    if (std::optional<SymbolicData> data = ContentOf(argument)) inner.SetData(&parameter, std::move(*data));
   }
   calls_->in_progress.push_back(&function);
   inner.InferGraph(body);

@@ -3,6 +3,7 @@
 #include "shape_inference/shape_inference.h"
 
 #include "shape_inference/context.h"
+#include "ir/constant_value.h"
 
 namespace fusionopt {
 namespace shape_inference {
@@ -160,6 +161,22 @@ void InferenceState::MarkImproved(Value& value) { improved_.insert(&value); }
 const SymbolicData* InferenceState::DataOf(const Value* value) const {
   auto it = data_.find(value);
   return it == data_.end() ? nullptr : &it->second;
+}
+
+std::optional<SymbolicData> InferenceState::ContentOf(const Value* value) const {
+  if (value == nullptr) return std::nullopt;
+  if (const SymbolicData* tracked = DataOf(value)) return *tracked;
+  TensorPtr constant = ConstantValueOf(*value, InitializersOverridable());
+  if (constant == nullptr || constant->dims().size() > 1 ||
+      constant->NumElements() > static_cast<int64_t>(kMaxSymbolicElements)) {
+    return std::nullopt;
+  }
+  auto ints = constant->AsInt64s();
+  if (!ints) return std::nullopt;
+  SymbolicData data;
+  data.is_scalar = constant->dims().empty();
+  for (int64_t element : *ints) data.elements.push_back(SymbolicInt::Known(element));
+  return data;
 }
 
 void InferenceState::SetData(const Value* value, SymbolicData data) {

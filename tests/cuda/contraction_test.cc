@@ -227,6 +227,27 @@ TEST_CASE("contraction plan: Conv geometry and what cuDNN cannot fuse", "[cuda][
     CHECK(conv.fused());
     CHECK(plan.remainder == nullptr);
   }
+  SECTION("a 1-D Conv is the 2-D Conv of height 1: Whisper's stem, stride 2 with a [M,1] bias Add and a residual") {
+    ContractionPlan plan = PlanOf(FusedModel(
+        "(float[2,16,32] %x, float[8,16,3] %w, float[8,1] %b, float[2,8,16] %r) -> (float[2,8,16] %y)",
+        {"x", "w", "b", "r"}, {"y"},
+        "  %c = Conv(%x, %w) {pads: [1, 1], strides: [2]}\n  %d = Add(%c, %b)\n  %y = Add(%d, %r)\n"));
+    const ConvPlan& conv = std::get<ConvPlan>(plan.core);
+    CHECK(conv.x_dims == std::array<int64_t, 4>{2, 16, 1, 32});
+    CHECK(conv.w_dims == std::array<int64_t, 4>{8, 16, 1, 3});
+    CHECK(conv.y_dims == std::array<int64_t, 4>{2, 8, 1, 16});
+    CHECK(conv.pads == std::array<int64_t, 2>{0, 1});
+    CHECK(conv.strides == std::array<int64_t, 2>{1, 2});
+    CHECK(conv.bias.input == 2);
+    CHECK(conv.residual.input == 3);
+    CHECK(plan.remainder == nullptr);
+  }
+  SECTION("a 1-D Conv padded on one side only is declined like a 2-D one") {
+    Status status = PlanStatus(SingleNode("(float[1,4,8] %x, float[4,4,3] %w) -> (float[1,4,7] %y)",
+                                          "%y = Conv(%x, %w) {pads: [0, 1]}"));
+    CHECK(status.code() == ErrorCode::kUnsupported);
+    CHECK_THAT(status.message(), Catch::Contains("asymmetric"));
+  }
   SECTION("asymmetric SAME padding is declined") {
     Status status = PlanStatus(SingleNode("(float[1,4,8,8] %x, float[4,4,3,3] %w) -> (float[1,4,4,4] %y)",
                                           "%y = Conv(%x, %w) {strides: [2, 2], auto_pad: \"SAME_UPPER\"}"));

@@ -108,6 +108,67 @@ TEST_CASE("generated data movement kernels give the CPU runtime's numbers", "[cu
   CheckAgainstCpu(Model1("(float[2,3] %x) -> (float[4,9] %y)", "  init int64[2] %r = [2, 3]\n", "%y = Tile(%x, %r)"));
 }
 
+TEST_CASE("generated GatherElements and GatherND give the CPU runtime's numbers", "[cuda][codegen][host]") {
+  CheckAgainstCpu(Model1("(float[3,5] %x) -> (float[3,4] %y)", "  init int64[3,4] %i = [0, 4, -1, 2, 1, 1, 3, 0, 4, 2, -5, 3]\n",
+                         "%y = GatherElements(%x, %i) {axis: 1}"));
+  CheckAgainstCpu(Model1("(float[4,3] %x) -> (float[2,3] %y)", "  init int32[2,3] %i = [3, 0, 1, -4, 2, 0]\n",
+                         "%y = GatherElements(%x, %i) {axis: 0}"));
+  // The dynamo exporter's mask expansion: [B,S] gathered by [B,1,1,S,2] coordinates.
+  CheckAgainstCpu(Model1("(float[2,3] %x) -> (float[2,1,1,3] %y)",
+                         "  init int64[2,1,1,3,2] %i = [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, -1]\n", "%y = GatherND(%x, %i)"));
+  CheckAgainstCpu(Model1("(float[2,3,4] %x) -> (float[2,4] %y)", "  init int64[2,1] %i = [2, 0]\n",
+                         "%y = GatherND(%x, %i) {batch_dims: 1}"));
+  CheckAgainstCpu(Model1("(float[3,4,2] %x) -> (float[2,2] %y)", "  init int64[2,2] %i = [0, 3, 2, 1]\n", "%y = GatherND(%x, %i)"));
+}
+
+TEST_CASE("generated CumSum and strided-axis softmax give the CPU runtime's numbers", "[cuda][codegen][host]") {
+  CheckAgainstCpu(Model1("(float[2,5,3] %x) -> (float[2,5,3] %y)", "  init int64[] %a = [1]\n", "%y = CumSum(%x, %a)"), 1e-5);
+  CheckAgainstCpu(Model1("(float[2,5,3] %x) -> (float[2,5,3] %y)", "  init int64[] %a = [-1]\n",
+                         "%y = CumSum(%x, %a) {exclusive: 1, reverse: 1}"),
+                  1e-5);
+  CheckAgainstCpu(Model1("(int64[2,6] %x) -> (int64[2,6] %y)", "  init int32[] %a = [1]\n", "%y = CumSum(%x, %a)"));
+  // YOLO's distribution focal loss head: a softmax over the 16 bins of axis 1.
+  CheckAgainstCpu(Model1("(float[1,16,4,6] %x) -> (float[1,16,4,6] %y)", "", "%y = Softmax(%x) {axis: 1}", 13), 1e-5);
+  CheckAgainstCpu(Model1("(float[2,5,3] %x) -> (float[2,5,3] %y)", "", "%y = LogSoftmax(%x) {axis: -2}", 13), 1e-5);
+}
+
+TEST_CASE("generated Resize gives the CPU runtime's numbers", "[cuda][codegen][host]") {
+  // YOLOv8's upsample: nearest, asymmetric, floor, scales [1,1,2,2].
+  CheckAgainstCpu(Model1("(float[1,2,3,3] %x) -> (float[1,2,6,6] %y)", "  init float[4] %s = [1.0, 1.0, 2.0, 2.0]\n",
+                         "%y = Resize(%x, , %s) {mode: \"nearest\", coordinate_transformation_mode: \"asymmetric\", "
+                         "nearest_mode: \"floor\"}",
+                         18));
+  CheckAgainstCpu(Model1("(float[1,2,4,5] %x) -> (float[1,2,7,3] %y)", "  init int64[4] %z = [1, 2, 7, 3]\n",
+                         "%y = Resize(%x, , , %z) {mode: \"linear\"}", 18),
+                  1e-5);
+  CheckAgainstCpu(Model1("(float[1,1,4,4] %x) -> (float[1,1,6,6] %y)", "  init int64[4] %z = [1, 1, 6, 6]\n",
+                         "%y = Resize(%x, , , %z) {mode: \"cubic\", coordinate_transformation_mode: \"align_corners\", "
+                         "exclude_outside: 1}",
+                         18),
+                  1e-5);
+  CheckAgainstCpu(Model1("(float[1,1,5,5] %x) -> (float[1,1,3,3] %y)", "  init float[8] %r = [0, 0, 0.1, 0.2, 1, 1, 1.2, 0.9]\n"
+                         "  init int64[4] %z = [1, 1, 3, 3]\n",
+                         "%y = Resize(%x, %r, , %z) {mode: \"linear\", coordinate_transformation_mode: \"tf_crop_and_resize\", "
+                         "extrapolation_value: 2.5}",
+                         18),
+                  1e-5);
+  CheckAgainstCpu(Model1("(float16[1,2,3,4] %x) -> (float16[1,2,6,8] %y)", "  init float[4] %s = [1.0, 1.0, 2.0, 2.0]\n",
+                         "%y = Resize(%x, , %s) {mode: \"linear\", coordinate_transformation_mode: \"pytorch_half_pixel\"}", 18),
+                  1e-3);
+}
+
+TEST_CASE("generated RotaryEmbedding gives the CPU runtime's numbers", "[cuda][codegen][host]") {
+  CheckAgainstCpu(Model1("(float[2,3,4,8] %x, float[2,4,4] %c, float[2,4,4] %s) -> (float[2,3,4,8] %y)", "",
+                         "%y = RotaryEmbedding(%x, %c, %s)", 23),
+                  1e-5);
+  CheckAgainstCpu(Model1("(float[2,4,12] %x, float[1,4,2] %c, float[1,4,2] %s) -> (float[2,4,12] %y)", "",
+                         "%y = RotaryEmbedding(%x, %c, %s) {num_heads: 2, interleaved: 1, rotary_embedding_dim: 4}", 23),
+                  1e-5);
+  CheckAgainstCpu(Model1("(float16[1,2,3,8] %x, float16[1,3,4] %c, float16[1,3,4] %s) -> (float16[1,2,3,8] %y)", "",
+                         "%y = RotaryEmbedding(%x, %c, %s)", 23),
+                  1e-3);
+}
+
 TEST_CASE("generated window pooling kernels give the CPU runtime's numbers", "[cuda][codegen][host]") {
   CheckAgainstCpu(Model1("(float[1,2,7,7] %x) -> (float[1,2,4,4] %y)", "",
                          "%y = MaxPool(%x) {kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1]}"));

@@ -203,3 +203,30 @@ def test_o3_reaches_the_forms_structure(optimized, fusionopt, tmp_path, entry):
     if entry.info["kind"] in ("cnn", "detector"):
         ort_count = ort_kernels(fusionopt, entry, tmp_path)
         assert result.launches <= ort_count, f"-O3 leaves {result.launches} kernels, ORT ENABLE_ALL {ort_count}"
+
+
+CUDA_LIBRARY = lib.REPO_ROOT / "build" / "libfusionopt_cuda.so"
+
+
+@pytest.mark.parametrize("level", [0, 3], ids=["O0", "O3"])
+@pytest.mark.parametrize("entry", params())
+def test_every_node_plans_on_cuda(optimized, fusionopt, entry, level):
+    """Issue 28: every fixture, every exporter form, plans on the CUDA backend in a compile-only
+    context (kernels generated and compiled by NVRTC, library calls planned; no GPU) at the
+    manifest's input sizes, with a kernel, a view or a constant for every node. Dynamo exports
+    declare symbolic value_info for every intermediate; the plan re-infers them at these sizes."""
+    if not CUDA_LIBRARY.is_file():
+        pytest.skip(f"{CUDA_LIBRARY} was not built (no CUDA toolkit)")
+    result = optimized(entry, level)
+    shapes = [arg for spec in entry.info["inputs"]
+              for arg in ("--shape", f"{spec['name']}={'x'.join(map(str, spec['shape']))}")]
+    rc, stdout, stderr = fusionopt("inspect", result.path, "--cuda", "--json", *shapes, timeout=600)
+    plan = json.loads(stdout)
+    unsupported = [(node["op"], node["node"], node["unsupported"]) for node in plan["nodes"] if node["unsupported"]]
+    assert not unsupported and rc == lib.EXIT_OK, unsupported or stderr
+    kernels = [node for node in plan["nodes"] if node["launches"] > 0]
+    assert plan["kernels"] == len(kernels) > 0
+    assert plan["launches_per_inference"] == sum(node["launches"] for node in plan["nodes"])
+    # A fused node the plugin cannot run is inlined into its body's ops, each with the reason.
+    assert len(plan["inlined"]) == plan["fused_nodes_inlined"]
+    assert all(item["reason"] for item in plan["inlined"]), plan["inlined"]

@@ -541,6 +541,35 @@ function ai.fusionopt::SqueezeOne (%a) -> (%r) opset "" 11 {
   CHECK(body.inputs()[0]->dtype() == DataType::kUndefined);
 }
 
+TEST_CASE("a constant argument's content reaches the called body", "[shape][function]") {
+  // What the CUDA backend's planning sees once shape arithmetic is folded: the attention body's
+  // Reshape targets are initializers [1,8,-1,8] and [1,8,-1], whose -1 the body resolves only
+  // when it reads their values. Two calls with other targets are inferred apart.
+  auto model = ParseOrFail(R"(ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[1,8,32] %x) -> (%y, %z)
+  init int64[4] %split_heads = [1, 8, -1, 8]
+  init int64[3] %merge = [1, 8, -1]
+  init int64[3] %flat = [1, -1, 1]
+{
+  %y = ai.fusionopt::Heads(%x, %split_heads, %merge)
+  %z = ai.fusionopt::Heads(%x, %split_heads, %flat)
+}
+
+function ai.fusionopt::Heads (%a, %s, %m) -> (%r) opset "" 17 {
+  %h = Reshape(%a, %s) {allowzero: 1}
+  %t = Transpose(%h) {perm: [0, 2, 1, 3]}
+  %u = Transpose(%t) {perm: [0, 2, 1, 3]}
+  %r = Reshape(%u, %m) {allowzero: 1}
+}
+)");
+  ShapeInferenceReport report = InferShapes(*model);
+  CHECK(report.error.ok());
+  CHECK(TypeOfValue(*model, "y") == "float[1,8,32]");
+  CHECK(TypeOfValue(*model, "z") == "float[1,256,1]");
+}
+
 TEST_CASE("a function calling itself is an InvalidModel error naming the chain", "[shape][function]") {
   auto model = ParseOrFail(R"(ir_version 8
 opset "" 17

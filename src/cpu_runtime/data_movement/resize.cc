@@ -1,4 +1,5 @@
-// Resize (opsets 10-19) and Upsample (7-9).
+// Resize (opsets 10-19) and Upsample (7-9) on the CPU: the samplings of ir/resize_sampling.h
+// applied.
 //
 // Nearest is a gather by per-axis index tables, byte-wise, so it works for every dtype; an
 // output row whose source row equals the previous one's (upsampling the outer axes) is a
@@ -10,7 +11,7 @@
 
 #include "cpu_runtime/data_movement/common.h"
 #include "cpu_runtime/data_movement/kernels.h"
-#include "cpu_runtime/data_movement/resize.h"
+#include "ir/resize_sampling.h"
 
 namespace fusionopt::cpu::data_movement {
 namespace {
@@ -220,20 +221,11 @@ Status FromCompute(const C* values, RtTensor& out) {
 template <typename C>
 Status Interpolate(const RtTensor& input, RtTensor& out, const std::vector<AxisSampling>& samplings,
                    double extrapolation) {
-  std::vector<size_t> order;
-  for (size_t k = 0; k < samplings.size(); ++k) {
-    if (!samplings[k].IsIdentity()) order.push_back(k);
-  }
+  const std::vector<size_t> order = InterpolationOrder(samplings);
   if (order.empty()) {
     ParallelMemcpy(out.raw(), input.raw(), input.nbytes());
     return Status::Ok();
   }
-  // Shrinking axes first, and among equal ratios the innermost first: its gather pass is
-  // the costly one, best run while the tensor is smallest.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    int64_t lhs = samplings[a].out_size * samplings[b].in_size, rhs = samplings[b].out_size * samplings[a].in_size;
-    return lhs != rhs ? lhs < rhs : a > b;
-  });
   std::vector<C> buffers[2];
   const C* source = input.data<C>();
   if (input.dtype() != kComputeType<C>) {
@@ -259,195 +251,55 @@ Status Interpolate(const RtTensor& input, RtTensor& out, const std::vector<AxisS
   return direct_output ? Status::Ok() : FromCompute<C>(source, out);
 }
 
-struct Geometry {
-  std::vector<int64_t> out_dims;
-  std::vector<double> scales;
-  std::vector<double> roi_start, roi_end;
-};
-
-enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
-
 class ResizeKernel : public Kernel {
  public:
-  Status Init(const KernelInfo& info);
+  Status Init(const KernelInfo& info) {
+    Result<ResizeAttributes> attributes = ReadResizeAttributes(info.node, info.opset);
+    if (!attributes.ok()) return info.Error(attributes.status().message());
+    attributes_ = std::move(attributes).value();
+    return Status::Ok();
+  }
   Status Compute(KernelContext& context) override;
 
- protected:
-  bool upsample_ = false;
-
  private:
-  Result<Geometry> ResolveGeometry(const KernelContext& context, const RtTensor& input) const;
-  Status ApplyScales(const std::vector<double>& scales, const std::vector<int64_t>& axes, Geometry& geometry) const;
-  Status ApplySizes(const std::vector<int64_t>& sizes, const std::vector<int64_t>& axes, Geometry& geometry) const;
+  Result<ResizeGeometry> ResolveGeometry(const KernelContext& context, const RtTensor& input) const;
 
-  ResizeOptions options_;
-  AspectPolicy policy_ = AspectPolicy::kStretch;
-  std::optional<std::vector<int64_t>> axes_;
-  std::optional<std::vector<float>> scales_attribute_;  // Upsample-7
-  size_t scales_input_ = 1;
-  std::optional<size_t> roi_input_, sizes_input_;
+  ResizeAttributes attributes_;
 };
 
-class UpsampleKernel : public ResizeKernel {
- public:
-  UpsampleKernel() { upsample_ = true; }
-};
-
-Status ResizeKernel::Init(const KernelInfo& info) {
-  const Node& node = info.node;
-  std::string mode = node.GetString("mode", "nearest");
-  bool legacy = upsample_ || info.opset < 11;
-  if (mode == "nearest") {
-    options_.mode = ResizeMode::kNearest;
-  } else if (mode == "linear") {
-    options_.mode = ResizeMode::kLinear;
-  } else if (mode == "cubic" && !legacy) {
-    options_.mode = ResizeMode::kCubic;
-  } else {
-    return info.Error("unknown mode '" + mode + "'");
+Result<ResizeGeometry> ResizeKernel::ResolveGeometry(const KernelContext& context, const RtTensor& input) const {
+  std::vector<double> roi, scales;
+  if (attributes_.options.coordinates == CoordinateMode::kTfCropAndResize && attributes_.roi_input &&
+      context.has_input(*attributes_.roi_input)) {
+    const RtTensor& tensor = *context.input(*attributes_.roi_input);
+    for (int64_t i = 0; i < tensor.NumElements(); ++i) roi.push_back(tensor.ValueAsDouble(i));
   }
-  if (legacy) {
-    // Upsample and Resize-10 name no coordinate mapping; theirs is asymmetric.
-    options_.coordinates = CoordinateMode::kAsymmetric;
-    options_.nearest = NearestMode::kSimple;
-    if (upsample_ && info.opset < 9) {
-      const Attribute* scales = node.FindAttribute("scales");
-      if (scales == nullptr || scales->kind != AttributeKind::kFloats) {
-        return info.Error("the scales attribute is required");
-      }
-      scales_attribute_ = scales->floats;
-    }
-    return Status::Ok();
-  }
-  Result<CoordinateMode> coordinates =
-      ParseCoordinateMode(node.GetString("coordinate_transformation_mode", "half_pixel"), info.opset);
-  if (!coordinates.ok()) return info.Error(coordinates.status().message());
-  options_.coordinates = coordinates.value();
-  Result<NearestMode> nearest = ParseNearestMode(node.GetString("nearest_mode", "round_prefer_floor"));
-  if (!nearest.ok()) return info.Error(nearest.status().message());
-  options_.nearest = nearest.value();
-  options_.cubic_a = node.GetFloat("cubic_coeff_a", -0.75f);
-  options_.exclude_outside = node.GetInt("exclude_outside", 0) != 0;
-  options_.extrapolation_value = node.GetFloat("extrapolation_value", 0.0f);
-  scales_input_ = 2;
-  roi_input_ = 1;
-  sizes_input_ = 3;
-  if (info.opset >= 18) {
-    options_.antialias = node.GetInt("antialias", 0) != 0 && options_.mode != ResizeMode::kNearest;
-    axes_ = node.GetInts("axes");
-    std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
-    if (policy == "not_larger") {
-      policy_ = AspectPolicy::kNotLarger;
-    } else if (policy == "not_smaller") {
-      policy_ = AspectPolicy::kNotSmaller;
-    } else if (policy != "stretch") {
-      return info.Error("unknown keep_aspect_ratio_policy '" + policy + "'");
-    }
-  }
-  return Status::Ok();
-}
-
-Status ResizeKernel::ApplyScales(const std::vector<double>& scales, const std::vector<int64_t>& axes,
-                                 Geometry& geometry) const {
-  if (scales.size() != axes.size()) {
-    return InvalidModel("scales has " + std::to_string(scales.size()) + " entries for " +
-                        std::to_string(axes.size()) + " axes");
-  }
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (!(scales[i] > 0.0)) return InvalidModel("scales must be positive");
-    geometry.scales[axes[i]] = scales[i];
-    double size = std::floor(scales[i] * static_cast<double>(geometry.out_dims[axes[i]]));
-    if (size > 1e15) return InvalidModel("scale " + std::to_string(scales[i]) + " makes the output too large");
-    geometry.out_dims[axes[i]] = static_cast<int64_t>(size);
-  }
-  return Status::Ok();
-}
-
-Status ResizeKernel::ApplySizes(const std::vector<int64_t>& sizes, const std::vector<int64_t>& axes,
-                                Geometry& geometry) const {
-  if (sizes.size() != axes.size()) {
-    return InvalidModel("sizes has " + std::to_string(sizes.size()) + " entries for " + std::to_string(axes.size()) +
-                        " axes");
-  }
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t in = geometry.out_dims[axes[i]];
-    if (sizes[i] < 0) return InvalidModel("sizes must not be negative");
-    if (in == 0 && sizes[i] != 0) return InvalidModel("an empty axis cannot be resized to a non-empty one");
-    geometry.scales[axes[i]] = in == 0 ? 1.0 : static_cast<double>(sizes[i]) / static_cast<double>(in);
-  }
-  if (policy_ == AspectPolicy::kStretch) {
-    for (size_t i = 0; i < axes.size(); ++i) geometry.out_dims[axes[i]] = sizes[i];
-    return Status::Ok();
-  }
-  // One scale for all listed axes, the output rounded half up from it.
-  double scale = geometry.scales[axes[0]];
-  for (int64_t axis : axes) {
-    scale = policy_ == AspectPolicy::kNotLarger ? std::min(scale, geometry.scales[axis])
-                                                : std::max(scale, geometry.scales[axis]);
-  }
-  for (int64_t axis : axes) {
-    geometry.scales[axis] = scale;
-    geometry.out_dims[axis] = static_cast<int64_t>(scale * static_cast<double>(geometry.out_dims[axis]) + 0.5);
-  }
-  return Status::Ok();
-}
-
-Result<Geometry> ResizeKernel::ResolveGeometry(const KernelContext& context, const RtTensor& input) const {
-  const int64_t rank = static_cast<int64_t>(input.rank());
-  std::vector<int64_t> axes(static_cast<size_t>(rank));
-  std::iota(axes.begin(), axes.end(), 0);
-  if (axes_) {
-    FUSIONOPT_ASSIGN_OR_RETURN(axes, NormalizeAxes(*axes_, rank, "axis"));
-  }
-  Geometry geometry{input.dims(), std::vector<double>(rank, 1.0), std::vector<double>(rank, 0.0),
-                    std::vector<double>(rank, 1.0)};
-  if (options_.coordinates == CoordinateMode::kTfCropAndResize) {
-    if (!roi_input_ || !context.has_input(*roi_input_)) return InvalidModel("tf_crop_and_resize needs roi");
-    const RtTensor& roi = *context.input(*roi_input_);
-    if (roi.NumElements() != static_cast<int64_t>(2 * axes.size())) {
-      return InvalidModel("roi needs " + std::to_string(2 * axes.size()) + " values, not " +
-                          std::to_string(roi.NumElements()));
-    }
-    for (size_t i = 0; i < axes.size(); ++i) {
-      geometry.roi_start[axes[i]] = roi.ValueAsDouble(static_cast<int64_t>(i));
-      geometry.roi_end[axes[i]] = roi.ValueAsDouble(static_cast<int64_t>(i + axes.size()));
-    }
-  }
-  std::vector<double> scales;
-  if (scales_attribute_) {
-    scales.assign(scales_attribute_->begin(), scales_attribute_->end());
-  } else if (context.has_input(scales_input_)) {
-    const RtTensor& tensor = *context.input(scales_input_);
+  if (attributes_.scales_attribute) {
+    scales.assign(attributes_.scales_attribute->begin(), attributes_.scales_attribute->end());
+  } else if (context.has_input(attributes_.scales_input)) {
+    const RtTensor& tensor = *context.input(attributes_.scales_input);
     for (int64_t i = 0; i < tensor.NumElements(); ++i) scales.push_back(tensor.ValueAsDouble(i));
   }
-  bool has_sizes =
-      sizes_input_ && context.has_input(*sizes_input_) && context.input(*sizes_input_)->NumElements() > 0;
-  if (has_sizes == !scales.empty()) return InvalidModel("exactly one of scales and sizes must be given");
-  if (!has_sizes) {
-    FUSIONOPT_RETURN_IF_ERROR(ApplyScales(scales, axes, geometry));
-  } else {
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, ReadInts(*context.input(*sizes_input_), "sizes"));
-    FUSIONOPT_RETURN_IF_ERROR(ApplySizes(sizes, axes, geometry));
+  std::optional<std::vector<int64_t>> sizes;
+  if (attributes_.sizes_input && context.has_input(*attributes_.sizes_input)) {
+    FUSIONOPT_ASSIGN_OR_RETURN(sizes, ReadInts(*context.input(*attributes_.sizes_input), "sizes"));
   }
-  return geometry;
+  return ResolveResizeGeometry(attributes_, input.dims(), scales, sizes, roi);
 }
 
 Status ResizeKernel::Compute(KernelContext& context) {
   const RtTensor& input = *context.input(0);
   if (input.rank() == 0) return InvalidModel("cannot resize a scalar");
   FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(input.dtype()));
-  FUSIONOPT_ASSIGN_OR_RETURN(Geometry geometry, ResolveGeometry(context, input));
+  FUSIONOPT_ASSIGN_OR_RETURN(ResizeGeometry geometry, ResolveGeometry(context, input));
   RtTensor& out = context.Output(0, input.dtype(), geometry.out_dims);
   if (out.NumElements() == 0) return Status::Ok();
-  std::vector<AxisSampling> samplings;
-  for (size_t k = 0; k < input.rank(); ++k) {
-    samplings.push_back(PlanAxis(options_, input.dim(k), geometry.out_dims[k], geometry.scales[k],
-                                 geometry.roi_start[k], geometry.roi_end[k]));
-  }
-  if (options_.mode != ResizeMode::kNearest) {
+  const ResizeOptions& options = attributes_.options;
+  const std::vector<AxisSampling> samplings = PlanResize(options, input.dims(), geometry);
+  if (options.mode != ResizeMode::kNearest) {
     bool wide = input.dtype() == DataType::kDouble || (BitsOf(input.dtype()) >= 32 && IsInteger(input.dtype()));
-    return wide ? Interpolate<double>(input, out, samplings, options_.extrapolation_value)
-                : Interpolate<float>(input, out, samplings, options_.extrapolation_value);
+    return wide ? Interpolate<double>(input, out, samplings, options.extrapolation_value)
+                : Interpolate<float>(input, out, samplings, options.extrapolation_value);
   }
   std::vector<std::vector<int64_t>> tables;
   for (const AxisSampling& sampling : samplings) {
@@ -457,8 +309,8 @@ Status ResizeKernel::Compute(KernelContext& context) {
     }
   }
   std::vector<uint8_t> fill(element_size, 0);
-  if (options_.coordinates == CoordinateMode::kTfCropAndResize) {
-    FUSIONOPT_ASSIGN_OR_RETURN(fill, EncodeScalar(input.dtype(), options_.extrapolation_value));
+  if (options.coordinates == CoordinateMode::kTfCropAndResize) {
+    FUSIONOPT_ASSIGN_OR_RETURN(fill, EncodeScalar(input.dtype(), options.extrapolation_value));
   }
   DispatchByElementSize(element_size, [&](auto tag) {
     using T = decltype(tag);
@@ -473,7 +325,7 @@ Status ResizeKernel::Compute(KernelContext& context) {
 
 void RegisterResizeKernels(KernelRegistry& registry) {
   registry.Register("", "Resize", 10, kAnyOpset, MakeWithInputs<ResizeKernel>(1));
-  registry.Register("", "Upsample", 7, 9, MakeWithInputs<UpsampleKernel>(1));
+  registry.Register("", "Upsample", 7, 9, MakeWithInputs<ResizeKernel>(1));
 }
 
 }  // namespace fusionopt::cpu::data_movement

@@ -71,7 +71,15 @@ Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<
       input->type().dtype = feed.tensor.dtype();
     }
   }
-  for (Value* output : copy->graph->outputs()) output->type().shape.reset();  // symbolic there; inferred now
+  // Exporters (dynamo) declare every intermediate with the model's symbolic dims, and inference
+  // never replaces a declared symbol: every computed value's shape is forgotten and inferred
+  // again from the fed dims, so each one comes out static.
+  for (const auto& node : copy->graph->nodes()) {
+    for (Value* output : node->outputs()) {
+      if (output != nullptr) output->type().shape.reset();
+    }
+  }
+  for (Value* output : copy->graph->outputs()) output->type().shape.reset();
   InferShapes(*copy);
   passes::PipelineOptions fold;
   fold.level = 1;
@@ -227,8 +235,9 @@ Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index,
 
 // A fused node the plugin has no kernel for (a form its generators do not take yet, such as
 // rotary embedding inside attention) runs as its body's standard ops: the call is inlined into
-// the specialized model, whose shapes are inferred again. Returns how many calls were inlined.
-Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model) {
+// the specialized model, whose shapes are inferred again. Returns how many calls were inlined;
+// each one's reason goes into the summary, so the plan says what ran unfused and why.
+Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model, CudaPlanSummary& summary) {
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
   onnx::ModelProto proto;
   FUSIONOPT_CHECK(proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
@@ -241,6 +250,8 @@ Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model) {
       if (Describe(model, proto, index, *node, description).ok() &&
           api_.node_supported(context_, &description.desc, &supported) == FO_OK && supported == 0) {
         unsupported.push_back(node.get());
+        summary.inlined_because.emplace_back(node->name().empty() ? node->op_type() : node->name(),
+                                             api_.last_error_message());
       }
     }
     ++index;
@@ -262,7 +273,7 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
   auto plan = std::make_unique<Prepared>();
   FUSIONOPT_ASSIGN_OR_RETURN(plan->model, Specialize(model_, feeds));
-  FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model, plan->summary));
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(*plan->model));
   FUSIONOPT_CHECK(plan->proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
   const Model& model = *plan->model;

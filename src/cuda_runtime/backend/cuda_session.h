@@ -51,6 +51,7 @@ struct CudaPlanSummary {
   int64_t launches_per_inference = 0;
   int64_t unsupported = 0;
   int64_t fused_nodes_inlined = 0;         // fused nodes without a CUDA kernel, run as their body's ops
+  std::vector<std::pair<std::string, std::string>> inlined_because;  // (fused node, the plugin's reason)
   uint64_t peak_intermediate_bytes = 0;    // device memory of intermediates at their peak
   uint64_t workspace_bytes = 0;
   uint64_t intermediate_traffic_bytes = 0;  // bytes of intermediates kernels write and read per inference
@@ -91,7 +92,7 @@ class CudaSession {
   struct Prepared;
   CudaSession(const Model& model, const PluginApi& api, CudaSessionOptions options);
   Result<Prepared*> PlanFor(const std::vector<cpu::NamedTensor>& feeds);
-  Result<int64_t> InlineUnsupportedFusedNodes(Model& model);
+  Result<int64_t> InlineUnsupportedFusedNodes(Model& model, CudaPlanSummary& summary);
   Status Enqueue(Prepared& plan);
 
   const Model& model_;

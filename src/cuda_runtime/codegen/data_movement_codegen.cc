@@ -1,4 +1,4 @@
-// Data-movement kernels: Transpose, Expand, Tile, Slice, Gather, Concat, Split, Pad,
+// Data-movement kernels: Transpose, Expand, Tile, Slice, Gather, GatherElements, GatherND, Concat, Split, Pad,
 // DepthToSpace, SpaceToDepth (data_movement_codegen.h).
 #include "cuda_runtime/codegen/data_movement_codegen.h"
 
@@ -202,15 +202,30 @@ Result<Emitted> Slice(Emitter& e, const Coordinates& c) {
   return Emitted{Copy(e, 0, Sum(terms)), "slice"};
 }
 
+Status CheckIndexType(const Node& node, size_t input) {
+  const DataType type = node.input(input)->dtype();
+  if (type != DataType::kInt32 && type != DataType::kInt64) {
+    return Unsupported(node.op_type() + " indices of " + std::string(NameOf(type)));
+  }
+  return Status::Ok();
+}
+
+// An index read at run time, negative ones counted from the end; `valid` collects the range
+// checks (an index out of range writes zero bits, as Gather's does).
+std::string ReadIndex(const std::string& name, const std::string& pointer, const std::string& offset, int64_t dim,
+                      std::string& valid) {
+  const std::string size = std::to_string(dim) + "LL";
+  valid += " && " + name + " >= 0 && " + name + " < " + size;
+  return "    long long " + name + " = (long long)" + pointer + "[" + offset + "];\n    if (" + name + " < 0) " + name +
+         " += " + size + ";\n";
+}
+
 Result<Emitted> Gather(Emitter& e, const Coordinates& c) {
   const std::vector<int64_t> data = e.InDims(0), indices = e.InDims(1);
   int64_t axis = e.node().GetInt("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(data.size());
   if (axis < 0 || axis >= static_cast<int64_t>(data.size())) return Unsupported("Gather axis out of range");
-  const DataType index_type = e.node().input(1)->dtype();
-  if (index_type != DataType::kInt32 && index_type != DataType::kInt64) {
-    return Unsupported("Gather indices of " + std::string(NameOf(index_type)));
-  }
+  FUSIONOPT_RETURN_IF_ERROR(CheckIndexType(e.node(), 1));
   const size_t a = static_cast<size_t>(axis), q = indices.size();
   const std::vector<int64_t> data_strides = RowMajorStrides(data), index_strides = RowMajorStrides(indices);
   std::vector<std::string> index_terms, data_terms;
@@ -235,6 +250,62 @@ Result<int64_t> AxisAttribute(const Node& node, size_t rank) {
   if (axis < 0) axis += static_cast<int64_t>(rank);
   if (axis < 0 || axis >= static_cast<int64_t>(rank)) return Unsupported(node.op_type() + " axis out of range");
   return axis;
+}
+
+// GatherElements: the output has the indices' shape; element c reads data at c with its
+// `axis` coordinate replaced by the index there.
+Result<Emitted> GatherElements(Emitter& e, const Coordinates& c) {
+  const std::vector<int64_t> data = e.InDims(0), indices = e.InDims(1);
+  if (data.size() != indices.size()) return Unsupported("GatherElements indices of another rank");
+  FUSIONOPT_RETURN_IF_ERROR(CheckIndexType(e.node(), 1));
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t axis, AxisAttribute(e.node(), data.size()));
+  const std::vector<int64_t> data_strides = RowMajorStrides(data), index_strides = RowMajorStrides(indices);
+  std::vector<std::string> index_terms, data_terms;
+  for (size_t k = 0; k < data.size(); ++k) {
+    index_terms.push_back(Times(c[k], index_strides[k]));
+    if (static_cast<int64_t>(k) != axis) data_terms.push_back(Times(c[k], data_strides[k]));
+  }
+  std::erase(index_terms, std::string());
+  std::erase(data_terms, std::string());
+  std::string valid = "true";
+  std::string body = ReadIndex("index", e.parameters().PointerTo(*e.node().input(1)), Sum(index_terms),
+                               data[static_cast<size_t>(axis)], valid);
+  data_terms.push_back("index * " + std::to_string(data_strides[static_cast<size_t>(axis)]) + "LL");
+  body += "    " + e.Out(0) + "[i] = (" + valid + ") ? " + e.In(0) + "[" + Sum(data_terms) + "] : (" + e.Bits() + ")0;\n";
+  return Emitted{body, "gather elements"};
+}
+
+// GatherND with batch_dims b: output coordinates are the indices' leading q-1 (the first b
+// shared with data) then the coordinates inside the gathered slice; the last index axis holds
+// k coordinates into data's axes b..b+k-1.
+Result<Emitted> GatherND(Emitter& e, const Coordinates& c) {
+  const std::vector<int64_t> data = e.InDims(0), indices = e.InDims(1);
+  FUSIONOPT_RETURN_IF_ERROR(CheckIndexType(e.node(), 1));
+  const int64_t batch = e.node().GetInt("batch_dims", 0);
+  if (indices.empty()) return Unsupported("GatherND with scalar indices");
+  const int64_t k = indices.back();
+  const auto q = static_cast<int64_t>(indices.size()), r = static_cast<int64_t>(data.size());
+  if (batch < 0 || batch >= q || batch + k > r) return Unsupported("GatherND batch_dims or index depth out of range");
+  const std::vector<int64_t> data_strides = RowMajorStrides(data), index_strides = RowMajorStrides(indices);
+  std::vector<std::string> index_base, data_terms;
+  for (int64_t j = 0; j < q - 1; ++j) index_base.push_back(Times(c[static_cast<size_t>(j)], index_strides[static_cast<size_t>(j)]));
+  for (int64_t j = 0; j < batch; ++j) data_terms.push_back(Times(c[static_cast<size_t>(j)], data_strides[static_cast<size_t>(j)]));
+  for (int64_t m = 0; m < r - batch - k; ++m) {
+    data_terms.push_back(Times(c[static_cast<size_t>(q - 1 + m)], data_strides[static_cast<size_t>(batch + k + m)]));
+  }
+  std::erase(index_base, std::string());
+  std::string valid = "true", body;
+  const std::string pointer = e.parameters().PointerTo(*e.node().input(1));
+  for (int64_t t = 0; t < k; ++t) {
+    const std::string name = "index" + std::to_string(t);
+    std::vector<std::string> at = index_base;
+    at.push_back(std::to_string(t) + "LL");
+    body += ReadIndex(name, pointer, Sum(at), data[static_cast<size_t>(batch + t)], valid);
+    data_terms.push_back(name + " * " + std::to_string(data_strides[static_cast<size_t>(batch + t)]) + "LL");
+  }
+  std::erase(data_terms, std::string());
+  body += "    " + e.Out(0) + "[i] = (" + valid + ") ? " + e.In(0) + "[" + Sum(data_terms) + "] : (" + e.Bits() + ")0;\n";
+  return Emitted{body, "gather nd"};
 }
 
 Result<Emitted> Concat(Emitter& e, const Coordinates& c) {
@@ -400,6 +471,8 @@ const std::map<std::string, Generator, std::less<>>& Generators() {
       {"Tile", Tile},
       {"Slice", Slice},
       {"Gather", Gather},
+      {"GatherElements", GatherElements},
+      {"GatherND", GatherND},
       {"Concat", Concat},
       {"Split", Split},
       {"Pad", Pad},

@@ -4,7 +4,8 @@
 // Handles Transpose, Expand, Tile, Slice (any steps, negative ones included; starts, axes and
 // steps folded in when constant, else read at run time by each thread before its loop — the
 // output's static shape stands for the ends), Gather (any axis, negative indices; indices int32
-// or int64, read at run time), Concat, Split (one launch writing every output), Pad (constant, edge, reflect and
+// or int64, read at run time), GatherElements and GatherND (batch_dims; indices read at run
+// time the same way), Concat, Split (one launch writing every output), Pad (constant, edge, reflect and
 // wrap; negative pads crop; pads constant, the pad value constant or read at run time) and
 // DepthToSpace (DCR and CRD) / SpaceToDepth. Reshape, Flatten, Squeeze, Unsqueeze and Identity
 // are views the backend aliases: they get Unsupported("a view: no kernel").

@@ -9,8 +9,11 @@
 #include "cuda_runtime/codegen/attention_codegen.h"
 #include "cuda_runtime/codegen/data_movement_codegen.h"
 #include "cuda_runtime/codegen/elementwise_codegen.h"
+#include "cuda_runtime/codegen/lines_codegen.h"
 #include "cuda_runtime/codegen/lrn_codegen.h"
 #include "cuda_runtime/codegen/pooling_codegen.h"
+#include "cuda_runtime/codegen/resize_codegen.h"
+#include "cuda_runtime/codegen/rotary_codegen.h"
 #include "cuda_runtime/codegen/rows_codegen.h"
 #include "ir/op_class.h"
 
@@ -30,6 +33,9 @@ const std::vector<Family>& Families() {
       {"rows", &GenerateRows},
       {"elementwise", &GenerateElementwise},
       {"data movement", &GenerateDataMovement},
+      {"lines", &GenerateLines},
+      {"resize", &GenerateResize},
+      {"rotary", &GenerateRotary},
       {"pooling", &GeneratePooling},
       {"lrn", &GenerateLrn},
   };

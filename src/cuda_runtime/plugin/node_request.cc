@@ -333,10 +333,14 @@ void NormalizeRowAxis(const fo_node_desc& original, NormalizedDesc& normalized) 
   }
   if (axis < 0) axis += x.rank;
   if (axis < 0 || axis >= x.rank - 1) return;
-  for (int64_t d = axis + 1; d < x.rank; ++d) {
-    if (x.dims[d] != 1) return;
-  }
-  normalized.row_dims.assign(x.dims, x.dims + axis + 1);
+  // Before opset 13 the op normalizes the flattened block of every axis from `axis` on, which
+  // is one contiguous row whatever those dims are; from 13 on, `axis` alone, which is a row only
+  // when unit dims follow it (else the lines family runs it along its stride).
+  int64_t row = 1;
+  for (int64_t d = axis; d < x.rank; ++d) row *= x.dims[d];
+  if (original.default_opset >= 13 && row != x.dims[axis]) return;
+  normalized.row_dims.assign(x.dims, x.dims + axis);
+  normalized.row_dims.push_back(row);
   normalized.inputs.assign(original.inputs, original.inputs + original.num_inputs);
   normalized.outputs.assign(original.outputs, original.outputs + original.num_outputs);
   normalized.inputs[0].rank = normalized.outputs[0].rank = static_cast<int32_t>(axis + 1);
@@ -359,6 +363,11 @@ Result<ParsedNode> ParseNodeDesc(const fo_node_desc& original, NormalizedDesc& n
   onnx::NodeProto node;
   std::optional<onnx::FunctionProto> function;
   FUSIONOPT_RETURN_IF_ERROR(ParseProtos(desc, node, function));
+  // The resize generator reads attributes with today's meaning; before opset 11 the same
+  // attributes map coordinates another way (resize_codegen.h).
+  if ((node.op_type() == "Resize" && desc.default_opset < 11) || node.op_type() == "Upsample") {
+    return Unsupported(node.op_type() + " before opset 11 has no CUDA kernel (its coordinate mapping differs)");
+  }
   FUSIONOPT_RETURN_IF_ERROR(CheckNames(node, desc));
   GiveRepeatedInputsOwnNames(node);
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, BuildModelBytes(node, function ? &*function : nullptr, desc));

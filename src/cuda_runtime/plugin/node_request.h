@@ -30,11 +30,12 @@ struct ParsedNode {
 };
 
 // A desc the plugin may rewrite before parsing, with the storage its pointers need.
-// Softmax, LogSoftmax or Hardmax over an axis that only unit dims follow (SqueezeNet's final
-// Softmax on [1,1000,1,1]) touches the same bytes as over the last axis of the shape cut after
-// that axis — before opset 13 too, whose coercion to 2-D at the axis then changes nothing — so
-// it is described that way: the row kernels take the last axis only, and every host gets the
-// kernel without knowing why.
+// Softmax, LogSoftmax or Hardmax whose normalized elements are one contiguous run is described
+// as over the last axis of a shape that makes that run the row: over an axis only unit dims
+// follow (SqueezeNet's final Softmax on [1,1000,1,1]), and before opset 13 over any axis, whose
+// coercion to 2-D at the axis normalizes the flattened block of every axis from it on. The row
+// kernels take the last axis only, and every host gets the kernel without knowing why. From
+// opset 13 on, an axis that non-unit dims follow is left as it is (the lines family's).
 struct NormalizedDesc {
   fo_node_desc desc{};
   std::string node_proto;

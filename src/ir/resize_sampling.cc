@@ -1,10 +1,13 @@
-// Per-axis sampling of Resize: output coordinate -> input coordinate -> weighted input taps.
+// Resize's meaning (resize_sampling.h): attributes, geometry, and per-axis sampling — output
+// coordinate -> input coordinate -> weighted input taps.
+#include "ir/resize_sampling.h"
+
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <set>
 
-#include "cpu_runtime/data_movement/resize.h"
-
-namespace fusionopt::cpu::data_movement {
+namespace fusionopt {
 namespace {
 
 // The input coordinate that output coordinate x maps to. Like the reference, align_corners
@@ -195,4 +198,172 @@ Result<NearestMode> ParseNearestMode(const std::string& name) {
   return InvalidModel("unknown nearest_mode '" + name + "'");
 }
 
-}  // namespace fusionopt::cpu::data_movement
+
+Result<ResizeAttributes> ReadResizeAttributes(const Node& node, int64_t opset) {
+  ResizeAttributes out;
+  ResizeOptions& options = out.options;
+  const bool upsample = node.op_type() == "Upsample";
+  const std::string mode = node.GetString("mode", "nearest");
+  const bool legacy = upsample || opset < 11;
+  if (mode == "nearest") {
+    options.mode = ResizeMode::kNearest;
+  } else if (mode == "linear") {
+    options.mode = ResizeMode::kLinear;
+  } else if (mode == "cubic" && !legacy) {
+    options.mode = ResizeMode::kCubic;
+  } else {
+    return InvalidModel("unknown mode '" + mode + "'");
+  }
+  if (legacy) {
+    // Upsample and Resize-10 name no coordinate mapping; theirs is asymmetric.
+    options.coordinates = CoordinateMode::kAsymmetric;
+    options.nearest = NearestMode::kSimple;
+    if (upsample && opset < 9) {
+      const Attribute* scales = node.FindAttribute("scales");
+      if (scales == nullptr || scales->kind != AttributeKind::kFloats) {
+        return InvalidModel("the scales attribute is required");
+      }
+      out.scales_attribute = scales->floats;
+    }
+    return out;
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(options.coordinates,
+                             ParseCoordinateMode(node.GetString("coordinate_transformation_mode", "half_pixel"), opset));
+  FUSIONOPT_ASSIGN_OR_RETURN(options.nearest, ParseNearestMode(node.GetString("nearest_mode", "round_prefer_floor")));
+  options.cubic_a = node.GetFloat("cubic_coeff_a", -0.75f);
+  options.exclude_outside = node.GetInt("exclude_outside", 0) != 0;
+  options.extrapolation_value = node.GetFloat("extrapolation_value", 0.0f);
+  out.scales_input = 2;
+  out.roi_input = 1;
+  out.sizes_input = 3;
+  if (opset >= 18) {
+    options.antialias = node.GetInt("antialias", 0) != 0 && options.mode != ResizeMode::kNearest;
+    out.axes = node.GetInts("axes");
+    const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
+    if (policy == "not_larger") {
+      out.policy = AspectPolicy::kNotLarger;
+    } else if (policy == "not_smaller") {
+      out.policy = AspectPolicy::kNotSmaller;
+    } else if (policy != "stretch") {
+      return InvalidModel("unknown keep_aspect_ratio_policy '" + policy + "'");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+Result<std::vector<int64_t>> ResizedAxes(const ResizeAttributes& attributes, int64_t rank) {
+  std::vector<int64_t> axes(static_cast<size_t>(rank));
+  std::iota(axes.begin(), axes.end(), 0);
+  if (!attributes.axes) return axes;
+  axes.clear();
+  std::set<int64_t> seen;
+  for (int64_t axis : *attributes.axes) {
+    if (axis < -rank || axis >= rank) {
+      return InvalidModel("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    }
+    const int64_t positive = axis < 0 ? axis + rank : axis;
+    if (!seen.insert(positive).second) return InvalidModel("axis names axis " + std::to_string(positive) + " twice");
+    axes.push_back(positive);
+  }
+  return axes;
+}
+
+Status ApplyScales(const std::vector<double>& scales, const std::vector<int64_t>& axes, ResizeGeometry& geometry) {
+  if (scales.size() != axes.size()) {
+    return InvalidModel("scales has " + std::to_string(scales.size()) + " entries for " +
+                        std::to_string(axes.size()) + " axes");
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (!(scales[i] > 0.0)) return InvalidModel("scales must be positive");
+    geometry.scales[axes[i]] = scales[i];
+    double size = std::floor(scales[i] * static_cast<double>(geometry.out_dims[axes[i]]));
+    if (size > 1e15) return InvalidModel("scale " + std::to_string(scales[i]) + " makes the output too large");
+    geometry.out_dims[axes[i]] = static_cast<int64_t>(size);
+  }
+  return Status::Ok();
+}
+
+Status ApplySizes(AspectPolicy policy, const std::vector<int64_t>& sizes, const std::vector<int64_t>& axes,
+                  ResizeGeometry& geometry) {
+  if (sizes.size() != axes.size()) {
+    return InvalidModel("sizes has " + std::to_string(sizes.size()) + " entries for " + std::to_string(axes.size()) +
+                        " axes");
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t in = geometry.out_dims[axes[i]];
+    if (sizes[i] < 0) return InvalidModel("sizes must not be negative");
+    if (in == 0 && sizes[i] != 0) return InvalidModel("an empty axis cannot be resized to a non-empty one");
+    geometry.scales[axes[i]] = in == 0 ? 1.0 : static_cast<double>(sizes[i]) / static_cast<double>(in);
+  }
+  if (policy == AspectPolicy::kStretch) {
+    for (size_t i = 0; i < axes.size(); ++i) geometry.out_dims[axes[i]] = sizes[i];
+    return Status::Ok();
+  }
+  // One scale for all listed axes, the output rounded half up from it.
+  double scale = geometry.scales[axes[0]];
+  for (int64_t axis : axes) {
+    scale = policy == AspectPolicy::kNotLarger ? std::min(scale, geometry.scales[axis])
+                                               : std::max(scale, geometry.scales[axis]);
+  }
+  for (int64_t axis : axes) {
+    geometry.scales[axis] = scale;
+    geometry.out_dims[axis] = static_cast<int64_t>(scale * static_cast<double>(geometry.out_dims[axis]) + 0.5);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ResizeGeometry> ResolveResizeGeometry(const ResizeAttributes& attributes, const std::vector<int64_t>& in_dims,
+                                             const std::vector<double>& scales,
+                                             const std::optional<std::vector<int64_t>>& sizes,
+                                             const std::vector<double>& roi) {
+  const auto rank = static_cast<int64_t>(in_dims.size());
+  FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ResizedAxes(attributes, rank));
+  ResizeGeometry geometry{in_dims, std::vector<double>(in_dims.size(), 1.0), std::vector<double>(in_dims.size(), 0.0),
+                          std::vector<double>(in_dims.size(), 1.0)};
+  if (attributes.options.coordinates == CoordinateMode::kTfCropAndResize) {
+    if (roi.size() != 2 * axes.size()) {
+      return InvalidModel("tf_crop_and_resize needs roi of " + std::to_string(2 * axes.size()) + " values, not " +
+                          std::to_string(roi.size()));
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      geometry.roi_start[axes[i]] = roi[i];
+      geometry.roi_end[axes[i]] = roi[i + axes.size()];
+    }
+  }
+  const bool has_sizes = sizes && !sizes->empty();
+  if (has_sizes == !scales.empty()) return InvalidModel("exactly one of scales and sizes must be given");
+  if (has_sizes) {
+    FUSIONOPT_RETURN_IF_ERROR(ApplySizes(attributes.policy, *sizes, axes, geometry));
+  } else {
+    FUSIONOPT_RETURN_IF_ERROR(ApplyScales(scales, axes, geometry));
+  }
+  return geometry;
+}
+
+std::vector<size_t> InterpolationOrder(const std::vector<AxisSampling>& samplings) {
+  std::vector<size_t> order;
+  for (size_t k = 0; k < samplings.size(); ++k) {
+    if (!samplings[k].IsIdentity()) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int64_t lhs = samplings[a].out_size * samplings[b].in_size, rhs = samplings[b].out_size * samplings[a].in_size;
+    return lhs != rhs ? lhs < rhs : a > b;
+  });
+  return order;
+}
+
+std::vector<AxisSampling> PlanResize(const ResizeOptions& options, const std::vector<int64_t>& in_dims,
+                                     const ResizeGeometry& geometry) {
+  std::vector<AxisSampling> samplings;
+  for (size_t k = 0; k < in_dims.size(); ++k) {
+    samplings.push_back(PlanAxis(options, in_dims[k], geometry.out_dims[k], geometry.scales[k], geometry.roi_start[k],
+                                 geometry.roi_end[k]));
+  }
+  return samplings;
+}
+
+}  // namespace fusionopt
