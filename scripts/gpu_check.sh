@@ -24,16 +24,12 @@ say "# fusionopt GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-p
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU: /' | tee -a "$summary"
 
 if [[ -n "${FUSIONOPT_GPU_BUNDLE:-}" ]]; then
-  bundle=$(mktemp -d)
-  tar -C "$bundle" -xJf "$FUSIONOPT_GPU_BUNDLE" || { say "cannot unpack $FUSIONOPT_GPU_BUNDLE"; exit 1; }
-  bin="$bundle/bin"
+  bundle_env=$(scripts/gpu_bundle_env.sh "$FUSIONOPT_GPU_BUNDLE") || { say "cannot unpack $FUSIONOPT_GPU_BUNDLE"; exit 1; }
+  eval "$bundle_env"
+  bundle=$FUSIONOPT_BUNDLE_DIR
   # The benchmark-size models are generated here (numpy and onnx only).
   [[ -f models/bench/bert_style.onnx ]] || python3 models/generate.py --bench > "$results/models.log" 2>&1
   models_bench=$(realpath models/bench)
-  # The bundle's own libraries, then CUDA's: the toolkit's, else the pip wheels (nvidia-*).
-  cuda_wheels=$(python3 -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(list(nvidia.__path__)[0], "*", "lib")))))' 2>/dev/null || true)
-  # bin/ too: fusionopt_cuda_tests links libfusionopt_cuda.so, which the bundle keeps beside the binaries.
-  export LD_LIBRARY_PATH="$bundle/bin:$bundle/lib:/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64:${cuda_wheels}:${LD_LIBRARY_PATH:-}"
 else
   step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
   bin=$(realpath build-gpu)

@@ -43,14 +43,7 @@ std::map<std::string, int64_t> BindInputDims(Model& model, const std::map<std::s
       dim = Dim::Known(size);
     }
   }
-  // Inference refines what it knows, so the symbolic shapes computed from the unbound inputs are
-  // forgotten first and inferred again from the sized ones.
-  for (const auto& node : model.graph->nodes()) {
-    for (Value* output : node->outputs()) {
-      if (output != nullptr) output->type().shape.reset();
-    }
-  }
-  InferShapes(model);
+  ReinferShapes(model);
   return used;
 }
 

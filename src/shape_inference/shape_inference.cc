@@ -198,6 +198,18 @@ ShapeInferenceReport InferShapes(Graph& graph, const Model& model) {
   return state.TakeReport();
 }
 
+ShapeInferenceReport ReinferShapes(Model& model) {
+  for (const auto& node : model.graph->nodes()) {
+    for (Value* output : node->outputs()) {
+      if (output != nullptr) output->type().shape.reset();
+    }
+  }
+  for (Value* output : model.graph->outputs()) {
+    if (!output->is_graph_input() && !output->is_initializer()) output->type().shape.reset();
+  }
+  return InferShapes(model);
+}
+
 ShapeInferenceReport InferShapes(Model& model) {
   if (model.graph == nullptr) return {};
   return InferShapes(*model.graph, model);

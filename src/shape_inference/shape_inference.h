@@ -40,6 +40,13 @@ struct ShapeInferenceReport {
 // node's argument types and attributes, on a copy: the function itself stays untyped, since
 // each call may give it different types.
 ShapeInferenceReport InferShapes(Model& model);
+// The main graph's computed values inferred afresh from its inputs and initializers: every node
+// output's shape is forgotten first, then InferShapes runs. For a caller that has just sized the
+// inputs' symbolic dims: the shapes a model declares for its intermediates (dynamo exports declare
+// every one with the model's symbols) would otherwise stay, since inference never replaces a
+// declared symbol. Graph outputs are re-inferred too.
+ShapeInferenceReport ReinferShapes(Model& model);
+
 // One graph (and its subgraphs), using `model` for opset versions.
 ShapeInferenceReport InferShapes(Graph& graph, const Model& model);
 

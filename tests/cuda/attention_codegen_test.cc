@@ -103,10 +103,11 @@ TEST_CASE("attention: GPT-2's combined projection and causal mask, sequence tail
   GeneratedProgram program = Generate(*outlined.body);
   RequireGood(program);
   CHECK(program.kernels[0].grid == std::array<uint32_t, 3>{12 * 7, 1, 1});
-  // Q, K and V are column slices of the [B,S,2304] projection at 0, 768 and 1536.
-  CHECK(Contains(program.source, "[0LL + (long long)(b) * 230400LL + (long long)(h) * 64LL + (long long)(query) * 2304LL"));
-  CHECK(Contains(program.source, "[768LL + (long long)(b) * 230400LL"));
-  CHECK(Contains(program.source, "[1536LL + (long long)(b) * 230400LL"));
+  // Q, K and V are column slices of the [B,S,2304] projection at 0, 768 and 1536 (a batch of one
+  // has no stride of its own).
+  CHECK(Contains(program.source, "[0LL + (long long)(b) * 0LL + (long long)(h) * 64LL + (long long)(query) * 2304LL"));
+  CHECK(Contains(program.source, "[768LL + (long long)(b) * 0LL + (long long)(h) * 64LL + (long long)(key) * 2304LL"));
+  CHECK(Contains(program.source, "[1536LL + (long long)(b) * 0LL"));
   CHECK(Contains(program.source, "query < 100"));
   CHECK(Contains(program.source, "key < 100"));
   CHECK(Contains(program.description, "boolean mask"));

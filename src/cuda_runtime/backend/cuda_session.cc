@@ -55,10 +55,9 @@ uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims) {
   return ByteSizeOf(value.dtype(), count);
 }
 
-// A copy of `model` whose inputs have the feeds' dims, shapes inferred, and shape arithmetic and
-// every other constant-only computation folded into initializers, so every value has a static
-// shape and no kernel recomputes a constant.
-Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
+}  // namespace
+
+Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
   FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> copy, LoadModelFromBytes(std::move(bytes), model.base_dir,
                                                                              LoadOptions{/*infer_shapes=*/false}));
@@ -71,16 +70,7 @@ Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<
       input->type().dtype = feed.tensor.dtype();
     }
   }
-  // Exporters (dynamo) declare every intermediate with the model's symbolic dims, and inference
-  // never replaces a declared symbol: every computed value's shape is forgotten and inferred
-  // again from the fed dims, so each one comes out static.
-  for (const auto& node : copy->graph->nodes()) {
-    for (Value* output : node->outputs()) {
-      if (output != nullptr) output->type().shape.reset();
-    }
-  }
-  for (Value* output : copy->graph->outputs()) output->type().shape.reset();
-  InferShapes(*copy);
+  ReinferShapes(*copy);
   passes::PipelineOptions fold;
   fold.level = 1;
   fold.only = {"fold-constants", "eliminate-dead-code"};
@@ -91,6 +81,8 @@ Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::vector<
   InferShapes(*copy);
   return copy;
 }
+
+namespace {
 
 // Device memory for values: one buffer per storage; views share their input's storage.
 struct Storage {
@@ -272,7 +264,7 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   std::string key = DimsKey(feeds);
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
   auto plan = std::make_unique<Prepared>();
-  FUSIONOPT_ASSIGN_OR_RETURN(plan->model, Specialize(model_, feeds));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan->model, SpecializeForFeeds(model_, feeds));
   FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model, plan->summary));
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(*plan->model));
   FUSIONOPT_CHECK(plan->proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");

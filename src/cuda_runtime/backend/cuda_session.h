@@ -65,6 +65,12 @@ struct CudaRunStats {
                          // events), without the copies of inputs and outputs
 };
 
+// A copy of `model` whose inputs have the feeds' dims, every computed shape inferred afresh
+// (ReinferShapes), and shape arithmetic and every other constant-only computation folded into
+// initializers, so every value has a static shape and no kernel recomputes a constant: what a
+// plan is built from.
+Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std::vector<cpu::NamedTensor>& feeds);
+
 class CudaSession {
  public:
   static Result<std::unique_ptr<CudaSession>> Create(const Model& model, const CudaSessionOptions& options);

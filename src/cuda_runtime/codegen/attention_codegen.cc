@@ -7,6 +7,7 @@
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
 #include "patterns/attention.h"
+#include "patterns/attention_layout.h"
 
 namespace fusionopt::cuda {
 namespace {
@@ -60,92 +61,64 @@ Result<std::optional<FusedAttention>> Recognize(const Graph& unfolded) {
   return std::optional<FusedAttention>();
 }
 
-// Operand `operand` (Q, K or V) as an addressing over its source tensor.
-Result<Addressing> AddressOf(const FusedAttention& attention, const AttentionOperand& operand, const Graph& unfolded,
-                             const Geometry& geometry, KernelParameters& parameters, const char* role) {
+// What the generator knows of the body's inputs: static dims, and the values of the ones held
+// as constants (Reshape targets, Split sizes folded by the host).
+AttentionInputs StaticInputs(const Graph& unfolded, const UnfoldedBody& folded) {
+  AttentionInputs inputs;
+  inputs.dims = [&unfolded](int index) -> std::optional<std::vector<int64_t>> {
+    if (index < 0 || static_cast<size_t>(index) >= unfolded.inputs().size()) return std::nullopt;
+    return StaticDims(*unfolded.inputs()[static_cast<size_t>(index)]);
+  };
+  inputs.values = [&folded](int index) -> std::optional<std::vector<int64_t>> {
+    if (index < 0 || static_cast<size_t>(index) >= folded.folded.size() || folded.folded[index] == nullptr) {
+      return std::nullopt;
+    }
+    return ConstantInts(folded.folded[static_cast<size_t>(index)]);
+  };
+  return inputs;
+}
+
+Result<Addressing> AddressOf(const OperandLayout& layout, const Graph& unfolded, KernelParameters& parameters,
+                             const char* role) {
   Addressing out;
-  std::vector<int64_t> dims;
-  int64_t ld = 0;
-  if (operand.split_output >= 0) {
-    const Node* split = FindOp(unfolded, "Split");
-    const Value* combined = unfolded.inputs()[static_cast<size_t>(attention.combined_input)];
-    const std::vector<int64_t> combined_dims = StaticDims(*combined);
-    if (split == nullptr || combined_dims.empty() ||
-        NormalizedAxis(attention.split_axis, static_cast<int64_t>(combined_dims.size())) !=
-            static_cast<int64_t>(combined_dims.size()) - 1) {
-      return Unsupported("the combined projection's Split is not along its last axis");
-    }
-    if (operand.layout != HeadLayout::kSplitHeads || !operand.split) {
-      return Unsupported(std::string(role) + " is a Split output not reshaped into heads");
-    }
-    for (int i = 0; i < operand.split_output; ++i) out.base += StaticDims(*split->output(static_cast<size_t>(i))).back();
-    dims = StaticDims(*split->output(static_cast<size_t>(operand.split_output)));
-    ld = combined_dims.back();
-    out.pointer = parameters.InputPointer(attention.combined_input);
-    out.dtype = combined->dtype();
-  } else {
-    const Value* source = unfolded.inputs()[static_cast<size_t>(operand.input)];
-    dims = StaticDims(*source);
-    ld = dims.empty() ? 0 : dims.back();
-    out.pointer = parameters.InputPointer(operand.input);
-    out.dtype = source->dtype();
-  }
-  if (operand.rotary) {
-    return Unsupported("rotary embedding inside the attention is not generated for CUDA yet (" + std::string(role) + ")");
-  }
-  if (operand.layout == HeadLayout::kView) {
-    return Unsupported(std::string(role) + " read through a chain of layout ops is not generated for CUDA yet");
-  }
-  int64_t heads = geometry.heads;
-  if (operand.repeat) {
-    const int64_t own = operand.repeat->source_heads;  // known in a typed body
-    if (own <= 0 || geometry.heads % own != 0) {
-      return Unsupported(std::string(role) + "'s head repeat does not divide the scores' heads");
-    }
-    out.group = geometry.heads / own;
-    heads = own;
-  }
-  switch (operand.layout) {
-    case HeadLayout::kSplitHeads:
-      if (dims.size() == 3 && dims[2] % heads == 0) {
-        out.depth_size = dims[2] / heads;
-      } else if (dims.size() == 4 && dims[2] == heads && operand.split_output < 0) {
-        out.depth_size = dims[3];
-        ld = heads * dims[3];
-      } else {
-        return Unsupported(std::string(role) + "'s dims do not split into the scores' heads");
-      }
-      out.batch_size = dims[0], out.seq_size = dims[1];
-      out.batch = dims[1] * ld, out.head = out.depth_size, out.seq = ld, out.depth = 1;
-      break;
-    case HeadLayout::kView:  // refused above
-    case HeadLayout::kHeadsFirst:
-    case HeadLayout::kHeadsFirstTransposed: {
-      if (dims.size() != 4 || dims[1] != heads || operand.split_output >= 0) {
-        return Unsupported(std::string(role) + " is not a [B,H,S,D] tensor of the scores' heads");
-      }
-      const bool transposed = operand.layout == HeadLayout::kHeadsFirstTransposed;
-      out.batch_size = dims[0];
-      out.seq_size = transposed ? dims[3] : dims[2];
-      out.depth_size = transposed ? dims[2] : dims[3];
-      out.head = dims[2] * dims[3], out.batch = heads * out.head;
-      out.seq = transposed ? 1 : dims[3];
-      out.depth = transposed ? dims[3] : 1;
-      break;
-    }
-  }
+  out.pointer = parameters.InputPointer(layout.input);
+  out.dtype = unfolded.inputs()[static_cast<size_t>(layout.input)]->dtype();
+  out.base = layout.offset;
+  out.batch = layout.batch_stride, out.head = layout.head_stride, out.seq = layout.row_stride;
+  out.depth = layout.column_stride;
+  out.batch_size = layout.batch, out.seq_size = layout.rows, out.depth_size = layout.columns;
+  out.group = layout.group;
   if (out.depth_size > kMaxAttentionHeadDim) {
     return Unsupported("head_dim " + std::to_string(out.depth_size) + " of " + role + " is above " +
                        std::to_string(kMaxAttentionHeadDim) + " (each lane keeps head_dim/32 accumulators in " +
                        "registers and a K/V tile must fit in 48 KiB of shared memory)");
   }
-  if (out.batch_size != geometry.batch || out.depth_size <= 0) {
-    return Unsupported(std::string(role) + "'s batch or head size disagrees with the scores'");
-  }
   return out;
 }
 
-// The mask's element offsets per (b, h, query, key): broadcast strides.
+// The rotary tables' pointers and addressing (attention_layout.h's RotaryLayout).
+struct RotaryAddressing {
+  std::string cos, sin;
+  DataType dtype = DataType::kUndefined;
+  RotaryLayout layout;
+};
+
+Result<std::optional<RotaryAddressing>> RotaryOf(const std::optional<RotaryLayout>& layout, const Graph& unfolded,
+                                                 KernelParameters& parameters) {
+  if (!layout) return std::optional<RotaryAddressing>();
+  RotaryAddressing out;
+  out.layout = *layout;
+  out.cos = parameters.InputPointer(layout->cos);
+  out.sin = parameters.InputPointer(layout->sin);
+  out.dtype = unfolded.inputs()[static_cast<size_t>(layout->cos)]->dtype();
+  if (unfolded.inputs()[static_cast<size_t>(layout->sin)]->dtype() != out.dtype || !StorageType(out.dtype) ||
+      (out.dtype != DataType::kFloat && out.dtype != DataType::kFloat16 && out.dtype != DataType::kBFloat16)) {
+    return Unsupported("rotary tables of " + std::string(NameOf(out.dtype)));
+  }
+  return std::optional<RotaryAddressing>(out);
+}
+
+// The mask's pointer and broadcast strides over [B,H,Sq,Sk].
 struct MaskAddressing {
   std::string pointer;
   bool additive = true;
@@ -153,33 +126,20 @@ struct MaskAddressing {
   DataType dtype = DataType::kUndefined;
 };
 
-Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, const Graph& unfolded,
-                                             const Geometry& geometry, DataType dtype, KernelParameters& parameters) {
-  if (attention.mask_kind == AttentionMaskKind::kNone) return std::optional<MaskAddressing>();
+Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, const AttentionLayout& layout,
+                                             const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
+  if (!layout.mask_strides) return std::optional<MaskAddressing>();
   if (attention.mask.input < 0) return Unsupported("a mask held as a Constant node inside the body");
   const Value* mask = unfolded.inputs()[static_cast<size_t>(attention.mask.input)];
   MaskAddressing out;
   out.pointer = parameters.InputPointer(attention.mask.input);
   out.dtype = mask->dtype();
-  const bool additive =
-      attention.op ? out.dtype != DataType::kBool : attention.mask_kind == AttentionMaskKind::kAdditive;
-  out.additive = additive;
-  if (additive ? out.dtype != dtype : out.dtype != DataType::kBool) {
+  out.additive = attention.op ? out.dtype != DataType::kBool : attention.mask_kind == AttentionMaskKind::kAdditive;
+  if (out.additive ? out.dtype != dtype : out.dtype != DataType::kBool) {
     return Unsupported("a mask of " + std::string(NameOf(out.dtype)) +
-                       (additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
+                       (out.additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
   }
-  const std::vector<int64_t> dims = StaticDims(*mask);
-  const std::array<int64_t, 4> target = {geometry.batch, geometry.heads, geometry.queries, geometry.keys};
-  if (dims.size() > 4) return Unsupported("a mask of rank above 4");
-  const size_t offset = 4 - dims.size();
-  int64_t stride = 1;
-  for (size_t axis = dims.size(); axis-- > 0;) {
-    if (dims[axis] != target[offset + axis] && dims[axis] != 1) {
-      return Unsupported("the mask does not broadcast to the scores [B,H,Sq,Sk]");
-    }
-    out.strides[offset + axis] = dims[axis] == 1 ? 0 : stride;
-    stride *= dims[axis];
-  }
+  out.strides = *layout.mask_strides;
   return std::optional<MaskAddressing>(out);
 }
 
@@ -234,11 +194,32 @@ std::string RowInverse(const FusedAttention& attention) {
 struct KernelPlan {
   Geometry geometry;
   Addressing q, k, v;
+  std::optional<RotaryAddressing> q_rotary, k_rotary;
   std::optional<MaskAddressing> mask;
   // Output element (b, h, query, d).
   int64_t out_batch = 0, out_head = 0, out_seq = 0;
   DataType dtype = DataType::kFloat;
 };
+
+// Element (b, h, `s`, d) of an operand as the compute type, rotated when the body rotates it
+// (attention_layout.h's RotaryLayout: the pair partner and the tables' entry read beside it).
+std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s) {
+  const std::string x = LoadAsCompute(operand.dtype, operand.At("b", "h", s, "d"));
+  if (!rotary) return x;
+  const int64_t half = operand.depth_size / 2;
+  const RotaryLayout& r = rotary->layout;
+  const std::string H = Number(half);
+  const std::string second = r.interleaved ? "((d & 1) != 0)" : "(d >= " + H + ")";
+  const std::string partner = r.interleaved ? "(d ^ 1)" : "(" + second + " ? d - " + H + " : d + " + H + ")";
+  const std::string column = r.full_width ? "d" : (r.interleaved ? "(d >> 1)" : "(" + second + " ? d - " + H + " : d)");
+  const std::string entry = "(long long)b * " + Number(r.batch_stride) + "LL + (long long)(" + s + ") * " +
+                            Number(r.row_stride) + "LL + " + column;
+  const std::string c = LoadAsCompute(rotary->dtype, rotary->cos + "[" + entry + "]");
+  const std::string sn = LoadAsCompute(rotary->dtype, rotary->sin + "[" + entry + "]");
+  const std::string p = LoadAsCompute(operand.dtype, operand.At("b", "h", s, partner));
+  return "(" + second + " ? " + x + " * " + c + " + " + p + " * " + sn + " : " + x + " * " + c + " - " + p + " * " +
+         sn + ")";
+}
 
 std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,
                          const std::string& parameters) {
@@ -262,8 +243,7 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n";
   code += "  for (int e = threadIdx.x; e < " + Number(kQueryTile * depth) + "; e += " + Number(kWarps * 32) + ") {\n";
   code += "    const int r = e / " + D + ", d = e % " + D + ", query = first + r;\n";
-  code += "    q_tile[e] = query < " + SQ + " ? " + LoadAsCompute(plan.q.dtype, plan.q.At("b", "h", "query", "d")) +
-          " : 0.0f;\n  }\n";
+  code += "    q_tile[e] = query < " + SQ + " ? " + Load(plan.q, plan.q_rotary, "query") + " : 0.0f;\n  }\n";
   code += "  float row_max[" + Number(kRowsPerWarp) + "], row_sum[" + Number(kRowsPerWarp) + "], acc[" +
           Number(kRowsPerWarp) + "][" + SLOTS + "];\n";
   code += "#pragma unroll\n  for (int r = 0; r < " + Number(kRowsPerWarp) + "; ++r) {\n    row_max[r] = " + kNegInf +
@@ -273,13 +253,12 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "    __syncthreads();  // Q staged; the previous K/V tile consumed\n";
   code += "    for (int e = threadIdx.x; e < " + Number(kKeyTile * depth) + "; e += " + Number(kWarps * 32) + ") {\n";
   code += "      const int j = e / " + D + ", d = e % " + D + ", key = key0 + j;\n";
-  code += "      k_tile[j * " + KD + " + d] = key < " + SK + " ? " +
-          LoadAsCompute(plan.k.dtype, plan.k.At("b", "h", "key", "d")) + " : 0.0f;\n    }\n";
+  code += "      k_tile[j * " + KD + " + d] = key < " + SK + " ? " + Load(plan.k, plan.k_rotary, "key") +
+          " : 0.0f;\n    }\n";
   code += "    for (int e = threadIdx.x; e < " + Number(kKeyTile * value_depth) + "; e += " + Number(kWarps * 32) +
           ") {\n";
   code += "      const int j = e / " + DV + ", d = e % " + DV + ", key = key0 + j;\n";
-  code += "      v_tile[e] = key < " + SK + " ? " + LoadAsCompute(plan.v.dtype, plan.v.At("b", "h", "key", "d")) +
-          " : 0.0f;\n    }\n";
+  code += "      v_tile[e] = key < " + SK + " ? " + Load(plan.v, std::nullopt, "key") + " : 0.0f;\n    }\n";
   code += "    __syncthreads();\n";
   code += "    const int key = key0 + lane;\n";
   code += "#pragma unroll\n    for (int r = 0; r < " + Number(kRowsPerWarp) + "; ++r) {\n";
@@ -336,71 +315,39 @@ Status CheckGeometry(const KernelPlan& plan) {
   return Status::Ok();
 }
 
-// Output element strides, checked against the body's output shape.
-Status PlanOutput(const FusedAttention& attention, const Value& output, KernelPlan& plan) {
-  const Geometry& g = plan.geometry;
-  const int64_t dv = plan.v.depth_size;
-  std::vector<int64_t> expected;
-  if (attention.merge && attention.merge_perm != std::vector<int64_t>{0, 2, 1, 3}) {
-    return Unsupported("a head merge other than [B,Sq,H·D] is not generated for CUDA yet");
-  }
-  if (attention.merge) {
-    expected = {g.batch, g.queries, g.heads * dv};
-    plan.out_batch = g.queries * g.heads * dv, plan.out_head = dv, plan.out_seq = g.heads * dv;
-  } else {
-    expected = {g.batch, g.heads, g.queries, dv};
-    plan.out_batch = g.heads * g.queries * dv, plan.out_head = g.queries * dv, plan.out_seq = dv;
-  }
-  if (StaticDims(output) != expected || output.dtype() != plan.dtype) {
-    return Unsupported("the body's output is not the merged or per-head context of the scores");
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name) {
   UnfoldedBody unfolded = Unfold(typed_body);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<FusedAttention> attention, Recognize(*unfolded.graph));
   if (!attention) return Unsupported("the body is not a fused attention (patterns/attention.h)");
-  std::vector<int64_t> scores;
-  if (const Node* core = FindOp(*unfolded.graph, "Attention"); core != nullptr && attention->op) {
-    const std::vector<int64_t> q = StaticDims(*core->input(0)), k = StaticDims(*core->input(1));
-    if (q.size() != 4 || k.size() != 4) return Unsupported("the Attention node's operands are not 4-D");
-    scores = {q[0], q[1], q[2], k[2]};
-  } else {
-    const Node* softmax = FindOp(*unfolded.graph, "Softmax");
-    scores = StaticDims(*softmax->input(0));
-    if (scores.size() != 4 || NormalizedAxis(attention->softmax_axis, 4) != 3) {
-      return Unsupported("the softmax is not over the last axis of [B,H,Sq,Sk] scores");
-    }
+  if (attention->result_output != 0 || typed_body.outputs().size() != 1) {
+    return Unsupported("the result is not the body's only output");
+  }
+  const Graph& graph = *unfolded.graph;
+  std::optional<AttentionLayout> layout = LayOutAttention(*attention, StaticInputs(graph, unfolded));
+  if (!layout) {
+    return Unsupported("the operands' layout at these shapes is no strided view of the inputs, or a Reshape target is "
+                       "computed at run time (patterns/attention_layout.h)");
   }
   KernelParameters parameters(typed_body, unfolded);
   KernelPlan plan;
-  plan.geometry = {scores[0], scores[1], scores[2], scores[3]};
-  if (ElementCount(scores) == 0) return Unsupported("empty scores");
-  const Graph& graph = *unfolded.graph;
-  FUSIONOPT_ASSIGN_OR_RETURN(plan.q, AddressOf(*attention, attention->q, graph, plan.geometry, parameters, "Q"));
-  FUSIONOPT_ASSIGN_OR_RETURN(plan.k, AddressOf(*attention, attention->k, graph, plan.geometry, parameters, "K"));
-  FUSIONOPT_ASSIGN_OR_RETURN(plan.v, AddressOf(*attention, attention->v, graph, plan.geometry, parameters, "V"));
+  plan.geometry = {layout->batch, layout->heads, layout->queries, layout->keys};
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.q, AddressOf(layout->q, graph, parameters, "Q"));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.k, AddressOf(layout->k, graph, parameters, "K"));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.v, AddressOf(layout->v, graph, parameters, "V"));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.q_rotary, RotaryOf(layout->q_rotary, graph, parameters));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.k_rotary, RotaryOf(layout->k_rotary, graph, parameters));
   plan.dtype = plan.q.dtype;
   FUSIONOPT_RETURN_IF_ERROR(CheckGeometry(plan));
-  FUSIONOPT_ASSIGN_OR_RETURN(plan.mask, MaskOf(*attention, graph, plan.geometry, plan.dtype, parameters));
-  FUSIONOPT_RETURN_IF_ERROR(
-      PlanOutput(*attention, *typed_body.outputs()[static_cast<size_t>(attention->result_output)], plan));
-  if (attention->result_output != 0) return Unsupported("the result is not the body's only output");
-  if (attention->merge_view) {  // the context reshaped to its own shape before the merge
-    bool same = false;
-    for (const auto& node : graph.nodes()) {
-      const Node* producer = node->op_type() == "Reshape" ? node->input(0)->producer() : nullptr;
-      if (producer != nullptr && (producer->op_type() == "Attention" ||
-                                  (producer->op_type() == "MatMul" && StaticDims(*producer->output(0)).size() == 4 &&
-                                   node->output(0)->uses().size() == 1))) {
-        same = StaticDims(*node->output(0)) == StaticDims(*node->input(0));
-      }
-    }
-    if (!same) return Unsupported("the context's Reshape before the head merge is not to its own shape");
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.mask, MaskOf(*attention, *layout, graph, plan.dtype, parameters));
+  const Value& output = *typed_body.outputs()[0];
+  if (StaticDims(output) != layout->output_dims || output.dtype() != plan.dtype) {
+    return Unsupported("the body's output is not the context the layout describes");
   }
+  plan.out_batch = layout->output_batch_stride, plan.out_head = layout->output_head_stride;
+  plan.out_seq = layout->output_row_stride;
+  if (ElementCount(layout->output_dims) == 0) return Unsupported("an empty context");
 
   const int64_t tiles = (plan.geometry.queries + kQueryTile - 1) / kQueryTile;
   const int64_t blocks = plan.geometry.batch * plan.geometry.heads * tiles;
