@@ -88,9 +88,20 @@ TypedBody TypeBodyForCall(const Model& model, const Node& call, const ShapeLooku
     Value* parameter = parameters[i];
     const ValueType& given = argument->type();
     if (!given.is_tensor() || given.dtype != DataType::kUndefined || given.shape) parameter->type() = given;
-    // An argument whose own shape has unknown dims may have a concrete one at these sizes.
-    if (const Shape* shape = shapes.ShapeOf(*argument)) parameter->type().shape = *shape;
-    if (TensorPtr constant = ConstantValueOf(*argument, InitializersOverridable(model))) {
+    // The argument's shape at these sizes: symbols left in the body would not cancel against
+    // the sized Reshape targets below.
+    if (const Shape* shape = shapes.SizedShapeOf(*argument)) parameter->type().shape = *shape;
+    TensorPtr constant = ConstantValueOf(*argument, InitializersOverridable(model));
+    // Shape arithmetic at these sizes (a Reshape target the exporter computes) is as good as a
+    // constant to the body: its Reshapes then know their output dims.
+    if (constant == nullptr && argument->dtype() == DataType::kInt64) {
+      if (const KnownIntegers* known = shapes.IntegersOf(*argument)) {
+        std::vector<int64_t> dims;
+        if (!known->scalar) dims.push_back(static_cast<int64_t>(known->values.size()));
+        constant = std::make_shared<Tensor>(Tensor::FromValues(DataType::kInt64, dims, known->values));
+      }
+    }
+    if (constant != nullptr) {
       Value* folded = body->CreateValue(body->UniqueName(parameter->name() + "_constant"));
       folded->type() = parameter->type();
       body->SetInitializer(folded, constant);
@@ -209,13 +220,16 @@ CostModel::CostModel(const Model& model, TargetProfile profile, SymbolSizes symb
                   "target profile '" + profile_.name + "' has positive figures");
 }
 
+CostModel::~CostModel() = default;
+CostModel::CostModel(CostModel&&) noexcept = default;
+
 cost::ShapeLookup CostModel::Shapes() const {
-  return ShapeLookup(symbols_, model_.graph.get(), [this] { return &ConcreteShapes(); });
+  return ShapeLookup(symbols_, model_.graph.get(), [this] { return &Concrete(); });
 }
 
-const std::unordered_map<std::string, Shape>& CostModel::ConcreteShapes() const {
+const cost::ConcreteValues& CostModel::Concrete() const {
   if (concrete_ != nullptr) return *concrete_;
-  concrete_ = std::make_unique<std::unordered_map<std::string, Shape>>();
+  concrete_ = std::make_unique<cost::ConcreteValues>();
   // Every symbol at its size, intermediates included: a Shape of an intermediate that still
   // said `sequence` would feed `sequence - sequence` to a Slice, which symbolic data cannot do.
   std::unique_ptr<Graph> copy = CopyGraph(*model_.graph);
@@ -227,10 +241,11 @@ const std::unordered_map<std::string, Shape>& CostModel::ConcreteShapes() const 
       dim = Dim::Known(SizeOfSymbol(symbols_, dim.symbol));
     }
   }
-  InferShapes(*copy, model_);
+  ShapeInferenceReport report = InferShapes(*copy, model_);
   for (const Value* value : copy->AllValues()) {
-    if (value->shape()) concrete_->emplace(value->name(), *value->shape());
+    if (value->shape()) concrete_->shapes.emplace(value->name(), *value->shape());
   }
+  concrete_->integers = std::move(report.known_integers);
   return *concrete_;
 }
 

@@ -56,6 +56,7 @@ namespace fusionopt::passes {
 
 namespace cost {
 class ShapeLookup;
+struct ConcreteValues;
 }  // namespace cost
 
 // Sizes of symbolic dims by symbol; a symbol not listed is 1.
@@ -121,6 +122,8 @@ struct ModelCost {
 class CostModel {
  public:
   CostModel(const Model& model, TargetProfile profile, SymbolSizes symbols = {});
+  ~CostModel();  // out of line: cost::ConcreteValues is complete only in cost_model.cc
+  CostModel(CostModel&&) noexcept;
 
   const Model& model() const { return model_; }
   const TargetProfile& profile() const { return profile_; }
@@ -185,7 +188,7 @@ class CostModel {
 
  private:
   cost::ShapeLookup Shapes() const;
-  const std::unordered_map<std::string, Shape>& ConcreteShapes() const;
+  const cost::ConcreteValues& Concrete() const;
   // `depth` counts fused calls entered through bodies (a function calling itself stops).
   KernelCost CostWithin(const Node& node, const LaunchFreeNodes& free, int depth) const;
   KernelCost FusedCallCost(const Node& call, bool as_separate_kernels, int depth) const;
@@ -196,7 +199,7 @@ class CostModel {
   const Model& model_;
   TargetProfile profile_;
   SymbolSizes symbols_;
-  mutable std::unique_ptr<std::unordered_map<std::string, Shape>> concrete_;  // ConcreteShapes, once made
+  mutable std::unique_ptr<cost::ConcreteValues> concrete_;  // Concrete(), once made
   struct LaunchFreeCache {
     uint64_t revision = 0;  // the graph's when computed (revisions start at 1)
     bool initializers_overridable = false;

@@ -18,12 +18,34 @@ const Shape* ShapeLookup::ShapeOf(const Value& value) const {
   const std::optional<Shape>& own = value.shape();
   if (own && Resolved(*own)) return &*own;
   if (value.graph() == main_graph_ && concrete_) {
-    if (const ShapesByName* concrete = concrete_()) {
-      auto it = concrete->find(value.name());
-      if (it != concrete->end() && Resolved(it->second) && (!own || own->size() == it->second.size())) return &it->second;
+    if (const ConcreteValues* concrete = concrete_()) {
+      auto it = concrete->shapes.find(value.name());
+      if (it != concrete->shapes.end() && Resolved(it->second) && (!own || own->size() == it->second.size())) {
+        return &it->second;
+      }
     }
   }
   return own ? &*own : nullptr;
+}
+
+const Shape* ShapeLookup::SizedShapeOf(const Value& value) const {
+  if (value.graph() == main_graph_ && concrete_) {
+    if (const ConcreteValues* concrete = concrete_()) {
+      auto it = concrete->shapes.find(value.name());
+      const bool known = it != concrete->shapes.end() &&
+                         std::all_of(it->second.begin(), it->second.end(), [](const fusionopt::Dim& dim) { return dim.is_known(); });
+      if (known) return &it->second;
+    }
+  }
+  return ShapeOf(value);
+}
+
+const KnownIntegers* ShapeLookup::IntegersOf(const Value& value) const {
+  if (value.graph() != main_graph_ || !concrete_) return nullptr;
+  const ConcreteValues* concrete = concrete_();
+  if (concrete == nullptr) return nullptr;
+  auto it = concrete->integers.find(value.name());
+  return it == concrete->integers.end() ? nullptr : &it->second;
 }
 
 Amount ShapeLookup::Product(const Value& value, size_t first, size_t last) const {

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 
 #include "ir/graph.h"
 #include "passes/cost_model.h"
+#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes::cost {
 
@@ -22,15 +24,19 @@ struct Amount {
   static Amount Unknown(std::string why) { return Amount{false, 0, std::move(why)}; }
 };
 
-// Shapes by value name, for the main graph's values (CostModel::ConcreteShapes).
-using ShapesByName = std::unordered_map<std::string, Shape>;
+// What inference found for the main graph's values at the symbols' sizes, by value name
+// (CostModel::Concrete): shapes, and the content of shape arithmetic (Reshape targets).
+struct ConcreteValues {
+  std::unordered_map<std::string, Shape> shapes;
+  std::map<std::string, KnownIntegers> integers;
+};
 
 // Where a value's dims come from: its own shape, symbols sized from the map (1 when
 // unlisted); where that has an unknown dim or rank and the value belongs to the main graph,
 // the shape inference found for it at those sizes (`concrete`, asked for only then).
 class ShapeLookup {
  public:
-  ShapeLookup(const SymbolSizes& symbols, const Graph* main_graph, std::function<const ShapesByName*()> concrete)
+  ShapeLookup(const SymbolSizes& symbols, const Graph* main_graph, std::function<const ConcreteValues*()> concrete)
       : symbols_(symbols), main_graph_(main_graph), concrete_(std::move(concrete)) {}
 
   Amount Elements(const Value* value) const { return DimsFrom(value, 0); }
@@ -41,6 +47,11 @@ class ShapeLookup {
   Amount Bytes(const Value* value) const;
   // The shape this lookup uses for `value`: null when even its rank is unknown.
   const Shape* ShapeOf(const Value& value) const;
+  // The shape inference found at these sizes (every dim known) for a main-graph value, else
+  // ShapeOf's: what a called body is typed with, so its Reshape targets resolve.
+  const Shape* SizedShapeOf(const Value& value) const;
+  // The content of a main-graph integer value computed from shapes, where known at these sizes.
+  const KnownIntegers* IntegersOf(const Value& value) const;
 
  private:
   bool Resolved(const Shape& shape) const;
@@ -48,7 +59,7 @@ class ShapeLookup {
 
   const SymbolSizes& symbols_;
   const Graph* main_graph_;
-  std::function<const ShapesByName*()> concrete_;
+  std::function<const ConcreteValues*()> concrete_;
 };
 
 bool IsStandardDomain(const Node& node);

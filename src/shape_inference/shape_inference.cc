@@ -187,6 +187,14 @@ ShapeInferenceReport InferenceState::TakeReport() {
   report_.unsupported_ops.assign(unsupported_.begin(), unsupported_.end());
   report_.values_inferred = static_cast<int64_t>(improved_.size());
   report_.error = calls_->error;
+  for (const auto& [value, data] : data_) {
+    KnownIntegers known{data.is_scalar, {}};
+    for (const SymbolicInt& element : data.elements) {
+      if (!element.is_known()) break;
+      known.values.push_back(*element.value);
+    }
+    if (known.values.size() == data.elements.size()) report_.known_integers.emplace(value->name(), std::move(known));
+  }
   return std::move(report_);
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,12 @@
 #include "ir/graph.h"
 
 namespace fusionopt {
+
+// A small integer tensor's content, every element known.
+struct KnownIntegers {
+  bool scalar = false;  // rank 0; otherwise rank 1
+  std::vector<int64_t> values;
+};
 
 struct ShapeInferenceReport {
   // "domain::OpType@opset" of ops seen without an inference rule (unique, sorted); the
@@ -30,6 +37,9 @@ struct ShapeInferenceReport {
   std::vector<std::string> warnings;
   // Values whose type became (more) known: dtype, rank or at least one dim.
   int64_t values_inferred = 0;
+  // Small integer tensors (rank 0 or 1) whose every element inference knows — shape arithmetic
+  // at known sizes, by value name: what a Reshape target or a Split's sizes will be.
+  std::map<std::string, KnownIntegers> known_integers;
   // The one fatal finding: a model-local function that calls itself, directly or through
   // others (InvalidModel, naming the chain). Everything else is still inferred.
   Status error;
