@@ -227,7 +227,9 @@ def fusionopt_bench(run, tag, o0, o3, flags, target, graph):
         step.figures = {"o0_ms": result["original"]["latency_ms"]["p50"], "o3_ms": result["optimized"]["latency_ms"]["p50"],
                         "o0_kernels": result["original"].get("kernels_executed"),
                         "o3_kernels": result["optimized"].get("kernels_executed"),
-                        "predicted": result.get("predicted_speedup")}
+                        "predicted": result.get("predicted_speedup"),
+                        "first_inference": {"O0": result["original"].get("first_inference"),
+                                            "O3": result["optimized"].get("first_inference")}}
     return step
 
 
@@ -361,6 +363,7 @@ def measure_size(run, spec, built, module, torch, corpus_export, files, batch, t
                 times["o3" + suffix].append(step.figures["o3_ms"])
                 row.setdefault("fusionopt_kernels", [step.figures["o0_kernels"], step.figures["o3_kernels"]])
                 row["predicted_o3_over_o0"] = step.figures["predicted"]
+                row.setdefault("first_inference", step.figures["first_inference"])
     if module is not None:
         with torch.no_grad():
             row["torch_kernels"] = {name: count_kernels(torch, function, inputs) for name, (function, _) in sides.items()}

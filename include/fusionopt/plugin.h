@@ -99,6 +99,21 @@ typedef struct fo_counters {
 FO_API fo_status fo_context_counters(fo_context* context, fo_counters* counters);
 FO_API fo_status fo_context_reset_counters(fo_context* context);
 
+/* What building kernels has cost this context so far: a host reports a model's first-inference
+ * cost from it (planning, code generation, NVRTC, the disk cache). */
+typedef struct fo_build_stats {
+  uint32_t struct_size;         /* sizeof(fo_build_stats) */
+  uint64_t kernels_built;       /* fo_kernel_build calls that returned FO_OK */
+  uint64_t modules_compiled;    /* generated programs NVRTC compiled */
+  uint64_t modules_from_cache;  /* generated programs read from the disk cache instead */
+  double compile_seconds;       /* wall time in NVRTC and the cache */
+  double build_seconds;         /* wall time in fo_kernel_build, everything included */
+} fo_build_stats;
+
+/* Fills the first stats->struct_size bytes of `stats` (struct_size at least that of the fields
+ * through build_seconds). Touches no device; works on compile-only contexts. */
+FO_API fo_status fo_context_build_stats(const fo_context* context, fo_build_stats* stats);
+
 /* ---- Describing a node ---------------------------------------------------------------- */
 
 typedef struct fo_tensor_desc {

@@ -10,7 +10,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cpu_runtime/engine/session.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "ir/graph.h"
 #include "cli/commands.h"
 #include "passes/cost_model.h"
@@ -40,9 +43,13 @@ struct SideFigures {
   int64_t nodes = 0;    // nodes executed per inference
   uint64_t peak_intermediate_bytes = 0;
   uint64_t intermediate_traffic_bytes = 0;  // intermediates written and read per inference
+  std::optional<cuda::FirstInferenceCost> first_inference;  // CUDA: what planning at these sizes cost
   LatencyStats latency;
   std::vector<cpu::KernelEvent> trace;  // the kernel launches of one traced inference
 };
+
+// A CUDA plan's first-inference cost as JSON (bench's sides, inspect --cuda); null without one.
+nlohmann::ordered_json FirstInferenceJson(const std::optional<cuda::FirstInferenceCost>& cost);
 
 // The optimized side's time per fusion kind: fused nodes of each kind, their time per
 // inference and its share of the time spent in the main graph's nodes.

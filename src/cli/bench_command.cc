@@ -261,6 +261,7 @@ SideFigures FiguresOf(const Side& side) {
     figures.nodes = static_cast<int64_t>(side.cuda_plan.nodes.size());
     figures.peak_intermediate_bytes = side.cuda_plan.peak_intermediate_bytes;
     figures.intermediate_traffic_bytes = side.cuda_plan.intermediate_traffic_bytes;
+    figures.first_inference = side.cuda_plan.first_inference;
     figures.latency = SummarizeLatencies(side.latencies_ms);
     return figures;
   }

@@ -33,6 +33,7 @@ ordered_json SideJson(const SideFigures& side) {
           {"nodes", side.nodes},
           {"peak_intermediate_bytes", side.peak_intermediate_bytes},
           {"intermediate_traffic_bytes", side.intermediate_traffic_bytes},
+          {"first_inference", FirstInferenceJson(side.first_inference)},
           {"latency_ms",
            {{"min", side.latency.min_ms},
             {"p50", side.latency.p50_ms},
@@ -64,6 +65,15 @@ void AppendSideEvents(ordered_json& events, const SideFigures& side, int pid, co
 }
 
 }  // namespace
+
+ordered_json FirstInferenceJson(const std::optional<cuda::FirstInferenceCost>& cost) {
+  if (!cost) return nullptr;
+  return {{"plan_seconds", cost->plan_seconds},
+          {"kernels_built", cost->kernels_built},
+          {"modules_compiled", cost->modules_compiled},
+          {"modules_from_cache", cost->modules_from_cache},
+          {"compile_seconds", cost->compile_seconds}};
+}
 
 LatencyStats SummarizeLatencies(std::vector<double> latencies_ms) {
   FUSIONOPT_CHECK(!latencies_ms.empty(), "no latencies to summarize");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "cli/feeds.h"
 #include "cuda_runtime/backend/cuda_session.h"
@@ -36,6 +37,7 @@ ordered_json PlanJson(const std::string& path, int arch, const cuda::CudaPlanSum
           {"unsupported", plan.unsupported},
           {"fused_nodes_inlined", plan.fused_nodes_inlined},
           {"inlined", inlined},
+          {"first_inference", FirstInferenceJson(plan.first_inference)},
           {"peak_intermediate_bytes", plan.peak_intermediate_bytes},
           {"workspace_bytes", plan.workspace_bytes},
           {"nodes", nodes}};
@@ -55,6 +57,11 @@ void PrintPlan(const cuda::CudaPlanSummary& plan, int arch) {
               arch, static_cast<long long>(plan.kernels), static_cast<long long>(plan.launches_per_inference),
               static_cast<long long>(plan.unsupported), static_cast<long long>(plan.fused_nodes_inlined),
               plan.peak_intermediate_bytes / 1e6, plan.workspace_bytes / 1e6);
+  const cuda::FirstInferenceCost& cost = plan.first_inference;
+  std::printf("first inference at these sizes: planned in %.2f s, %lld kernels built, %lld programs compiled by NVRTC "
+              "and %lld read from the cache (%.2f s)\n",
+              cost.plan_seconds, static_cast<long long>(cost.kernels_built), static_cast<long long>(cost.modules_compiled),
+              static_cast<long long>(cost.modules_from_cache), cost.compile_seconds);
 }
 
 }  // namespace

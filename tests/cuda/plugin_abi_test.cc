@@ -141,6 +141,12 @@ TEST_CASE("plugin: every entry point rejects NULL arguments with a message", "[p
   RequireInvalid(api.fo_context_counters(nullptr, &counters), "fo_context_counters: context is NULL");
   RequireInvalid(api.fo_context_counters(ctx, nullptr), "counters is NULL");
   RequireInvalid(api.fo_context_reset_counters(nullptr), "context is NULL");
+  fo_build_stats stats{};
+  stats.struct_size = sizeof(stats);
+  RequireInvalid(api.fo_context_build_stats(nullptr, &stats), "fo_context_build_stats: context is NULL");
+  RequireInvalid(api.fo_context_build_stats(ctx, nullptr), "stats is NULL");
+  stats.struct_size = 8;
+  RequireInvalid(api.fo_context_build_stats(ctx, &stats), "struct_size 8 is too small");
   RequireInvalid(api.fo_node_supported(nullptr, &desc, &supported), "context is NULL");
   RequireInvalid(api.fo_node_supported(ctx, nullptr, &supported), "node is NULL");
   RequireInvalid(api.fo_node_supported(ctx, &desc, nullptr), "supported is NULL");
@@ -232,6 +238,22 @@ TEST_CASE("plugin: a compile-only context touches no device", "[plugin]") {
   CHECK(counters.launches == 0);
   CHECK(counters.kernels_executed == UINT64_MAX);
   CHECK(api.fo_context_reset_counters(ctx) == FO_OK);
+
+  // Building a kernel is counted, compile-only too.
+  fo_build_stats before{};
+  before.struct_size = sizeof(before);
+  REQUIRE(api.fo_context_build_stats(ctx, &before) == FO_OK);
+  NodeRequest request = AddReluRequest();
+  fo_node_desc desc = request.desc();
+  fo_kernel* kernel = nullptr;
+  REQUIRE(api.fo_kernel_build(ctx, &desc, &kernel) == FO_OK);
+  api.fo_kernel_destroy(kernel);
+  fo_build_stats after{};
+  after.struct_size = sizeof(after);
+  REQUIRE(api.fo_context_build_stats(ctx, &after) == FO_OK);
+  CHECK(after.kernels_built == before.kernels_built + 1);
+  CHECK(after.modules_compiled + after.modules_from_cache == before.modules_compiled + before.modules_from_cache + 1);
+  CHECK(after.build_seconds > before.build_seconds);
 
   void* pointer = reinterpret_cast<void*>(0x1000);
   char host[8] = {};

@@ -83,7 +83,9 @@ def test_text_plan_lists_nodes_and_a_summary_line(fusionopt):
     rc, stdout, stderr = fusionopt("inspect", RESNET, "--cuda", timeout=600)
     assert rc in (0, 4), stderr
     assert stdout.splitlines()[0].split()[:3] == ["node", "op", "launches"]
-    assert "sm_90:" in stdout.splitlines()[-1] and "launches per inference" in stdout.splitlines()[-1]
+    summary, first = stdout.splitlines()[-2:]
+    assert "sm_90:" in summary and "launches per inference" in summary
+    assert first.startswith("first inference at these sizes: planned in")
 
 
 def test_inspect_cuda_options_are_checked(fusionopt):
@@ -183,3 +185,27 @@ def test_a_channel_split_with_unit_outer_dims_is_a_view(fusionopt, tmp_path, bat
     else:
         assert split["implementation"].startswith("data movement") and split["launches"] == 1
         assert document["launches_per_inference"] == 4
+
+
+def test_the_first_inference_cost_is_reported_and_the_disk_cache_answers_the_second(fusionopt_bin, tmp_path):
+    """Issue 28: a plan reports what it cost (planning, kernels built, NVRTC compiles and cache
+    reads); with an empty cache every distinct program is compiled, and a second process at the
+    same sizes reads them all from the disk cache."""
+    require_library()
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    model = lib.PROJECT_MODELS / "bert_style.onnx"
+    costs = []
+    for _ in range(2):
+        done = subprocess.run([str(fusionopt_bin), "inspect", str(model), "--cuda", "--json"], capture_output=True,
+                              text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        costs.append(json.loads(done.stdout)["first_inference"])
+    cold, warm = costs
+    assert cold["kernels_built"] == warm["kernels_built"] > 0
+    assert cold["modules_compiled"] > 0 and cold["compile_seconds"] > 0
+    assert warm["modules_compiled"] == 0
+    assert warm["modules_from_cache"] == cold["modules_compiled"] + cold["modules_from_cache"]
+    assert 0 < warm["plan_seconds"] < cold["plan_seconds"]
+    done = subprocess.run([str(fusionopt_bin), "inspect", str(model), "--cuda"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert "first inference at these sizes: planned in" in done.stdout.splitlines()[-1]

@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "ir/constant_value.h"
@@ -131,7 +132,6 @@ struct CudaSession::Prepared {
   std::vector<std::vector<int64_t>> output_dims;
   void* workspace = nullptr;
   CudaPlanSummary summary;
-  bool captured = false;
 };
 
 CudaSession::CudaSession(const Model& model, const PluginApi& api, CudaSessionOptions options)
@@ -140,8 +140,8 @@ CudaSession::CudaSession(const Model& model, const PluginApi& api, CudaSessionOp
 }
 
 CudaSession::~CudaSession() {
+  if (graph_plan_ != nullptr) api_.graph_discard(context_);
   for (auto& [key, plan] : plans_) {
-    if (plan->captured) api_.graph_discard(context_);
     for (auto& step : plan->steps) api_.kernel_destroy(step.kernel);
     for (auto& storage : plan->storages) {
       if (storage.pointer != nullptr) api_.device_free(context_, storage.pointer);
@@ -263,6 +263,10 @@ Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model, CudaPlanS
 Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::NamedTensor>& feeds) {
   std::string key = DimsKey(feeds);
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
+  const auto started = std::chrono::steady_clock::now();
+  fo_build_stats before{};
+  before.struct_size = sizeof(before);
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_build_stats(context_, &before), "build stats"));
   auto plan = std::make_unique<Prepared>();
   FUSIONOPT_ASSIGN_OR_RETURN(plan->model, SpecializeForFeeds(model_, feeds));
   FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model, plan->summary));
@@ -429,6 +433,15 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   if (!compile_only && workspace > 0) {
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, workspace, &plan->workspace), "workspace"));
   }
+  fo_build_stats after{};
+  after.struct_size = sizeof(after);
+  FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_build_stats(context_, &after), "build stats"));
+  FirstInferenceCost& cost = summary.first_inference;
+  cost.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  cost.kernels_built = static_cast<int64_t>(after.kernels_built - before.kernels_built);
+  cost.modules_compiled = static_cast<int64_t>(after.modules_compiled - before.modules_compiled);
+  cost.modules_from_cache = static_cast<int64_t>(after.modules_from_cache - before.modules_from_cache);
+  cost.compile_seconds = after.compile_seconds - before.compile_seconds;
   Prepared* result = plan.get();
   plans_.emplace(key, std::move(plan));
   return result;
@@ -483,7 +496,9 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
   }
   bool replayed = false;
   FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.timer_start(context_), "timer"));
-  if (options_.cuda_graph && plan->captured) {
+  // The plugin context holds one captured graph: it replays only for the plan it was captured
+  // from; another input shape captures its own in its place.
+  if (options_.cuda_graph && graph_plan_ == plan) {
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
     replayed = true;
   } else if (options_.cuda_graph) {
@@ -492,7 +507,7 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
     Status ended = api_.Check(api_.graph_end_capture(context_), "CUDA graph capture");
     FUSIONOPT_RETURN_IF_ERROR(enqueued);
     FUSIONOPT_RETURN_IF_ERROR(ended);
-    plan->captured = true;
+    graph_plan_ = plan;
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
     replayed = true;
   } else {

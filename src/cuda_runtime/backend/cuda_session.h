@@ -45,6 +45,15 @@ struct PlannedNode {
   std::string unsupported;     // why it cannot run, when it cannot
 };
 
+// What making a plan cost: the first inference at a new input shape pays it, later ones do not.
+struct FirstInferenceCost {
+  double plan_seconds = 0;      // specializing, building every kernel, assigning memory
+  int64_t kernels_built = 0;
+  int64_t modules_compiled = 0;   // generated programs NVRTC compiled
+  int64_t modules_from_cache = 0;  // generated programs the disk cache answered
+  double compile_seconds = 0;      // of plan_seconds, in NVRTC and the cache
+};
+
 struct CudaPlanSummary {
   std::vector<PlannedNode> nodes;
   int64_t kernels = 0;                     // nodes that launch
@@ -55,6 +64,7 @@ struct CudaPlanSummary {
   uint64_t peak_intermediate_bytes = 0;    // device memory of intermediates at their peak
   uint64_t workspace_bytes = 0;
   uint64_t intermediate_traffic_bytes = 0;  // bytes of intermediates kernels write and read per inference
+  FirstInferenceCost first_inference;
 };
 
 struct CudaRunStats {
@@ -107,6 +117,7 @@ class CudaSession {
   fo_context* context_ = nullptr;
   std::vector<const Value*> inputs_;
   std::map<std::string, std::unique_ptr<Prepared>> plans_;  // by the feeds' dims
+  const Prepared* graph_plan_ = nullptr;  // the plan the context's captured graph replays
 };
 
 }  // namespace fusionopt::cuda

@@ -52,6 +52,7 @@ Result<PluginApi> Bind(void* library, std::string path) {
   FUSIONOPT_RESOLVE(context_describe);
   FUSIONOPT_RESOLVE(context_counters);
   FUSIONOPT_RESOLVE(context_reset_counters);
+  FUSIONOPT_RESOLVE(context_build_stats);
   FUSIONOPT_RESOLVE(node_supported);
   FUSIONOPT_RESOLVE(kernel_build);
   FUSIONOPT_RESOLVE(kernel_destroy);

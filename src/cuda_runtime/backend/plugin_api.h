@@ -24,6 +24,7 @@ struct PluginApi {
   decltype(&fo_context_describe) context_describe = nullptr;
   decltype(&fo_context_counters) context_counters = nullptr;
   decltype(&fo_context_reset_counters) context_reset_counters = nullptr;
+  decltype(&fo_context_build_stats) context_build_stats = nullptr;
   decltype(&fo_node_supported) node_supported = nullptr;
   decltype(&fo_kernel_build) kernel_build = nullptr;
   decltype(&fo_kernel_destroy) kernel_destroy = nullptr;

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstddef>
 #include <exception>
 #include <memory>
 #include <new>
@@ -244,7 +246,29 @@ fo_status fo_kernel_build(fo_context* context, const fo_node_desc* node, fo_kern
     if (context == nullptr) return NullArgument("context");
     if (node == nullptr) return NullArgument("node");
     if (!context->impl->compile_only()) FUSIONOPT_RETURN_IF_ERROR(context->impl->Activate("fo_kernel_build"));
-    return fusionopt::cuda::BuildNodeKernel(*context, *node, *kernel);
+    const auto started = std::chrono::steady_clock::now();
+    FUSIONOPT_RETURN_IF_ERROR(fusionopt::cuda::BuildNodeKernel(*context, *node, *kernel));
+    fusionopt::cuda::BuildStats& stats = context->impl->build_stats();
+    ++stats.kernels_built;
+    stats.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return Status::Ok();
+  });
+}
+
+fo_status fo_context_build_stats(const fo_context* context, fo_build_stats* stats) {
+  return Guarded(__func__, false, [&]() -> Status {
+    if (context == nullptr) return NullArgument("context");
+    if (stats == nullptr) return NullArgument("stats");
+    if (stats->struct_size < offsetof(fo_build_stats, build_seconds) + sizeof(double)) {
+      return fusionopt::UsageError("fo_build_stats.struct_size " + std::to_string(stats->struct_size) + " is too small");
+    }
+    const fusionopt::cuda::BuildStats& built = context->impl->build_stats();
+    stats->kernels_built = built.kernels_built;
+    stats->modules_compiled = built.modules_compiled;
+    stats->modules_from_cache = built.modules_from_cache;
+    stats->compile_seconds = built.compile_seconds;
+    stats->build_seconds = built.build_seconds;
+    return Status::Ok();
   });
 }
 

@@ -144,6 +144,10 @@ Result<std::unique_ptr<DeviceKernel>> PluginContext::BuildGenerated(const Genera
   target.device = settings_.device;
   target.stream = stream_;
   target.cache_dir = settings_.cache_dir;
+  target.compiled = [this](bool from_cache, double seconds) {
+    ++(from_cache ? build_stats_.modules_from_cache : build_stats_.modules_compiled);
+    build_stats_.compile_seconds += seconds;
+  };
   return BuildGeneratedKernel(program, body, target, *this);
 }
 

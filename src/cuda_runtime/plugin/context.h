@@ -30,6 +30,11 @@ struct ContextSettings {
   bool count_executed_kernels = false;
 };
 
+struct BuildStats {
+  uint64_t kernels_built = 0, modules_compiled = 0, modules_from_cache = 0;
+  double compile_seconds = 0, build_seconds = 0;
+};
+
 struct LaunchCounters {
   uint64_t launches = 0;
   std::optional<uint64_t> kernels_executed;  // nullopt when CUPTI is not counting
@@ -63,6 +68,7 @@ class PluginContext final : public DeviceContext {
   Status RequireNoCapture(const char* operation) const;
 
   Result<LaunchCounters> Counters();  // synchronizes the stream first
+  BuildStats& build_stats() { return build_stats_; }
   Status ResetCounters();
 
   Status Synchronize();
@@ -95,6 +101,7 @@ class PluginContext final : public DeviceContext {
   cudnnHandle_t cudnn_ = nullptr;
   std::unique_ptr<ExecutedKernelCounter> executed_counter_;
   uint64_t launches_ = 0;
+  BuildStats build_stats_;
 
   cudaEvent_t timer_start_ = nullptr;
   cudaEvent_t timer_stop_ = nullptr;

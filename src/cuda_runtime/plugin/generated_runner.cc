@@ -1,6 +1,8 @@
 // The generated-code family's device kernel (generated_runner.h).
 #include "cuda_runtime/plugin/generated_runner.h"
 
+#include <chrono>
+
 #include <utility>
 #include <vector>
 
@@ -165,8 +167,13 @@ Result<std::unique_ptr<DeviceKernel>> BuildGeneratedKernel(const GeneratedProgra
   options.sm_arch = target.sm_arch;
   options.cubin = true;
   options.cache_dir = target.cache_dir;
+  const auto started = std::chrono::steady_clock::now();
   Result<CompiledModule> compiled = CompileCuda(program.source, program.name, options);
   if (!compiled.ok()) return CompileFailure(compiled.status().message());
+  if (target.compiled) {
+    target.compiled(compiled->from_cache,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
   if (compiled->cubin.empty()) return InternalError("NVRTC returned no CUBIN for " + program.name);
 
   auto kernel = std::make_unique<GeneratedDeviceKernel>(program, LayoutOf(program, body), target);

@@ -7,6 +7,8 @@
 // the target) but nothing is loaded; the kernel's Enqueue returns a CUDA failure.
 #pragma once
 
+#include <functional>
+
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -25,6 +27,8 @@ struct GeneratedTarget {
   int device = -1;            // CUDA ordinal the module is loaded on (unused when compile_only)
   cudaStream_t stream = nullptr;
   std::string cache_dir;      // NVRTC disk cache; "" for none
+  // Told of each compile: whether the disk cache answered, and the seconds it took.
+  std::function<void(bool from_cache, double seconds)> compiled;
 };
 
 // `body` is the typed body `program` was generated from; `context` uploads its constants.
