@@ -33,10 +33,10 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +85,7 @@ class Run:
         self.rows = []
         self.env = dict(os.environ)
         self.fusionopt = args.fusionopt
+        self.bundle_dir = None  # the unpacked bundle, removed at the end
 
     def over_budget(self):
         return time.monotonic() - self.started > self.args.budget_s
@@ -121,6 +122,7 @@ def unpack_bundle(run):
     for key in ("LD_LIBRARY_PATH", "FUSIONOPT_CUDA_LIBRARY"):
         run.env[key] = shlex.split(assignments[key])[0]
     run.fusionopt = Path(shlex.split(assignments["bin"])[0]) / "fusionopt"
+    run.bundle_dir = Path(shlex.split(assignments["FUSIONOPT_BUNDLE_DIR"])[0])
     return run.record(Step("bundle", True))
 
 
@@ -444,6 +446,8 @@ def main():
             run.record(Step(spec.name, False, f"not run: past the {args.budget_s} s budget"))
             continue
         measure(run, spec, torch, corpus_export, target)
+    if run.bundle_dir is not None:
+        shutil.rmtree(run.bundle_dir, ignore_errors=True)
     failed = [s for s in run.steps if not s.ok]
     document = {"gpu": gpu, "cost_model_target": target, "date": time.strftime("%Y-%m-%d"),
                 "command": shlex.join(sys.argv), "seconds": time.monotonic() - run.started, "rows": run.rows,
