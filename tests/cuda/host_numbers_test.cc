@@ -19,8 +19,9 @@ namespace fusionopt::cuda {
 namespace {
 
 // Runs the model's only node through its generated kernel on the host and through the CPU
-// runtime, on the same seeded inputs, and requires equal outputs (`tolerance` relative).
-void CheckAgainstCpu(const std::string& text, double tolerance = 1e-6) {
+// runtime, on the same seeded inputs, and requires equal outputs (`tolerance` relative, `margin`
+// absolute).
+void CheckAgainstCpu(const std::string& text, double tolerance = 1e-6, double margin = 1e-6) {
   auto parsed = ParseModel(text);
   INFO(parsed.status().message());
   REQUIRE(parsed.ok());
@@ -81,7 +82,7 @@ void CheckAgainstCpu(const std::string& text, double tolerance = 1e-6) {
     REQUIRE(want.dims() == outputs[o].dims());
     for (int64_t i = 0; i < want.NumElements(); ++i) {
       INFO("output " << o << " element " << i);
-      REQUIRE(outputs[o].ValueAsDouble(i) == Approx(want.ValueAsDouble(i)).epsilon(tolerance).margin(1e-6));
+      REQUIRE(outputs[o].ValueAsDouble(i) == Approx(want.ValueAsDouble(i)).epsilon(tolerance).margin(margin));
     }
   }
 }
@@ -152,6 +153,10 @@ TEST_CASE("generated Resize gives the CPU runtime's numbers", "[cuda][codegen][h
                          "extrapolation_value: 2.5}",
                          18),
                   1e-5);
+  // double: the weights are compiled in exactly (a decimal literal would lose their last bits).
+  CheckAgainstCpu(Model1("(double[1,1,5,7] %x) -> (double[1,1,3,4] %y)", "  init int64[4] %z = [1, 1, 3, 4]\n",
+                         "%y = Resize(%x, , , %z) {mode: \"cubic\"}", 18),
+                  1e-13, 1e-15);
   CheckAgainstCpu(Model1("(float16[1,2,3,4] %x) -> (float16[1,2,6,8] %y)", "  init float[4] %s = [1.0, 1.0, 2.0, 2.0]\n",
                          "%y = Resize(%x, , %s) {mode: \"linear\", coordinate_transformation_mode: \"pytorch_half_pixel\"}", 18),
                   1e-3);

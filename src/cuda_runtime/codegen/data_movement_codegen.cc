@@ -14,18 +14,6 @@
 namespace fusionopt::cuda {
 namespace {
 
-// Elements are copied as unsigned integers of their width.
-std::optional<std::string> BitsType(DataType dtype) {
-  if (!StorageType(dtype)) return std::nullopt;
-  switch (ByteSizeOf(dtype, 1)) {
-    case 1: return "unsigned char";
-    case 2: return "unsigned short";
-    case 4: return "unsigned int";
-    case 8: return "unsigned long long";
-    default: return std::nullopt;
-  }
-}
-
 // What one op's generator contributes: the loop body copying element i (Split: input element i
 // to its output; every other op: output element i from its source).
 struct Emitted {
@@ -525,18 +513,9 @@ Result<GeneratedProgram> GenerateDataMovement(const Graph& typed_body, std::stri
   const std::string split = SplitIndex(dims, "i", index_type, "o", coordinates);
   FUSIONOPT_ASSIGN_OR_RETURN(Emitted emitted, generator->second(emitter, coordinates));
 
-  const std::string entry = KernelIdentifier(name);
-  std::string source = std::string(SourcePrelude()) + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                       std::to_string(kGridStrideThreads) + ") " + entry + "(" +
-                       emitter.parameters().Declaration() + ") {\n" + emitted.prologue + GridStrideLoop(total, index_type) + split +
-                       emitted.body + "  }\n}\n";
-  GeneratedProgram program;
-  program.name = entry;
-  program.source = std::move(source);
-  program.description = "data movement: " + emitted.description + ", grid-stride, " + index_type + " indices";
-  program.kernels.push_back(GridStrideLaunch(entry, total));
-  program.constant_inputs = emitter.parameters().constant_inputs();
-  return program;
+  return GridStrideProgram(name, emitter.parameters(), total, index_type, split + emitted.body,
+                           "data movement: " + emitted.description + ", grid-stride, " + index_type + " indices",
+                           emitted.prologue);
 }
 
 }  // namespace fusionopt::cuda

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_runtime/codegen/cuda_types.h"
+#include "cuda_runtime/codegen/family_codegen_support.h"
 #include "ir/constant_value.h"
 #include "ir/float16.h"
 
@@ -46,15 +47,6 @@ std::string FloatLiteral(float value) {
   std::memcpy(&bits, &value, sizeof(bits));
   char text[64];
   std::snprintf(text, sizeof(text), "__int_as_float(0x%08x)", bits);
-  return text;
-}
-
-std::string DoubleLiteral(double value) {
-  if (std::isfinite(value)) return Hex(value, false);
-  uint64_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  char text[64];
-  std::snprintf(text, sizeof(text), "__longlong_as_double(0x%016llxLL)", static_cast<unsigned long long>(bits));
   return text;
 }
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "ir/constant_value.h"
@@ -78,6 +79,18 @@ std::string FloatLiteral(double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%af", static_cast<double>(rounded));
   return std::string("(") + buffer + ")";
+}
+
+std::string DoubleLiteral(double value) {
+  char text[64];
+  if (!std::isfinite(value)) {  // the exact bits: NaN payloads and infinities included
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof(bits));
+    std::snprintf(text, sizeof text, "__longlong_as_double(0x%016llxLL)", static_cast<unsigned long long>(bits));
+    return text;
+  }
+  std::snprintf(text, sizeof text, "%a", value);
+  return std::string("(") + text + ")";
 }
 
 UnfoldedBody Unfold(const Graph& typed_body) {
@@ -236,6 +249,27 @@ std::string GridStrideLoop(int64_t total, std::string_view index_type) {
   return "  for (" + type + " i = (" + type + ")blockIdx.x * " + std::to_string(kGridStrideThreads) +
          " + threadIdx.x; i < (" + type + ")" + std::to_string(total) + "LL; i += (" + type + ")gridDim.x * " +
          std::to_string(kGridStrideThreads) + ") {\n";
+}
+
+GeneratedProgram GridStrideProgram(std::string_view name, const KernelParameters& parameters, int64_t total,
+                                   std::string_view index_type, const std::string& loop_body, std::string description,
+                                   const std::string& prologue, const std::string& globals) {
+  const std::string entry = KernelIdentifier(name);
+  std::string source = std::string(SourcePrelude()) + globals + "\nextern \"C\" __global__ void __launch_bounds__(" +
+                       std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n" +
+                       prologue + GridStrideLoop(total, index_type) + loop_body + "  }\n}\n";
+  return SingleKernelProgram(entry, std::move(source), std::move(description), GridStrideLaunch(entry, total), parameters);
+}
+
+std::optional<std::string> BitsType(DataType dtype) {
+  if (!StorageType(dtype)) return std::nullopt;
+  switch (ByteSizeOf(dtype, 1)) {
+    case 1: return "unsigned char";
+    case 2: return "unsigned short";
+    case 4: return "unsigned int";
+    case 8: return "unsigned long long";
+    default: return std::nullopt;
+  }
 }
 
 const Node* SingleOp(const Graph& body) {

@@ -34,6 +34,8 @@ int64_t ElementCount(const std::vector<int64_t>& dims);
 
 // A float as an exact CUDA C++ float literal (hex float; infinities and NaN spelled out).
 std::string FloatLiteral(double value);
+// A double as an exact CUDA C++ double literal (hex float; infinities and NaN spelled out).
+std::string DoubleLiteral(double value);
 
 // A copy of the body whose nodes read the formal inputs that TypedBodyOf folded into
 // initializers, with the initializer behind each such input.
@@ -109,6 +111,18 @@ inline constexpr uint32_t kGridStrideThreads = 256;
 
 // The opening of a grid-stride loop over `total` elements with loop variable `i`.
 std::string GridStrideLoop(int64_t total, std::string_view index_type);
+
+// A one-kernel grid-stride program: `globals` (constant tables) at file scope, `prologue` per
+// thread before the loop, then `loop_body` for each element index `i` of `total`, which
+// GridStrideLoop's statements declare with `index_type`. The shape of every per-element family
+// (data movement, lines, resize, rotary, pooling, LRN).
+GeneratedProgram GridStrideProgram(std::string_view name, const KernelParameters& parameters, int64_t total,
+                                   std::string_view index_type, const std::string& loop_body, std::string description,
+                                   const std::string& prologue = {}, const std::string& globals = {});
+
+// The unsigned integer type of a dtype's width ("unsigned short" for float16, ...): elements
+// copied as raw bits; nullopt for dtypes without a storage type or of another width.
+std::optional<std::string> BitsType(DataType dtype);
 
 // The one non-Constant node of a single-op body, or null when there are several.
 const Node* SingleOp(const Graph& body);

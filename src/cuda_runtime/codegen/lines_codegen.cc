@@ -23,10 +23,10 @@ Lines Around(const std::vector<int64_t>& dims, size_t axis) {
   return lines;
 }
 
-Result<size_t> NormalizedAxisOf(int64_t axis, size_t rank, const std::string& op) {
-  if (axis < 0) axis += static_cast<int64_t>(rank);
-  if (axis < 0 || axis >= static_cast<int64_t>(rank)) return Unsupported(op + " axis out of range");
-  return static_cast<size_t>(axis);
+Result<size_t> LineAxisOf(int64_t axis, size_t rank, const std::string& op) {
+  std::optional<int64_t> normalized = NormalizedAxis(axis, static_cast<int64_t>(rank));
+  if (!normalized) return Unsupported(op + " axis out of range");
+  return static_cast<size_t>(*normalized);
 }
 
 // Statements before each line's walk: `base`, the offset of the line's first element.
@@ -88,12 +88,12 @@ Result<size_t> LineAxis(const Node& node, size_t rank) {
   if (node.op_type() == "CumSum") {
     std::optional<std::vector<int64_t>> axis = ConstantInts(node.input(1));
     if (!axis || axis->size() != 1) return Unsupported("CumSum with its axis computed at run time");
-    return NormalizedAxisOf(axis->front(), rank, "CumSum");
+    return LineAxisOf(axis->front(), rank, "CumSum");
   }
   if (node.FindAttribute("axis") == nullptr) {
     return Unsupported(node.op_type() + " without an axis attribute (its default depends on the opset)");
   }
-  FUSIONOPT_ASSIGN_OR_RETURN(size_t axis, NormalizedAxisOf(node.GetInt("axis", -1), rank, node.op_type()));
+  FUSIONOPT_ASSIGN_OR_RETURN(size_t axis, LineAxisOf(node.GetInt("axis", -1), rank, node.op_type()));
   if (axis + 1 == rank) return Unsupported(node.op_type() + " over the last axis is a row (the row family's)");
   return axis;
 }
@@ -114,14 +114,9 @@ Result<GeneratedProgram> GenerateLines(const Graph& typed_body, std::string_view
   FUSIONOPT_ASSIGN_OR_RETURN(LineBody body, op == "CumSum" ? CumSum(*node, parameters, lines)
                                                            : Normalize(*node, parameters, lines));
   const std::string index_type = IndexType(ElementCount(dims));
-  const std::string entry = KernelIdentifier(name);
-  std::string source = std::string(SourcePrelude()) + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                       std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n" +
-                       GridStrideLoop(lines.count(), index_type) + LineBase(lines, index_type) + body.code + "  }\n}\n";
-  return SingleKernelProgram(entry, std::move(source),
-                             "lines: " + body.description + " along axis " + std::to_string(axis) + ", " +
-                                 std::to_string(lines.count()) + " lines of " + std::to_string(lines.n),
-                             GridStrideLaunch(entry, lines.count()), parameters);
+  return GridStrideProgram(name, parameters, lines.count(), index_type, LineBase(lines, index_type) + body.code,
+                           "lines: " + body.description + " along axis " + std::to_string(axis) + ", " +
+                               std::to_string(lines.count()) + " lines of " + std::to_string(lines.n));
 }
 
 }  // namespace fusionopt::cuda

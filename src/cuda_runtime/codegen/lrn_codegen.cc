@@ -23,16 +23,12 @@ Result<GeneratedProgram> GenerateLrn(const Graph& typed_body, std::string_view n
   const int64_t total = ElementCount(dims);
   if (total == 0) return Unsupported("an empty tensor");
   const std::string index = IndexType(total);
-  const std::string entry = KernelIdentifier(name);
   KernelParameters parameters(typed_body);
   const std::string x = parameters.InputPointer(0);
   const std::string before = std::to_string((size - 1) / 2), after = std::to_string(size / 2);
   const std::string c_count = std::to_string(channels), s_count = std::to_string(spatial);
 
-  std::string code = std::string(SourcePrelude()) + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                     std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n";
-  code += GridStrideLoop(total, index);
-  code += "    const " + index + " s = i % " + s_count + ";\n";
+  std::string code = "    const " + index + " s = i % " + s_count + ";\n";
   code += "    const " + index + " c = (i / " + s_count + ") % " + c_count + ";\n";
   code += "    const " + index + " plane0 = i - (c * " + s_count + ") - s;  // element (n, 0, 0)\n";
   code += "    const " + index + " first = c - " + before + " > 0 ? c - " + before + " : 0;\n";
@@ -47,11 +43,8 @@ Result<GeneratedProgram> GenerateLrn(const Graph& typed_body, std::string_view n
           " * sum;\n";
   code += "    " + parameters.OutputPointer(0) + "[i] = " +
           StoreFromCompute(dtype, "value / powf(scale, " + FloatLiteral(beta) + ")") + ";\n";
-  code += "  }\n}\n";
-
-  return SingleKernelProgram(name, std::move(code),
-                             "LRN across " + std::to_string(size) + " channels, one thread per element",
-                             GridStrideLaunch(entry, total), parameters);
+  return GridStrideProgram(name, parameters, total, index, code,
+                           "LRN across " + std::to_string(size) + " channels, one thread per element");
 }
 
 }  // namespace fusionopt::cuda

@@ -116,16 +116,11 @@ Result<GeneratedProgram> WindowPool(const Graph& body, const Node& node, bool ma
   const int64_t total = ElementCount(out);
   if (total == 0) return Unsupported("an empty output needs no kernel");
   KernelParameters parameters(body);
-  const std::string entry = KernelIdentifier(name);
   const std::string index_type = IndexType(std::max(total, ElementCount(in)));
   const bool include_pad = !max && node.GetInt("count_include_pad", 0) != 0;
-  std::string source = std::string(SourcePrelude()) + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                       std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n" +
-                       GridStrideLoop(total, index_type) + WindowBody(window, max, include_pad, dtype) + "  }\n}\n";
-  return SingleKernelProgram(name, std::move(source),
-                 std::string(max ? "max" : "average") + " pool " + std::to_string(window.kernel[0]) + "x" +
-                     std::to_string(window.kernel[1]) + ", one thread per output, grid-stride",
-                 GridStrideLaunch(entry, total), parameters);
+  return GridStrideProgram(name, parameters, total, index_type, WindowBody(window, max, include_pad, dtype),
+                           std::string(max ? "max" : "average") + " pool " + std::to_string(window.kernel[0]) + "x" +
+                               std::to_string(window.kernel[1]) + ", one thread per output, grid-stride");
 }
 
 Result<GeneratedProgram> GlobalPool(const Graph& body, const Node& node, bool max, std::string_view name) {

@@ -44,6 +44,13 @@ Result<std::vector<AxisSampling>> Samplings(const Node& node, const ResizeAttrib
   return PlanResize(attributes.options, in, geometry);
 }
 
+bool HasOutside(const AxisSampling& sampling) {
+  for (uint8_t flag : sampling.extrapolated) {
+    if (flag != 0) return true;
+  }
+  return false;
+}
+
 // The tables of axis `axis` as constant arrays: fo_index<axis>, fo_weight<axis> (interpolation)
 // and fo_outside<axis> (where tf_crop_and_resize maps outside the input).
 std::string Tables(const AxisSampling& sampling, size_t axis, bool weights, const std::string& weight_type) {
@@ -52,25 +59,15 @@ std::string Tables(const AxisSampling& sampling, size_t axis, bool weights, cons
   std::string weight = "__device__ const " + weight_type + " fo_weight" + a + "[] = {";
   for (size_t k = 0; k < sampling.index.size(); ++k) {
     index += (k ? "," : "") + std::to_string(sampling.index[k]);
-    const double w = weight_type == "float" ? static_cast<float>(sampling.weight[k]) : sampling.weight[k];
-    weight += (k ? "," : "") + (weight_type == "float" ? FloatLiteral(w) : std::to_string(w));
+    weight += (k ? "," : "") + (weight_type == "float" ? FloatLiteral(sampling.weight[k]) : DoubleLiteral(sampling.weight[k]));
   }
   std::string out = index + "};\n" + (weights ? weight + "};\n" : "");
-  bool any_outside = false;
-  for (uint8_t flag : sampling.extrapolated) any_outside = any_outside || flag != 0;
-  if (any_outside) {
+  if (HasOutside(sampling)) {
     out += "__device__ const unsigned char fo_outside" + a + "[] = {";
     for (size_t k = 0; k < sampling.extrapolated.size(); ++k) out += (k ? "," : "") + std::to_string(sampling.extrapolated[k]);
     out += "};\n";
   }
   return out;
-}
-
-bool HasOutside(const AxisSampling& sampling) {
-  for (uint8_t flag : sampling.extrapolated) {
-    if (flag != 0) return true;
-  }
-  return false;
 }
 
 // The condition under which the element lies outside the input on some axis ("false" if never).
@@ -166,8 +163,7 @@ Result<GeneratedProgram> GenerateResize(const Graph& typed_body, std::string_vie
   const std::vector<size_t> order = InterpolationOrder(samplings);
   const double fill = attributes.options.extrapolation_value;
   if (nearest) {
-    const std::string bits = ByteSizeOf(dtype, 1) == 1 ? "unsigned char" : ByteSizeOf(dtype, 1) == 2 ? "unsigned short"
-                           : ByteSizeOf(dtype, 1) == 4 ? "unsigned int" : "unsigned long long";
+    const std::string bits = *BitsType(dtype);
     if (fill != 0.0 && dtype != DataType::kFloat) return Unsupported("a nonzero extrapolation value on " + std::string(NameOf(dtype)));
     uint32_t fill_bits = 0;
     const float fill_float = static_cast<float>(fill);
@@ -183,18 +179,14 @@ Result<GeneratedProgram> GenerateResize(const Graph& typed_body, std::string_vie
     const std::string sums = InterpolateBody(samplings, order, in, c, load, compute);
     const std::string last = "sum" + std::to_string(order.back());
     const std::string value = "(" + OutsideCondition(samplings, c) + ") ? (" + compute + ")" +
-                              (compute == "float" ? FloatLiteral(fill) : std::to_string(fill)) + " : " + last;
+                              (compute == "float" ? FloatLiteral(fill) : DoubleLiteral(fill)) + " : " + last;
     body = sums + "    " + out_pointer + "[i] = " + StoreFromCompute(dtype, value) + ";\n";
   }
-  const std::string entry = KernelIdentifier(name);
-  std::string source = std::string(SourcePrelude()) + tables + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                       std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n" +
-                       GridStrideLoop(total, index_type) + split + body + "  }\n}\n";
   const char* modes[] = {"nearest", "linear", "cubic"};
-  return SingleKernelProgram(entry, std::move(source),
-                             std::string("resize: ") + modes[static_cast<int>(attributes.options.mode)] + ", " +
-                                 std::to_string(order.size()) + " resized axes, tables compiled in",
-                             GridStrideLaunch(entry, total), parameters);
+  return GridStrideProgram(name, parameters, total, index_type, split + body,
+                           std::string("resize: ") + modes[static_cast<int>(attributes.options.mode)] + ", " +
+                               std::to_string(order.size()) + " resized axes, tables compiled in",
+                           {}, tables);
 }
 
 }  // namespace fusionopt::cuda

@@ -80,14 +80,9 @@ Result<GeneratedProgram> GenerateRotary(const Graph& typed_body, std::string_vie
   code += "    const float self = " + load_self + ";\n";
   code += "    const float partner = " + LoadAsCompute(dtype, in + "[second ? (long long)i - step : (long long)i + step]") + ";\n";
   code += "    " + out + "[i] = " + StoreFromCompute(dtype, "second ? self * c + partner * sn : self * c - partner * sn") + ";\n";
-  const std::string entry = KernelIdentifier(name);
-  std::string source = std::string(SourcePrelude()) + "\nextern \"C\" __global__ void __launch_bounds__(" +
-                       std::to_string(kGridStrideThreads) + ") " + entry + "(" + parameters.Declaration() + ") {\n" +
-                       GridStrideLoop(total, index_type) + code + "  }\n}\n";
-  return SingleKernelProgram(entry, std::move(source),
-                             std::string("rotary embedding, ") + (interleaved ? "interleaved" : "rotate-half") + ", " +
-                                 std::to_string(rotated) + " of " + std::to_string(layout.depth) + " features",
-                             GridStrideLaunch(entry, total), parameters);
+  return GridStrideProgram(name, parameters, total, index_type, code,
+                           std::string("rotary embedding, ") + (interleaved ? "interleaved" : "rotate-half") + ", " +
+                               std::to_string(rotated) + " of " + std::to_string(layout.depth) + " features");
 }
 
 }  // namespace fusionopt::cuda
