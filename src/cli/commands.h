@@ -47,6 +47,7 @@ struct OptimizeOptions {
   std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
   bool strict_dims = false;       // a --dim symbol the model lacks is an error, not a warning
   std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
+  int cuda_arch = 0;              // --cuda-arch: the device --emit-cuda generates for (0: any)
   // --verify: the fail-safe check (passes/fusion_check.h) before anything is written.
   bool verify = false;
   int verify_runs = 2;            // seeded input sets (value-range sets come on top)
@@ -138,10 +139,11 @@ int ListPasses();
 // `--emit-cuda DIR` (emit_cuda.cc). CheckEmitCudaDir refuses, before anything is written, a DIR
 // that exists and is not a folder, or that cannot be created or written. EmitCuda generates the
 // CUDA program of every ai.fusionopt node of `model`'s main graph — symbolic input dims sized by
-// `dims` (1 when not listed), which changes `model`'s types — and writes DIR/<program>.cu files
-// and DIR/index.json atomically.
+// `dims` (1 when not listed) in a specialized copy — for `cuda_arch` (0: any architecture) — and
+// writes DIR/<program>.cu files and DIR/index.json atomically.
 Status CheckEmitCudaDir(const std::string& dir);
-Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims);
+Status EmitCuda(const Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims,
+                int cuda_arch);
 
 // `text` with control characters and invalid UTF-8 escaped as \xNN (one printable line).
 std::string OneLine(const std::string& text);

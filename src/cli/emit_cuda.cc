@@ -6,8 +6,9 @@
 // cuBLASLt / cuDNN and have no generated source).
 //
 // Generated code is specialised to static shapes, so symbolic dims of the main graph's inputs
-// take their --dim sizes (1 when not given, as in the cost model) before generation; index.json
-// records the sizes used.
+// take their --dim sizes (1 when not given, as in the cost model) and the model is specialized
+// as the CUDA backend plans a run (SpecializeForFeeds' shapes re-inferred, shape arithmetic
+// folded) before generation; index.json records the sizes used and the --cuda-arch generated for.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "cuda_runtime/codegen/elementwise_codegen.h"
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/typed_body.h"
@@ -29,22 +31,27 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-// Sizes every symbolic or unknown dim of the main graph's inputs and infers the shapes again;
-// returns the sizes used.
-std::map<std::string, int64_t> BindInputDims(Model& model, const std::map<std::string, int64_t, std::less<>>& dims) {
-  std::map<std::string, int64_t> used;
-  for (Value* input : model.graph->inputs()) {
+// The dims of every main-graph input that has a shape, symbolic and unknown dims sized from
+// `dims` (1 when not given); `used` gets the symbols' sizes.
+std::map<std::string, std::vector<int64_t>> InputShapes(const Model& model,
+                                                        const std::map<std::string, int64_t, std::less<>>& dims,
+                                                        std::map<std::string, int64_t>& used) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const Value* input : model.graph->inputs()) {
     if (input->is_initializer() || !input->type().shape) continue;
-    for (Dim& dim : *input->type().shape) {
-      if (dim.is_known()) continue;
+    std::vector<int64_t>& sizes = shapes[input->name()];
+    for (const Dim& dim : *input->type().shape) {
+      if (dim.is_known()) {
+        sizes.push_back(dim.value);
+        continue;
+      }
       auto it = dims.find(dim.symbol);
       const int64_t size = it != dims.end() ? it->second : 1;
       if (dim.is_symbolic()) used[dim.symbol] = size;
-      dim = Dim::Known(size);
+      sizes.push_back(size);
     }
   }
-  ReinferShapes(model);
-  return used;
+  return shapes;
 }
 
 ordered_json KernelsJson(const cuda::GeneratedProgram& program) {
@@ -64,7 +71,7 @@ class ProgramFiles {
  public:
   // The file name for `program`, regenerating it under a free name when its own is taken by
   // another source.
-  Result<std::string> Place(const Graph& body, cuda::GeneratedProgram& program) {
+  Result<std::string> Place(const Graph& body, cuda::GeneratedProgram& program, const cuda::CodegenTarget& target) {
     const std::string base = program.name;
     for (int suffix = 2;; ++suffix) {
       auto it = sources_.find(program.name);
@@ -73,7 +80,7 @@ class ProgramFiles {
         return program.name + ".cu";
       }
       if (it->second == program.source) return program.name + ".cu";
-      FUSIONOPT_ASSIGN_OR_RETURN(program, cuda::GenerateKernel(body, base + "_" + std::to_string(suffix)));
+      FUSIONOPT_ASSIGN_OR_RETURN(program, cuda::GenerateKernel(body, base + "_" + std::to_string(suffix), target));
     }
   }
   const std::map<std::string, std::string>& sources() const { return sources_; }
@@ -83,6 +90,7 @@ class ProgramFiles {
 };
 
 struct Emission {
+  cuda::CodegenTarget target;
   ordered_json nodes = ordered_json::array();
   ProgramFiles files;
   int generated = 0;
@@ -101,8 +109,8 @@ void EmitNode(const Model& model, const Node& node, Emission& emission) {
   if (!body.ok()) {
     unsupported(body.status());
   } else {
-    auto program = cuda::GenerateKernel(**body, cuda::CIdentifier(node.op_type()));
-    Result<std::string> file = program.ok() ? emission.files.Place(**body, *program) : Result<std::string>(program.status());
+    auto program = cuda::GenerateKernel(**body, cuda::CIdentifier(node.op_type()), emission.target);
+    Result<std::string> file = program.ok() ? emission.files.Place(**body, *program, emission.target) : Result<std::string>(program.status());
     if (!file.ok()) {
       unsupported(file.status());
     } else {
@@ -139,12 +147,18 @@ Status CheckEmitCudaDir(const std::string& dir) {
   return Status::Ok();
 }
 
-Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims) {
+Status EmitCuda(const Model& model, const std::string& dir, const std::map<std::string, int64_t, std::less<>>& dims,
+                int cuda_arch) {
   FUSIONOPT_RETURN_IF_ERROR(CheckEmitCudaDir(dir));
-  const std::map<std::string, int64_t> bound = BindInputDims(model, dims);
+  std::map<std::string, int64_t> bound;
+  // Specialized as the CUDA backend plans a run: shapes inferred afresh at these sizes and the
+  // shape arithmetic folded, so fused bodies see static Reshape targets.
+  FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> specialized,
+                             cuda::SpecializeForShapes(model, InputShapes(model, dims, bound)));
   Emission emission;
-  for (const auto& node : model.graph->nodes()) {
-    if (node->domain() == kFusionDomain) EmitNode(model, *node, emission);
+  emission.target.sm_arch = cuda_arch;
+  for (const auto& node : specialized->graph->nodes()) {
+    if (node->domain() == kFusionDomain) EmitNode(*specialized, *node, emission);
   }
   std::error_code error;
   fs::create_directories(dir, error);
@@ -152,7 +166,9 @@ Status EmitCuda(Model& model, const std::string& dir, const std::map<std::string
   for (const auto& [name, source] : emission.files.sources()) {
     FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(dir) / (name + ".cu")).string(), source));
   }
-  ordered_json index = {{"symbolic_dims", bound}, {"nodes", emission.nodes}};
+  ordered_json index = {{"symbolic_dims", bound},
+                       {"cuda_arch", cuda_arch == 0 ? ordered_json(nullptr) : ordered_json(cuda_arch)},
+                       {"nodes", emission.nodes}};
   // Written last: a folder with an index.json holds every file it names.
   FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically((fs::path(dir) / "index.json").string(),
                                                 index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"));

@@ -214,9 +214,14 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_flag("--check-each-pass", options.check_each_pass,
                    "Verify the IR after every pass that changed it (always on in debug builds)");
   command.add_flag("--dump", options.dump, "Print the IR text of the result to stdout");
-  command.add_option("--emit-cuda", options.emit_cuda,
+  CLI::Option* emit_cuda = command.add_option("--emit-cuda", options.emit_cuda,
                      "Also write the generated CUDA C++ of every fused node to this folder: one .cu file per "
                      "kernel (compiles alone with nvcc --ptx) and index.json; symbolic dims take their --dim sizes");
+  command.add_option("--cuda-arch", options.cuda_arch,
+                     "Compute capability x 10 that --emit-cuda generates for: 80 and up take the tensor-core kernels "
+                     "(default: kernels any architecture compiles)")
+      ->check(CLI::Range(50, 200))
+      ->needs(emit_cuda);
   command.add_flag("--verify", options.verify,
                    "Fail-safe: run original and optimized on seeded inputs (plus large values and -1e4/-inf masks); "
                    "undo each fusion that makes an output differ, and write nothing (exit 5) if it still differs");
@@ -293,7 +298,7 @@ int RunOptimize(const OptimizeOptions& options) {
   after.bytes = saved->model_bytes + saved->external_bytes;
   PrintOptimizeSummary(options.input, options.output, options.level, before, after, seconds);
   if (!options.emit_cuda.empty()) {
-    Status emitted = EmitCuda(**model, options.emit_cuda, pipeline->dims);  // after saving: it binds dims
+    Status emitted = EmitCuda(**model, options.emit_cuda, pipeline->dims, options.cuda_arch);
     if (!emitted.ok()) return ReportError(options.emit_cuda, emitted);
   }
   return 0;

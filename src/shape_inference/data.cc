@@ -4,6 +4,7 @@
 // included) lets Reshape produce [batch, seq, 4, 16] instead of four unknown dims.
 // Shape and Size seed the data (generators.cc); constants are read directly.
 #include <algorithm>
+#include <functional>
 
 #include "shape_inference/context.h"
 
@@ -125,21 +126,104 @@ SymbolicInt Combine(const std::string& op, const SymbolicInt& a, const SymbolicI
   return SymbolicInt::Unknown();
 }
 
-// Elementwise with numpy broadcasting of a 1-element side.
-void ArithmeticData(InferenceContext& context) {
+// The elementwise size of operands whose 1-element sides broadcast; nullopt otherwise.
+std::optional<size_t> BroadcastLength(std::initializer_list<const SymbolicData*> operands) {
+  size_t length = 1;
+  for (const SymbolicData* operand : operands) {
+    size_t size = operand->elements.size();
+    if (size == 0) return std::nullopt;
+    if (size == 1) continue;
+    if (length != 1 && length != size) return std::nullopt;
+    length = size;
+  }
+  return length;
+}
+
+const SymbolicInt& ElementAt(const SymbolicData& data, size_t index) {
+  return data.elements[data.elements.size() == 1 ? 0 : index];
+}
+
+// Elementwise with numpy broadcasting of a 1-element side, each pair of elements combined.
+void ElementwiseData(InferenceContext& context,
+                     const std::function<SymbolicInt(const SymbolicInt&, const SymbolicInt&)>& combine) {
   std::optional<SymbolicData> a = context.InputData(0);
   std::optional<SymbolicData> b = context.InputData(1);
   if (!a || !b) return;
-  size_t size_a = a->elements.size();
-  size_t size_b = b->elements.size();
-  if (size_a != size_b && size_a != 1 && size_b != 1) return;
-  if (size_a == 0 || size_b == 0) return;  // an empty operand: nothing to track
+  std::optional<size_t> length = BroadcastLength({&*a, &*b});
+  if (!length) return;
   SymbolicData out;
   out.is_scalar = a->is_scalar && b->is_scalar;
+  for (size_t i = 0; i < *length; ++i) out.elements.push_back(combine(ElementAt(*a, i), ElementAt(*b, i)));
+  context.SetOutputData(0, std::move(out));
+}
+
+void ArithmeticData(InferenceContext& context) {
   const std::string& op = context.node().op_type();
-  for (size_t i = 0; i < std::max(size_a, size_b); ++i) {
-    out.elements.push_back(
-        Combine(op, a->elements[size_a == 1 ? 0 : i], b->elements[size_b == 1 ? 0 : i]));
+  ElementwiseData(context, [&op](const SymbolicInt& a, const SymbolicInt& b) { return Combine(op, a, b); });
+}
+
+// A 1-D or scalar content reshaped to 1-D or scalar (TorchScript's Reshape(Concat(...), [-1]))
+// keeps its elements; anything of higher rank is not shape data.
+void ReshapeData(InferenceContext& context) {
+  std::optional<SymbolicData> data = context.InputData(0);
+  const ValueType* output = context.OutputType(0);
+  if (!data || output == nullptr || !output->shape || output->shape->size() > 1) return;
+  data->is_scalar = output->shape->empty();
+  if (data->is_scalar && data->elements.size() != 1) return;
+  context.SetOutputData(0, std::move(*data));
+}
+
+// A small filled integer vector: TorchScript builds expand's "-1 means keep" test from
+// ConstantOfShape(Shape(target)) * -1.
+void ConstantOfShapeData(InferenceContext& context) {
+  std::optional<std::vector<int64_t>> shape = context.InputInts(0);
+  const Attribute* value = context.node().FindAttribute("value");
+  if (!shape || shape->size() > 1 || value == nullptr || value->kind != AttributeKind::kTensor ||
+      !value->t || value->t->NumElements() != 1) {
+    return;
+  }
+  std::optional<std::vector<int64_t>> fill = value->t->AsInt64s();
+  int64_t count = shape->empty() ? 1 : shape->front();
+  if (!fill || count < 0 || count > static_cast<int64_t>(kMaxSymbolicElements)) return;
+  SymbolicData out;
+  out.is_scalar = shape->empty();
+  out.elements.assign(static_cast<size_t>(count), SymbolicInt::Known(fill->front()));
+  context.SetOutputData(0, std::move(out));
+}
+
+// Whether two elements are equal, where that is decidable: symbols come from dims, which
+// are never negative, so a symbol differs from every negative number.
+std::optional<bool> ElementsEqual(const SymbolicInt& a, const SymbolicInt& b) {
+  if (a.is_known() && b.is_known()) return *a.value == *b.value;
+  if (a.is_symbolic() && b.is_symbolic() && a.symbol == b.symbol) return true;
+  if (a.is_symbolic() && b.is_known() && *b.value < 0) return false;
+  if (b.is_symbolic() && a.is_known() && *a.value < 0) return false;
+  return std::nullopt;
+}
+
+void EqualData(InferenceContext& context) {
+  ElementwiseData(context, [](const SymbolicInt& a, const SymbolicInt& b) {
+    std::optional<bool> equal = ElementsEqual(a, b);
+    return equal ? SymbolicInt::Known(*equal ? 1 : 0) : SymbolicInt::Unknown();
+  });
+}
+
+// Picks per element where the condition is known: expand's target with -1 replaced by the
+// input's dims in TorchScript exports.
+void WhereData(InferenceContext& context) {
+  std::optional<SymbolicData> condition = context.InputData(0);
+  std::optional<SymbolicData> x = context.InputData(1);
+  std::optional<SymbolicData> y = context.InputData(2);
+  if (!condition || !x || !y) return;
+  std::optional<size_t> length = BroadcastLength({&*condition, &*x, &*y});
+  if (!length) return;
+  SymbolicData out;
+  out.is_scalar = condition->is_scalar && x->is_scalar && y->is_scalar;
+  for (size_t i = 0; i < *length; ++i) {
+    const SymbolicInt& chosen = ElementAt(*condition, i);
+    out.elements.push_back(!chosen.is_known() ? SymbolicInt::Unknown()
+                           : *chosen.value != 0 ? ElementAt(*x, i)
+                                                : ElementAt(*y, i));
   }
   context.SetOutputData(0, std::move(out));
 }
@@ -155,6 +239,10 @@ void RegisterDataPropagationRules(RuleRegistry& registry) {
   registry.AddDataRule("", {"Concat"}, ConcatData);
   registry.AddDataRule("", {"Slice"}, SliceData);
   registry.AddDataRule("", {"Add", "Sub", "Mul", "Div"}, ArithmeticData);
+  registry.AddDataRule("", {"Reshape"}, ReshapeData);
+  registry.AddDataRule("", {"ConstantOfShape"}, ConstantOfShapeData);
+  registry.AddDataRule("", {"Equal"}, EqualData);
+  registry.AddDataRule("", {"Where"}, WhereData);
 }
 
 }  // namespace fusionopt::shape_inference

@@ -151,6 +151,58 @@ TEST_CASE("attention: fp16 and bf16 storage with fp32 math", "[cuda][attention]"
   }
 }
 
+TEST_CASE("attention: fp16 and bf16 on tensor cores from sm_80, the scalar kernel before and for fp32", "[cuda][attention]") {
+  auto typed = [](const std::string& dtype, const std::string& dims) {
+    std::string text = HeadsFirst("[1,1,130,130]", dims);
+    for (size_t at = text.find("float"); at != std::string::npos; at = text.find("float", at + dtype.size())) {
+      text.replace(at, 5, dtype);
+    }
+    return ParseTyped(text.substr(kHeader.size()));
+  };
+  for (const std::string dtype : {"float16", "bfloat16"}) {
+    DYNAMIC_SECTION(dtype) {
+      auto model = typed(dtype, "1,2,130,64");
+      Result<GeneratedProgram> program = GenerateAttention(BodyOf(*model), "FusedAttention_0", CodegenTarget{80});
+      INFO(program.status().message());
+      REQUIRE(program.ok());
+      RequireGood(*program);
+      CHECK(Contains(program->description, "tensor cores"));
+      // 64 queries per CTA: ceil(130 / 64) = 3 tiles for each of 2 heads; Q and K rows of 64 + 8
+      // halves, V transposed in rows of 32 + 8.
+      CHECK(program->kernels[0].grid[0] == 6);
+      CHECK(program->kernels[0].shared_bytes == ((64 + 32) * 72 + 64 * 40) * 2);
+      const std::string instruction = std::string("mma.sync.aligned.m16n8k16.row.col.f32.") +
+                                      (dtype == "float16" ? "f16.f16" : "bf16.bf16") + ".f32";
+      CHECK(Contains(program->source, instruction));
+      CompileOptions options;
+      options.sm_arch = 80;
+      Result<CompiledModule> module = CompileCuda(program->source, program->name, options);
+      REQUIRE(module.ok());
+      CHECK(Contains(module->ptx, "mma.sync.aligned.m16n8k16"));
+
+      // Before sm_80, the scalar kernel.
+      Result<GeneratedProgram> older = GenerateAttention(BodyOf(*model), "FusedAttention_0", CodegenTarget{75});
+      REQUIRE(older.ok());
+      CHECK_FALSE(Contains(older->description, "tensor cores"));
+      CHECK_FALSE(Contains(older->source, "mma.sync"));
+      // A head size the fragments do not tile is padded with zeros: Q·K's 40 to 48, V's 40 stays.
+      auto odd = typed(dtype, "1,2,130,40");
+      Result<GeneratedProgram> padded = GenerateAttention(BodyOf(*odd), "FusedAttention_0", CodegenTarget{90});
+      REQUIRE(padded.ok());
+      RequireGood(*padded);
+      CHECK(Contains(padded->description, "tensor cores"));
+      CHECK(padded->kernels[0].shared_bytes == ((64 + 32) * 56 + 40 * 40) * 2);
+      CHECK(Contains(padded->source, "d < 40 ?"));
+    }
+  }
+  SECTION("float32 stays on the scalar kernel") {
+    auto model = ParseTyped(HeadsFirst("[1,1,130,130]", "1,2,130,64").substr(kHeader.size()));
+    Result<GeneratedProgram> program = GenerateAttention(BodyOf(*model), "FusedAttention_0", CodegenTarget{90});
+    REQUIRE(program.ok());
+    CHECK_FALSE(Contains(program->description, "tensor cores"));
+  }
+}
+
 TEST_CASE("attention: bodies it declines", "[cuda][attention]") {
   SECTION("head_dim 256") {
     Outlined outlined = Outline(HeadsFirst("[1,1,7,7]", "1,2,7,256"));

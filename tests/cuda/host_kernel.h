@@ -7,7 +7,8 @@
 // (elementwise, data movement, pooling, LRN, lines, resize, rotary). LaunchCooperative runs each
 // block's threads as real threads, one block after another, for kernels that share memory and
 // synchronise (attention, rows): __syncthreads is a barrier of the block's threads, a warp
-// shuffle exchanges values through a per-warp slot array between two barriers of its 32 lanes,
+// shuffle exchanges values through a per-warp slot array between two barriers of its 32 lanes
+// (and so does the tensor cores' mma.sync, computed from the fragments every lane publishes),
 // and the dynamic __shared__ array is a static buffer of the launch's size. A kernel whose warps
 // diverge around a shuffle would deadlock here as it would misbehave on a GPU.
 #pragma once
@@ -82,6 +83,51 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return __nv_bfloat16{(uint16_t)(u >> 16)};
 }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.bits; }
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: D += A·B for the warp, each lane holding
+// the fragments the PTX ISA's "Matrix Fragments for mma.m16n8k16" gives (groupID = lane >> 2,
+// threadID_in_group = lane % 4; elements low half first). Every lane publishes its fragments,
+// then computes its own four accumulators from the whole A and B.
+unsigned fo_mma_slots[32][32][6];
+template <float (*ToFloat)(uint16_t)>
+void fo_shim_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  unsigned* mine = fo_mma_slots[warp][lane];
+  for (int i = 0; i < 4; ++i) mine[i] = a[i];
+  mine[4] = b0; mine[5] = b1;
+  fo_warp_barriers[warp]->arrive_and_wait();
+  float A[16][16], B[16][8];
+  for (unsigned l = 0; l < 32; ++l) {
+    const unsigned* slot = fo_mma_slots[warp][l];
+    const unsigned group = l >> 2, column = (l % 4) * 2;
+    for (unsigned half = 0; half < 2; ++half) {
+      const unsigned shift = 16 * half;
+      A[group][column + half] = ToFloat((uint16_t)(slot[0] >> shift));
+      A[group + 8][column + half] = ToFloat((uint16_t)(slot[1] >> shift));
+      A[group][column + 8 + half] = ToFloat((uint16_t)(slot[2] >> shift));
+      A[group + 8][column + 8 + half] = ToFloat((uint16_t)(slot[3] >> shift));
+      B[column + half][group] = ToFloat((uint16_t)(slot[4] >> shift));
+      B[column + 8 + half][group] = ToFloat((uint16_t)(slot[5] >> shift));
+    }
+  }
+  fo_warp_barriers[warp]->arrive_and_wait();
+  const unsigned group = lane >> 2, column = (lane % 4) * 2;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned row = group + 8 * (i >> 1), col = column + (i & 1);
+    float sum = 0.0f;
+    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[i] += sum;
+  }
+}
+inline float fo_half_bits_to_float(uint16_t bits) { return __half2float(__half{bits}); }
+inline float fo_bfloat16_bits_to_float(uint16_t bits) { return __bfloat162float(__nv_bfloat16{bits}); }
+inline void fo_mma_m16n8k16_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  fo_shim_mma<&fo_half_bits_to_float>(d, a, b0, b1);
+}
+inline void fo_mma_m16n8k16_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  fo_shim_mma<&fo_bfloat16_bits_to_float>(d, a, b0, b1);
+}
 inline float __int_as_float(int bits) { float f; std::memcpy(&f, &bits, 4); return f; }
 inline double __longlong_as_double(long long bits) { double d; std::memcpy(&d, &bits, 8); return d; }
 )";
@@ -102,7 +148,7 @@ class HostKernel {
     }
     std::ofstream(scratch / "kernel.cc") << source;
     const std::string library = (scratch / "kernel.so").string();
-    const std::string command = "g++ -std=c++20 -O1 -fPIC -shared -pthread -w -I" + scratch.path().string() + " " +
+    const std::string command = "g++ -std=c++20 -O1 -fno-strict-aliasing -fPIC -shared -pthread -w -I" + scratch.path().string() + " " +
                                 (scratch / "kernel.cc").string() + " -o " + library + " 2> " +
                                 (scratch / "log.txt").string();
     const int status = std::system(command.c_str());

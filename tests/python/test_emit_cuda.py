@@ -113,3 +113,56 @@ def test_help_documents_the_flag(fusionopt):
     rc, stdout, _ = fusionopt("optimize", "--help")
     assert rc == lib.EXIT_OK
     assert "--emit-cuda" in stdout
+
+
+FP16_BERT = lib.PROJECT_MODELS / "real" / "fixtures" / "bert_dynamo18_sdpa_fp16.onnx"
+
+
+def emit_attention(fusionopt, tmp_path, *arch):
+    """The fp16 dynamo BERT export at -O3 with --emit-cuda (sequence 40, within its 64 positions: a partial query tile, keys 32 + 8):
+    the index and the FusedAttention entries."""
+    if not FP16_BERT.is_file():
+        pytest.skip(f"{FP16_BERT} is not committed")
+    folder = tmp_path / ("cuda" + "".join(arch))
+    result = fusionopt(FP16_BERT, "-O3", "-o", tmp_path / "out.onnx", "--emit-cuda", folder, "--dim", "batch=2",
+                       "--dim", "sequence=40", *arch)
+    assert result[0] == lib.EXIT_OK, result[2]
+    index = json.loads((folder / "index.json").read_text())
+    attention = [entry for entry in index["nodes"] if entry["function"].startswith("FusedAttention")]
+    assert len(attention) == 2
+    return folder, index, attention
+
+
+def test_dynamo_exports_are_specialized_as_the_backend_plans_them(fusionopt, tmp_path):
+    """Issue 28: the dynamo export's attention Reshape targets are computed from the inputs' shapes;
+    --emit-cuda folds them at the --dim sizes as the CUDA backend does, so attention is generated
+    (it had been 'no static shape'). Without --cuda-arch, the kernel every architecture compiles."""
+    _, index, attention = emit_attention(fusionopt, tmp_path)
+    assert index["cuda_arch"] is None and index["symbolic_dims"] == {"batch": 2, "sequence": 40}
+    for entry in attention:
+        assert entry["file"], entry.get("unsupported_reason")
+        assert entry["description"].startswith("flash attention (online softmax"), entry["description"]
+
+
+@pytest.mark.skipif(not NVCC.is_file(), reason=f"{NVCC} is absent: the .cu files are not compiled")
+def test_cuda_arch_80_and_up_generates_tensor_core_attention(fusionopt, tmp_path):
+    folder, index, attention = emit_attention(fusionopt, tmp_path, "--cuda-arch", "90")
+    assert index["cuda_arch"] == 90
+    for entry in attention:
+        assert entry["description"].startswith("flash attention on tensor cores (mma.sync m16n8k16 fp16")
+        # 64 queries per CTA: one tile of 40 for each of batch 2 x 4 heads.
+        assert entry["kernels"][0]["grid"] == [8, 1, 1] and entry["kernels"][0]["block"] == [128, 1, 1]
+    source = folder / attention[0]["file"]
+    ptx = tmp_path / "attention.ptx"
+    completed = subprocess.run([str(NVCC), "--ptx", "-arch=sm_90", str(source), "-o", str(ptx)],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx.read_text()
+
+
+def test_cuda_arch_needs_emit_cuda(fusionopt, tmp_path):
+    if not BERT.is_file():
+        pytest.skip("models/bert_style.onnx is absent")
+    result = fusionopt(BERT, "-O3", "-o", tmp_path / "out.onnx", "--cuda-arch", "90")
+    lib.assert_error(result, lib.EXIT_USAGE, None, "--cuda-arch requires --emit-cuda")
+    assert not (tmp_path / "out.onnx").exists()

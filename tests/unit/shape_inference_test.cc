@@ -408,6 +408,35 @@ TEST_CASE("tracked shape data follows Slice, Cast, arithmetic and Shape's start/
   CHECK(TypeOf(opaque) == "float[?,?,?]");
 }
 
+// x.expand(batch, -1) as TorchScript exports it: the target's -1 entries are found with
+// Equal(target, ConstantOfShape(Shape(target)) * -1) and replaced by Where with the input's dims.
+TEST_CASE("TorchScript's expand target folds through ConstantOfShape, Equal and Where", "[shape]") {
+  TestGraph g(17);
+  Value* ids = g.Input("ids", DataType::kInt64, "[batch,sequence]");
+  Value* shape = g.Apply("Shape", {ids}, "shape");
+  Value* batch = g.Apply("Gather", {shape, g.Initializer("zero", Int64Tensor({0}, {}))}, "batch",
+                         {IntAttr("axis", 0)});
+  Value* batch_1d = g.Apply("Unsqueeze", {batch, g.Ints("axes", {0})}, "batch_1d");
+  Value* concat = g.Apply("Concat", {batch_1d, g.Ints("keep", {-1})}, "concat", {IntAttr("axis", 0)});
+  Value* target = g.Apply("Reshape", {concat, g.Ints("flat", {-1})}, "target");
+  Value* target_shape = g.Apply("Shape", {target}, "target_shape");
+  Value* ones = g.Apply("ConstantOfShape", {target_shape}, "ones",
+                        {TensorAttr("value", Int64Tensor({1}, {1}))});
+  Value* minus_ones = g.Apply("Mul", {ones, g.Initializer("minus", Int64Tensor({-1}, {}))}, "minus_ones");
+  Value* keep = g.Apply("Equal", {target, minus_ones}, "is_minus_one");
+  Value* resolved = g.Apply("Where", {keep, ones, target}, "resolved");
+  Value* row = g.Input("row", DataType::kFloat, "[1,sequence]");
+  Value* expanded = g.Apply("Expand", {row, resolved}, "expanded");
+  // A computed condition that is not shape data leaves the target unknown.
+  Value* flags = g.Input("flags", DataType::kBool, "[2]");
+  Value* opaque_target = g.Apply("Where", {flags, ones, target}, "opaque_target");
+  Value* opaque = g.Apply("Expand", {row, opaque_target}, "opaque");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(expanded) == "float[batch,sequence]");
+  CHECK(TypeOf(opaque) == "float[?,?]");
+  CHECK(report.warnings.empty());
+}
+
 TEST_CASE("Reshape: 0 copies, -1 infers, allowzero keeps zeros, computed shapes give rank",
           "[shape]") {
   TestGraph g(14);

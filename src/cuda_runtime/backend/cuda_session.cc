@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <unordered_map>
 
 #include "ir/constant_value.h"
@@ -58,19 +59,14 @@ uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
+namespace {
+
+// A copy of `model` with `bind` applied to each graph input, then specialized (cuda_session.h).
+Result<std::unique_ptr<Model>> Specialize(const Model& model, const std::function<void(Value&)>& bind) {
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
   FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<Model> copy, LoadModelFromBytes(std::move(bytes), model.base_dir,
                                                                              LoadOptions{/*infer_shapes=*/false}));
-  for (Value* input : copy->graph->inputs()) {
-    for (const auto& feed : feeds) {
-      if (feed.name != input->name()) continue;
-      Shape shape;
-      for (int64_t dim : feed.tensor.dims()) shape.push_back(Dim::Known(dim));
-      input->type().shape = shape;
-      input->type().dtype = feed.tensor.dtype();
-    }
-  }
+  for (Value* input : copy->graph->inputs()) bind(*input);
   ReinferShapes(*copy);
   passes::PipelineOptions fold;
   fold.level = 1;
@@ -81,6 +77,31 @@ Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std:
   FUSIONOPT_RETURN_IF_ERROR(passes::RunPipeline(*copy, fold).status());
   InferShapes(*copy);
   return copy;
+}
+
+Shape KnownShape(const std::vector<int64_t>& dims) {
+  Shape shape;
+  for (int64_t dim : dims) shape.push_back(Dim::Known(dim));
+  return shape;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std::vector<cpu::NamedTensor>& feeds) {
+  return Specialize(model, [&feeds](Value& input) {
+    for (const auto& feed : feeds) {
+      if (feed.name != input.name()) continue;
+      input.type().shape = KnownShape(feed.tensor.dims());
+      input.type().dtype = feed.tensor.dtype();
+    }
+  });
+}
+
+Result<std::unique_ptr<Model>> SpecializeForShapes(const Model& model,
+                                                   const std::map<std::string, std::vector<int64_t>>& shapes) {
+  return Specialize(model, [&shapes](Value& input) {
+    if (auto it = shapes.find(input.name()); it != shapes.end()) input.type().shape = KnownShape(it->second);
+  });
 }
 
 namespace {

@@ -80,6 +80,10 @@ struct CudaRunStats {
 // initializers, so every value has a static shape and no kernel recomputes a constant: what a
 // plan is built from.
 Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std::vector<cpu::NamedTensor>& feeds);
+// The same for given input dims (by input name; inputs not named keep their declared shape):
+// what `--emit-cuda` generates from.
+Result<std::unique_ptr<Model>> SpecializeForShapes(const Model& model,
+                                                   const std::map<std::string, std::vector<int64_t>>& shapes);
 
 class CudaSession {
  public:

@@ -1,42 +1,112 @@
 // Fused attention as one tiled online-softmax kernel (attention_codegen.h).
 #include "cuda_runtime/codegen/attention_codegen.h"
 
-#include <array>
 #include <cmath>
 
+#include "cuda_runtime/codegen/attention_kernel_plan.h"
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
 #include "patterns/attention.h"
 #include "patterns/attention_layout.h"
 
 namespace fusionopt::cuda {
+namespace attention_kernel {
+
+std::string Addressing::At(const std::string& b, const std::string& h, const std::string& s,
+                           const std::string& d) const {
+  const std::string head_index = group == 1 ? h : "(" + h + ") / " + std::to_string(group);
+  return pointer + "[" + std::to_string(base) + "LL + (long long)(" + b + ") * " + std::to_string(batch) +
+         "LL + (long long)(" + head_index + ") * " + std::to_string(head) + "LL + (long long)(" + s + ") * " +
+         std::to_string(seq) + "LL + (long long)(" + d + ") * " + std::to_string(depth) + "LL]";
+}
+
+std::string Number(int64_t value) { return std::to_string(value); }
+
 namespace {
+
+// The scores' scale: the body's (Q and K prescales included), or Attention-23's (default 1/√D).
+std::optional<double> ScaleOf(const FusedAttention& attention, int64_t depth) {
+  const double prescale = attention.q.prescale * attention.k.prescale;
+  if (attention.op) return attention.op->scale.value_or(1.0 / std::sqrt(static_cast<double>(depth))) * prescale;
+  if (prescale != 1.0) return prescale;
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The statements turning `s` (this lane's raw score Q·K) into the body's masked score.
+std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask, int64_t depth) {
+  std::string code;
+  if (std::optional<double> scale = ScaleOf(attention, depth)) code += "          s = s * " + FloatLiteral(*scale) + ";\n";
+  if (attention.scale) {
+    code += "          s = s " + std::string(attention.scale_divides ? "/ " : "* ") + FloatLiteral(*attention.scale) +
+            ";\n";
+  }
+  if (attention.op && attention.op->softcap > 0) {
+    const std::string cap = FloatLiteral(attention.op->softcap);
+    code += "          s = " + cap + " * tanhf(s / " + cap + ");\n";
+  }
+  if (mask) {
+    const std::string at = mask->pointer + "[(long long)b * " + Number(mask->strides[0]) + "LL + (long long)h * " +
+                           Number(mask->strides[1]) + "LL + (long long)query * " + Number(mask->strides[2]) +
+                           "LL + (long long)key * " + Number(mask->strides[3]) + "LL]";
+    if (mask->additive) {
+      code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
+    } else {
+      code += "          if (" + at + " == " + (attention.fill_when_true ? "true" : "false") + ") s = " +
+              (std::isinf(attention.fill) ? std::string("__int_as_float(0xff800000)") : FloatLiteral(attention.fill)) +
+              ";\n";
+    }
+  }
+  if (attention.op && attention.op->causal) code += "          if (key > query) s = __int_as_float(0xff800000);\n";
+  return code;
+}
+
+// 1 / l for a row, or what a row without a finite softmax gives.
+std::string RowInverse(const FusedAttention& attention) {
+  const std::string undefined = "row_max[r] == __int_as_float(0xff800000)";
+  if (attention.op) return undefined + " ? 0.0f : 1.0f / row_sum[r]";  // Attention-23: 0
+  if (attention.nan_guard) {  // Where(IsNaN(p), 0, p)
+    return "(" + undefined + " || row_sum[r] != row_sum[r]) ? 0.0f : 1.0f / row_sum[r]";
+  }
+  return undefined + " ? __int_as_float(0x7fc00000) : 1.0f / row_sum[r]";  // the softmax's 0/0
+}
+
+// Element (b, h, `s`, d) of an operand as the compute type, rotated when the body rotates it
+// (attention_layout.h's RotaryLayout: the pair partner and the tables' entry read beside it).
+std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s) {
+  const std::string x = LoadAsCompute(operand.dtype, operand.At("b", "h", s, "d"));
+  if (!rotary) return x;
+  const int64_t half = operand.depth_size / 2;
+  const RotaryLayout& r = rotary->layout;
+  const std::string H = Number(half);
+  const std::string second = r.interleaved ? "((d & 1) != 0)" : "(d >= " + H + ")";
+  const std::string partner = r.interleaved ? "(d ^ 1)" : "(" + second + " ? d - " + H + " : d + " + H + ")";
+  const std::string column = r.full_width ? "d" : (r.interleaved ? "(d >> 1)" : "(" + second + " ? d - " + H + " : d)");
+  const std::string entry = "(long long)b * " + Number(r.batch_stride) + "LL + (long long)(" + s + ") * " +
+                            Number(r.row_stride) + "LL + " + column;
+  const std::string c = LoadAsCompute(rotary->dtype, rotary->cos + "[" + entry + "]");
+  const std::string sn = LoadAsCompute(rotary->dtype, rotary->sin + "[" + entry + "]");
+  const std::string p = LoadAsCompute(operand.dtype, operand.At("b", "h", s, partner));
+  return "(" + second + " ? " + x + " * " + c + " + " + p + " * " + sn + " : " + x + " * " + c + " - " + p + " * " +
+         sn + ")";
+}
+
+std::string OutputAt(const KernelPlan& plan, const std::string& d) {
+  return "out0[(long long)b * " + Number(plan.out_batch) + "LL + (long long)h * " + Number(plan.out_head) +
+         "LL + (long long)query * " + Number(plan.out_seq) + "LL + " + d + "]";
+}
+
+}  // namespace attention_kernel
+
+namespace {
+
+using namespace attention_kernel;
 
 constexpr int kWarps = 4;
 constexpr int kQueryTile = 16;              // queries per CTA: 4 per warp
 constexpr int kRowsPerWarp = kQueryTile / kWarps;
 constexpr int kKeyTile = 32;                // keys per shared-memory tile: one per lane
-
-// Where element (b, h, s, d) of an operand lies: base + b·batch + h·head + s·seq + d·depth.
-struct Addressing {
-  std::string pointer;
-  int64_t base = 0, batch = 0, head = 0, seq = 0, depth = 0;
-  int64_t depth_size = 0;  // D (or Dv)
-  int64_t seq_size = 0;    // S
-  int64_t batch_size = 0;
-  int64_t group = 1;  // query heads per head of this operand (grouped-query K and V)
-  DataType dtype = DataType::kUndefined;
-  std::string At(const std::string& b, const std::string& h, const std::string& s, const std::string& d) const {
-    const std::string head_index = group == 1 ? h : "(" + h + ") / " + std::to_string(group);
-    return pointer + "[" + std::to_string(base) + "LL + (long long)(" + b + ") * " + std::to_string(batch) +
-           "LL + (long long)(" + head_index + ") * " + std::to_string(head) + "LL + (long long)(" + s + ") * " +
-           std::to_string(seq) + "LL + (long long)(" + d + ") * " + std::to_string(depth) + "LL]";
-  }
-};
-
-struct Geometry {
-  int64_t batch = 0, heads = 0, queries = 0, keys = 0;
-};
 
 const Node* FindOp(const Graph& graph, std::string_view op_type) {
   for (const auto& node : graph.nodes()) {
@@ -96,13 +166,6 @@ Result<Addressing> AddressOf(const OperandLayout& layout, const Graph& unfolded,
   return out;
 }
 
-// The rotary tables' pointers and addressing (attention_layout.h's RotaryLayout).
-struct RotaryAddressing {
-  std::string cos, sin;
-  DataType dtype = DataType::kUndefined;
-  RotaryLayout layout;
-};
-
 Result<std::optional<RotaryAddressing>> RotaryOf(const std::optional<RotaryLayout>& layout, const Graph& unfolded,
                                                  KernelParameters& parameters) {
   if (!layout) return std::optional<RotaryAddressing>();
@@ -117,14 +180,6 @@ Result<std::optional<RotaryAddressing>> RotaryOf(const std::optional<RotaryLayou
   }
   return std::optional<RotaryAddressing>(out);
 }
-
-// The mask's pointer and broadcast strides over [B,H,Sq,Sk].
-struct MaskAddressing {
-  std::string pointer;
-  bool additive = true;
-  std::array<int64_t, 4> strides = {0, 0, 0, 0};
-  DataType dtype = DataType::kUndefined;
-};
 
 Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, const AttentionLayout& layout,
                                              const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
@@ -141,84 +196,6 @@ Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, co
   }
   out.strides = *layout.mask_strides;
   return std::optional<MaskAddressing>(out);
-}
-
-std::string Number(int64_t value) { return std::to_string(value); }
-
-// The scores' scale: the body's (Q and K prescales included), or Attention-23's (default 1/√D).
-std::optional<double> ScaleOf(const FusedAttention& attention, int64_t depth) {
-  const double prescale = attention.q.prescale * attention.k.prescale;
-  if (attention.op) return attention.op->scale.value_or(1.0 / std::sqrt(static_cast<double>(depth))) * prescale;
-  if (prescale != 1.0) return prescale;
-  return std::nullopt;
-}
-
-// The statements turning `s` (this lane's raw score Q·K) into the body's masked score.
-std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask, int64_t depth) {
-  std::string code;
-  if (std::optional<double> scale = ScaleOf(attention, depth)) code += "          s = s * " + FloatLiteral(*scale) + ";\n";
-  if (attention.scale) {
-    code += "          s = s " + std::string(attention.scale_divides ? "/ " : "* ") + FloatLiteral(*attention.scale) +
-            ";\n";
-  }
-  if (attention.op && attention.op->softcap > 0) {
-    const std::string cap = FloatLiteral(attention.op->softcap);
-    code += "          s = " + cap + " * tanhf(s / " + cap + ");\n";
-  }
-  if (mask) {
-    const std::string at = mask->pointer + "[(long long)b * " + Number(mask->strides[0]) + "LL + (long long)h * " +
-                           Number(mask->strides[1]) + "LL + (long long)query * " + Number(mask->strides[2]) +
-                           "LL + (long long)key * " + Number(mask->strides[3]) + "LL]";
-    if (mask->additive) {
-      code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
-    } else {
-      code += "          if (" + at + " == " + (attention.fill_when_true ? "true" : "false") + ") s = " +
-              (std::isinf(attention.fill) ? std::string("__int_as_float(0xff800000)") : FloatLiteral(attention.fill)) +
-              ";\n";
-    }
-  }
-  if (attention.op && attention.op->causal) code += "          if (key > query) s = __int_as_float(0xff800000);\n";
-  return code;
-}
-
-// 1 / l for a row, or what a row without a finite softmax gives.
-std::string RowInverse(const FusedAttention& attention) {
-  const std::string undefined = "row_max[r] == __int_as_float(0xff800000)";
-  if (attention.op) return undefined + " ? 0.0f : 1.0f / row_sum[r]";  // Attention-23: 0
-  if (attention.nan_guard) {  // Where(IsNaN(p), 0, p)
-    return "(" + undefined + " || row_sum[r] != row_sum[r]) ? 0.0f : 1.0f / row_sum[r]";
-  }
-  return undefined + " ? __int_as_float(0x7fc00000) : 1.0f / row_sum[r]";  // the softmax's 0/0
-}
-
-struct KernelPlan {
-  Geometry geometry;
-  Addressing q, k, v;
-  std::optional<RotaryAddressing> q_rotary, k_rotary;
-  std::optional<MaskAddressing> mask;
-  // Output element (b, h, query, d).
-  int64_t out_batch = 0, out_head = 0, out_seq = 0;
-  DataType dtype = DataType::kFloat;
-};
-
-// Element (b, h, `s`, d) of an operand as the compute type, rotated when the body rotates it
-// (attention_layout.h's RotaryLayout: the pair partner and the tables' entry read beside it).
-std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s) {
-  const std::string x = LoadAsCompute(operand.dtype, operand.At("b", "h", s, "d"));
-  if (!rotary) return x;
-  const int64_t half = operand.depth_size / 2;
-  const RotaryLayout& r = rotary->layout;
-  const std::string H = Number(half);
-  const std::string second = r.interleaved ? "((d & 1) != 0)" : "(d >= " + H + ")";
-  const std::string partner = r.interleaved ? "(d ^ 1)" : "(" + second + " ? d - " + H + " : d + " + H + ")";
-  const std::string column = r.full_width ? "d" : (r.interleaved ? "(d >> 1)" : "(" + second + " ? d - " + H + " : d)");
-  const std::string entry = "(long long)b * " + Number(r.batch_stride) + "LL + (long long)(" + s + ") * " +
-                            Number(r.row_stride) + "LL + " + column;
-  const std::string c = LoadAsCompute(rotary->dtype, rotary->cos + "[" + entry + "]");
-  const std::string sn = LoadAsCompute(rotary->dtype, rotary->sin + "[" + entry + "]");
-  const std::string p = LoadAsCompute(operand.dtype, operand.At("b", "h", s, partner));
-  return "(" + second + " ? " + x + " * " + c + " + " + p + " * " + sn + " : " + x + " * " + c + " - " + p + " * " +
-         sn + ")";
 }
 
 std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,
@@ -293,11 +270,25 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "    const float inverse = " + RowInverse(attention) + ";\n";
   code += "#pragma unroll\n    for (int t = 0; t < " + SLOTS + "; ++t) {\n";
   code += "      const int d = lane + 32 * t;\n";
-  code += "      if (d < " + DV + ") out0[(long long)b * " + Number(plan.out_batch) + "LL + (long long)h * " +
-          Number(plan.out_head) + "LL + (long long)query * " + Number(plan.out_seq) + "LL + d] = " +
+  code += "      if (d < " + DV + ") " + OutputAt(plan, "d") + " = " +
           StoreFromCompute(plan.dtype, "inverse == 0.0f ? 0.0f : acc[r][t] * inverse") + ";\n";
   code += "    }\n  }\n}\n";
   return code;
+}
+
+AttentionKernel ScalarKernel(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,
+                             const std::string& parameters) {
+  AttentionKernel kernel;
+  kernel.source = KernelSource(attention, plan, entry, parameters);
+  kernel.blocks = plan.geometry.batch * plan.geometry.heads * ((plan.geometry.queries + kQueryTile - 1) / kQueryTile);
+  kernel.threads = kWarps * 32;
+  kernel.shared_bytes = static_cast<uint32_t>(
+      (kQueryTile * plan.q.depth_size + kKeyTile * (plan.k.depth_size + 1) + kKeyTile * plan.v.depth_size) *
+      sizeof(float));
+  kernel.description = "flash attention (online softmax, " + std::to_string(kQueryTile) + " queries x " +
+                       std::to_string(kKeyTile) + " keys per tile, head_dim " + std::to_string(plan.q.depth_size) +
+                       ")";
+  return kernel;
 }
 
 Status CheckGeometry(const KernelPlan& plan) {
@@ -317,7 +308,8 @@ Status CheckGeometry(const KernelPlan& plan) {
 
 }  // namespace
 
-Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name) {
+Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name,
+                                           const CodegenTarget& target) {
   UnfoldedBody unfolded = Unfold(typed_body);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<FusedAttention> attention, Recognize(*unfolded.graph));
   if (!attention) return Unsupported("the body is not a fused attention (patterns/attention.h)");
@@ -349,28 +341,23 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   plan.out_seq = layout->output_row_stride;
   if (ElementCount(layout->output_dims) == 0) return Unsupported("an empty context");
 
-  const int64_t tiles = (plan.geometry.queries + kQueryTile - 1) / kQueryTile;
-  const int64_t blocks = plan.geometry.batch * plan.geometry.heads * tiles;
-  if (blocks > 0x7fffffffLL) return Unsupported("more query tiles than one grid holds");
   const std::string entry = KernelIdentifier(name);
+  const AttentionKernel chosen = TensorCoreEligible(plan, target.sm_arch)
+                                     ? TensorCoreKernel(*attention, plan, entry, parameters.Declaration())
+                                     : ScalarKernel(*attention, plan, entry, parameters.Declaration());
+  if (chosen.blocks > 0x7fffffffLL) return Unsupported("more query tiles than one grid holds");
   GeneratedProgram program;
   program.name = entry;
-  program.source = std::string(SourcePrelude()) + KernelSource(*attention, plan, entry, parameters.Declaration());
+  program.source = std::string(SourcePrelude()) + chosen.source;
   GeneratedKernel kernel;
   kernel.entry = entry;
-  kernel.grid = {static_cast<uint32_t>(blocks), 1, 1};
-  kernel.block = {kWarps * 32, 1, 1};
-  kernel.shared_bytes = static_cast<uint32_t>(
-      (kQueryTile * plan.q.depth_size + kKeyTile * (plan.k.depth_size + 1) + kKeyTile * plan.v.depth_size) *
-      sizeof(float));
+  kernel.grid = {static_cast<uint32_t>(chosen.blocks), 1, 1};
+  kernel.block = {chosen.threads, 1, 1};
+  kernel.shared_bytes = chosen.shared_bytes;
   program.kernels.push_back(kernel);
   program.constant_inputs = parameters.constant_inputs();
-  program.description = "flash attention (online softmax, " + std::to_string(kQueryTile) + " queries x " +
-                        std::to_string(kKeyTile) + " keys per tile, head_dim " +
-                        std::to_string(plan.q.depth_size) + ")" +
-                        (plan.mask ? (plan.mask->additive ? ", additive mask"
-                                                                                           : ", boolean mask")
-                                   : "");
+  program.description =
+      chosen.description + (plan.mask ? (plan.mask->additive ? ", additive mask" : ", boolean mask") : "");
   return program;
 }
 

@@ -2,7 +2,11 @@
 // patterns/attention.h — Softmax(Q·Kᵀ·scale + mask)·V with the optional head split and merge
 // and combined-projection Split — as one tiled online-softmax (FlashAttention-style) kernel.
 //
-// Kernel: one CTA of 4 warps per (batch·head, block of 16 queries). Q's block is staged in
+// Two kernels, chosen by the target: for fp16 and bf16 on sm_80 and newer, the tensor-core kernel
+// of attention_mma_kernel.cc (mma.sync m16n8k16, fp32 accumulators, 64 queries per CTA; head
+// sizes padded with zeros to 16 for Q·K and 8 for V); otherwise the scalar fp32 kernel below. Both read the operands through attention_kernel_plan.h.
+//
+// Scalar kernel: one CTA of 4 warps per (batch·head, block of 16 queries). Q's block is staged in
 // shared memory once; K and V pass through shared memory 32 keys at a time. Each warp owns 4
 // query rows and keeps, per row, the running maximum, the running sum and the output row
 // (head_dim / 32 values per lane) in registers: a lane scores one key of the tile, the warp
@@ -12,7 +16,7 @@
 // slice of a combined [B,S,3·H·D] projection, [B,H,S,D], or K as [B,H,D,S]); the output is
 // [B,Sq,H·Dv] with the head merge, else [B,H,Sq,Dv]. Any sequence lengths (tails masked).
 //
-// Numerics: fp32 math for fp32, fp16 and bf16 storage; scale and mask applied as the body
+// Numerics (scalar kernel): fp32 math for fp32, fp16 and bf16 storage; scale and mask applied as the body
 // does (x·c or x/c, then + mask or Where); a row whose scores are all -inf gives NaN, as the
 // CPU runtime's fused kernel does. fp16/bf16 scores are not rounded to the storage type
 // between the body's ops (the CPU runs such bodies op by op), so fp16 results are closer to
@@ -33,6 +37,7 @@ namespace fusionopt::cuda {
 
 inline constexpr int64_t kMaxAttentionHeadDim = 128;
 
-Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name);
+Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_view name,
+                                           const CodegenTarget& target = {});
 
 }  // namespace fusionopt::cuda

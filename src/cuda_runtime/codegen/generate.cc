@@ -20,9 +20,17 @@
 namespace fusionopt::cuda {
 namespace {
 
+using Generator = Result<GeneratedProgram> (*)(const Graph&, std::string_view, const CodegenTarget&);
+
+// The families whose kernels do not depend on the target.
+template <Result<GeneratedProgram> (*generate)(const Graph&, std::string_view)>
+Result<GeneratedProgram> AnyTarget(const Graph& typed_body, std::string_view name, const CodegenTarget&) {
+  return generate(typed_body, name);
+}
+
 struct Family {
   const char* name;
-  Result<GeneratedProgram> (*generate)(const Graph&, std::string_view);
+  Generator generate;
 };
 
 // Order matters: the narrower families (attention, row kernels) recognise bodies that also
@@ -30,24 +38,24 @@ struct Family {
 const std::vector<Family>& Families() {
   static const std::vector<Family> kFamilies = {
       {"attention", &GenerateAttention},
-      {"rows", &GenerateRows},
-      {"elementwise", &GenerateElementwise},
-      {"data movement", &GenerateDataMovement},
-      {"lines", &GenerateLines},
-      {"resize", &GenerateResize},
-      {"rotary", &GenerateRotary},
-      {"pooling", &GeneratePooling},
-      {"lrn", &GenerateLrn},
+      {"rows", &AnyTarget<&GenerateRows>},
+      {"elementwise", &AnyTarget<&GenerateElementwise>},
+      {"data movement", &AnyTarget<&GenerateDataMovement>},
+      {"lines", &AnyTarget<&GenerateLines>},
+      {"resize", &AnyTarget<&GenerateResize>},
+      {"rotary", &AnyTarget<&GenerateRotary>},
+      {"pooling", &AnyTarget<&GeneratePooling>},
+      {"lrn", &AnyTarget<&GenerateLrn>},
   };
   return kFamilies;
 }
 
 }  // namespace
 
-Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name) {
+Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name, const CodegenTarget& target) {
   std::string reasons;
   for (const Family& family : Families()) {
-    Result<GeneratedProgram> program = family.generate(typed_body, name);
+    Result<GeneratedProgram> program = family.generate(typed_body, name, target);
     if (program.ok()) return program;
     if (program.status().code() != ErrorCode::kUnsupported) {
       return program.status().WithContext(std::string(family.name) + " generator");

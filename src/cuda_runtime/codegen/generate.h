@@ -18,7 +18,9 @@ namespace fusionopt::cuda {
 // Families are tried in order — attention, row kernels (normalizations, softmax,
 // reductions), elementwise, data movement, lines (CumSum, softmax along a strided axis), resize,
 // rotary embedding, pooling, LRN — and the first that accepts the body generates it. `name`
-// labels the program (files, messages); it is made a valid C identifier.
-Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name);
+// labels the program (files, messages); it is made a valid C identifier. `target` picks between a
+// family's kernels (generated_kernel.h's CodegenTarget); every target gets a kernel for the same bodies.
+Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_view name,
+                                        const CodegenTarget& target = {});
 
 }  // namespace fusionopt::cuda

@@ -27,6 +27,13 @@
 
 namespace fusionopt::cuda {
 
+// The device a program is generated for. Families whose fast kernel needs an architecture (tensor
+// cores' mma.sync for fp16/bf16 from sm_80) choose it only when sm_arch says so; 0 (unknown, as
+// for `--emit-cuda` without a device) gets the kernels every supported architecture runs.
+struct CodegenTarget {
+  int sm_arch = 0;  // compute capability × 10
+};
+
 struct GeneratedKernel {
   std::string entry;  // the extern "C" __global__ function's name
   std::array<uint32_t, 3> grid = {1, 1, 1};

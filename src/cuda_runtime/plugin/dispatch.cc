@@ -44,7 +44,7 @@ Result<std::unique_ptr<DeviceKernel>> BuildKernel(const Graph& typed_body, std::
   if (ForContractionFamily(typed_body)) return BuildContraction(typed_body, context);
   std::unique_ptr<Graph> lowered;
   const Graph& body = ForGenerators(typed_body, lowered);
-  FUSIONOPT_ASSIGN_OR_RETURN(GeneratedProgram program, GenerateKernel(body, name));
+  FUSIONOPT_ASSIGN_OR_RETURN(GeneratedProgram program, GenerateKernel(body, name, CodegenTarget{context.sm_arch()}));
   return context.BuildGenerated(program, body);
 }
 
