@@ -22,6 +22,11 @@ std::string Addressing::At(const std::string& b, const std::string& h, const std
 
 std::string Number(int64_t value) { return std::to_string(value); }
 
+std::string MaxOrNan(const std::string& candidate, const std::string& current) {
+  return "(" + candidate + " > " + current + " || " + candidate + " != " + candidate + ") ? " + candidate + " : " +
+         current;
+}
+
 namespace {
 
 // The scores' scale: the body's (Q and K prescales included), or Attention-23's (default 1/√D).
@@ -54,17 +59,17 @@ std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<M
       code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
     } else {
       code += "          if (" + at + " == " + (attention.fill_when_true ? "true" : "false") + ") s = " +
-              (std::isinf(attention.fill) ? std::string("__int_as_float(0xff800000)") : FloatLiteral(attention.fill)) +
+              (std::isinf(attention.fill) ? std::string(kNegativeInfinity) : FloatLiteral(attention.fill)) +
               ";\n";
     }
   }
-  if (attention.op && attention.op->causal) code += "          if (key > query) s = __int_as_float(0xff800000);\n";
+  if (attention.op && attention.op->causal) code += "          if (key > query) s = " + std::string(kNegativeInfinity) + ";\n";
   return code;
 }
 
 // 1 / l for a row, or what a row without a finite softmax gives.
 std::string RowInverse(const FusedAttention& attention) {
-  const std::string undefined = "row_max[r] == __int_as_float(0xff800000)";
+  const std::string undefined = "row_max[r] == " + std::string(kNegativeInfinity);
   if (attention.op) return undefined + " ? 0.0f : 1.0f / row_sum[r]";  // Attention-23: 0
   if (attention.nan_guard) {  // Where(IsNaN(p), 0, p)
     return "(" + undefined + " || row_sum[r] != row_sum[r]) ? 0.0f : 1.0f / row_sum[r]";
@@ -205,7 +210,7 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   const int64_t tiles = (plan.geometry.queries + kQueryTile - 1) / kQueryTile;
   const std::string D = Number(depth), DV = Number(value_depth), SQ = Number(plan.geometry.queries),
                     SK = Number(plan.geometry.keys), KD = Number(depth + 1), SLOTS = Number(value_slots);
-  const std::string kNegInf = "__int_as_float(0xff800000)";
+  const std::string kNegInf = kNegativeInfinity;
   std::string code = "\nextern \"C\" __global__ void __launch_bounds__(" + Number(kWarps * 32) + ") " + entry + "(" +
                      parameters + ") {\n";
   code += "  extern __shared__ float shared[];\n";
@@ -248,8 +253,8 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "        {\n" + ScoreEpilogue(attention, plan.mask, depth) + "        }\n      }\n";
   code += "      float tile_max = s;\n";
   code += "#pragma unroll\n      for (int o = 16; o > 0; o >>= 1) { const float other = __shfl_xor_sync(0xffffffffu, "
-          "tile_max, o); tile_max = (other > tile_max || other != other) ? other : tile_max; }\n";
-  code += "      const float new_max = (tile_max > row_max[r] || tile_max != tile_max) ? tile_max : row_max[r];\n";
+          "tile_max, o); tile_max = " + MaxOrNan("other", "tile_max") + "; }\n";
+  code += "      const float new_max = " + MaxOrNan("tile_max", "row_max[r]") + ";\n";
   code += "      if (new_max == " + kNegInf + ") continue;  // every score so far -inf: nothing to add yet\n";
   code += "      const float p = key < " + SK + " ? expf(s - new_max) : 0.0f;\n";
   code += "      const float correction = expf(row_max[r] - new_max);\n";

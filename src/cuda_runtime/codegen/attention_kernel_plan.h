@@ -59,6 +59,13 @@ struct KernelPlan {
 
 std::string Number(int64_t value);
 
+// -inf as a float expression of the generated source.
+inline constexpr const char* kNegativeInfinity = "__int_as_float(0xff800000)";
+
+// The larger of `candidate` and `current`, NaN winning (a NaN score makes its row NaN, as the
+// softmax of the unfused body does): the online softmax's running maximum in both kernels.
+std::string MaxOrNan(const std::string& candidate, const std::string& current);
+
 // Element (b, h, `s`, d) of an operand as the compute type (float), with the variables `b`,
 // `h` and `d` in scope.
 std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s);

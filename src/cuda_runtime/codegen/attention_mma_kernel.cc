@@ -34,14 +34,19 @@ int64_t RoundUp(int64_t value, int64_t multiple) { return (value + multiple - 1)
 int64_t PaddedDepth(const KernelPlan& plan) { return RoundUp(plan.q.depth_size, 16); }
 int64_t PaddedValueDepth(const KernelPlan& plan) { return RoundUp(plan.v.depth_size, 8); }
 
+// The device function computing D += A·B (m16n8k16, fp32 accumulators) for the operands' type.
+std::string MmaName(DataType dtype) {
+  return dtype == DataType::kFloat16 ? "fo_mma_m16n8k16_f16" : "fo_mma_m16n8k16_bf16";
+}
+
 // fo_bits (float → the operand type's 16 bits), fo_pack (two floats → one .f16x2/.bf16x2
-// register, the first in the low half) and fo_mma (D += A·B, m16n8k16, fp32 accumulators).
-// The mma exists in device compilation only; the host shim of the tests provides its own.
+// register, the first in the low half) and the mma (MmaName). The mma exists in device
+// compilation only; the host shim of the tests provides its own.
 std::string Helpers(DataType dtype) {
   const bool half = dtype == DataType::kFloat16;
   const std::string to_bits =
       half ? "__half_as_ushort(__float2half_rn(x))" : "__bfloat16_as_ushort(__float2bfloat16_rn(x))";
-  const std::string mma_name = half ? "fo_mma_m16n8k16_f16" : "fo_mma_m16n8k16_bf16";
+  const std::string mma_name = MmaName(dtype);
   const std::string ptx_type = half ? "f16" : "bf16";
   std::string code;
   code += "\n__device__ __forceinline__ unsigned short fo_bits(float x) { return " + to_bits + "; }\n";
@@ -55,56 +60,52 @@ std::string Helpers(DataType dtype) {
   code += "               : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n";
   code += "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n}\n";
   code += "#endif\n";
-  code += "#define fo_mma " + mma_name + "\n";
   code += "__device__ __forceinline__ unsigned fo_word(const unsigned short* at) {\n";
   code += "  return *reinterpret_cast<const unsigned*>(at);\n}\n";
   return code;
 }
 
+// A block-wide loop staging `rows` × `width` elements of an operand in shared memory as 16 bits:
+// element (j, d) — `index` names j's sequence position for Load — goes to `slot`, zero where the
+// position is past `length` or d past the operand's own width (the padding).
+std::string StageLoop(const std::string& indent, int64_t rows, int64_t width, const std::string& index,
+                      const std::string& first, int64_t length, int64_t operand_width, const std::string& slot,
+                      const std::string& load) {
+  const std::string W = Number(width);
+  return indent + "for (int e = threadIdx.x; e < " + Number(rows * width) + "; e += " + Number(kWarps * 32) + ") {\n" +
+         indent + "  const int j = e / " + W + ", d = e % " + W + ", " + index + " = " + first + " + j;\n" + indent +
+         "  " + slot + " = fo_bits(" + index + " < " + Number(length) + " && d < " + Number(operand_width) + " ? " +
+         load + " : 0.0f);\n" + indent + "}\n";
+}
+
 // Stages the CTA's Q block in shared memory as 16-bit operands.
 std::string StageQueries(const KernelPlan& plan) {
-  const int64_t depth = PaddedDepth(plan);
-  const std::string D = Number(depth), QS = Number(depth + kRowPadding);
-  std::string code;
-  code += "  for (int e = threadIdx.x; e < " + Number(kQueryTile * depth) + "; e += " + Number(kWarps * 32) + ") {\n";
-  code += "    const int r = e / " + D + ", d = e % " + D + ", query = first + r;\n";
-  code += "    q_tile[r * " + QS + " + d] = fo_bits(query < " + Number(plan.geometry.queries) + " && d < " +
-          Number(plan.q.depth_size) + " ? " + Load(plan.q, plan.q_rotary, "query") + " : 0.0f);\n  }\n";
-  return code;
+  const std::string QS = Number(PaddedDepth(plan) + kRowPadding);
+  return StageLoop("  ", kQueryTile, PaddedDepth(plan), "query", "first", plan.geometry.queries, plan.q.depth_size,
+                   "q_tile[j * " + QS + " + d]", Load(plan.q, plan.q_rotary, "query"));
 }
 
 // Stages the tile of keys from key0 as 16-bit operands: K row-major, V transposed.
 std::string StageKeysAndValues(const KernelPlan& plan) {
-  const int64_t depth = PaddedDepth(plan), value_depth = PaddedValueDepth(plan);
-  const std::string D = Number(depth), DV = Number(value_depth), QS = Number(depth + kRowPadding);
-  const std::string VS = Number(kKeyTile + kRowPadding), SK = Number(plan.geometry.keys);
-  const std::string THREADS = Number(kWarps * 32);
-  std::string code;
-  code += "    for (int e = threadIdx.x; e < " + Number(kKeyTile * depth) + "; e += " + THREADS + ") {\n";
-  code += "      const int j = e / " + D + ", d = e % " + D + ", key = key0 + j;\n";
-  code += "      k_tile[j * " + QS + " + d] = fo_bits(key < " + SK + " && d < " + Number(plan.k.depth_size) + " ? " +
-          Load(plan.k, plan.k_rotary, "key") +
-          " : 0.0f);\n    }\n";
-  code += "    for (int e = threadIdx.x; e < " + Number(kKeyTile * value_depth) + "; e += " + THREADS + ") {\n";
-  code += "      const int j = e / " + DV + ", d = e % " + DV + ", key = key0 + j;\n";
-  code += "      v_tile[d * " + VS + " + j] = fo_bits(key < " + SK + " && d < " + Number(plan.v.depth_size) + " ? " +
-          Load(plan.v, std::nullopt, "key") +
-          " : 0.0f);\n    }\n";
-  return code;
+  const std::string QS = Number(PaddedDepth(plan) + kRowPadding), VS = Number(kKeyTile + kRowPadding);
+  return StageLoop("    ", kKeyTile, PaddedDepth(plan), "key", "key0", plan.geometry.keys, plan.k.depth_size,
+                   "k_tile[j * " + QS + " + d]", Load(plan.k, plan.k_rotary, "key")) +
+         StageLoop("    ", kKeyTile, PaddedValueDepth(plan), "key", "key0", plan.geometry.keys, plan.v.depth_size,
+                   "v_tile[d * " + VS + " + j]", Load(plan.v, std::nullopt, "key"));
 }
 
 // S = Q·Kᵀ for the warp's 16 rows and the tile's 32 keys, then the body's epilogue per score.
 std::string Scores(const FusedAttention& attention, const KernelPlan& plan) {
   const int64_t depth = PaddedDepth(plan);
   const std::string QS = Number(depth + kRowPadding), CHUNKS = Number(depth / 16);
-  const std::string kNegInf = "__int_as_float(0xff800000)";
+  const std::string kNegInf = kNegativeInfinity;
   std::string code;
   code += "    float score[4][4];\n";
   code += "#pragma unroll\n    for (int n = 0; n < 4; ++n) {\n";
   code += "      score[n][0] = score[n][1] = score[n][2] = score[n][3] = 0.0f;\n";
   code += "#pragma unroll\n      for (int c = 0; c < " + CHUNKS + "; ++c) {\n";
   code += "        const unsigned short* at = k_tile + (n * 8 + group) * " + QS + " + c * 16 + pair;\n";
-  code += "        fo_mma(score[n], q_frag[c], fo_word(at), fo_word(at + 8));\n      }\n    }\n";
+  code += "        " + MmaName(plan.dtype) + "(score[n], q_frag[c], fo_word(at), fo_word(at + 8));\n      }\n    }\n";
   code += "#pragma unroll\n    for (int n = 0; n < 4; ++n) {\n";
   code += "#pragma unroll\n      for (int i = 0; i < 4; ++i) {\n";
   code += "        const int key = key0 + n * 8 + pair + (i & 1);\n";
@@ -126,17 +127,17 @@ std::string ForRowScores(const std::string& statements) {
 // Online softmax over the tile for rows groupID (r = 0) and groupID + 8 (r = 1): the row's
 // four lanes agree on the new maximum, keep partial sums, and rescale their accumulators.
 std::string OnlineSoftmax(const KernelPlan& plan) {
-  const std::string kNegInf = "__int_as_float(0xff800000)";
+  const std::string kNegInf = kNegativeInfinity;
   const std::string TILES = Number(PaddedValueDepth(plan) / 8);
   std::string code;
   code += "#pragma unroll\n    for (int r = 0; r < 2; ++r) {\n";
   code += "      float tile_max = " + kNegInf + ";\n";
   code += ForRowScores("          const float v = score[n][2 * r + c];\n"
-                       "          tile_max = (v > tile_max || v != v) ? v : tile_max;\n");
+                       "          tile_max = " + MaxOrNan("v", "tile_max") + ";\n");
   code += "#pragma unroll\n      for (int o = 1; o < 4; o <<= 1) {\n";
   code += "        const float other = __shfl_xor_sync(0xffffffffu, tile_max, o);\n";
-  code += "        tile_max = (other > tile_max || other != other) ? other : tile_max;\n      }\n";
-  code += "      const float new_max = (tile_max > row_max[r] || tile_max != tile_max) ? tile_max : row_max[r];\n";
+  code += "        tile_max = " + MaxOrNan("other", "tile_max") + ";\n      }\n";
+  code += "      const float new_max = " + MaxOrNan("tile_max", "row_max[r]") + ";\n";
   code += "      const bool empty = new_max == " + kNegInf + ";  // every score so far -inf\n";
   code += "      const float correction = empty ? 1.0f : expf(row_max[r] - new_max);\n";
   code += "      float tile_sum = 0.0f;\n";
@@ -160,7 +161,7 @@ std::string AccumulateValues(const KernelPlan& plan) {
           "fo_pack(score[2 * c + 1][2], score[2 * c + 1][3])};\n";
   code += "#pragma unroll\n      for (int t = 0; t < " + TILES + "; ++t) {\n";
   code += "        const unsigned short* at = v_tile + (t * 8 + group) * " + VS + " + c * 16 + pair;\n";
-  code += "        fo_mma(out[t], p, fo_word(at), fo_word(at + 8));\n      }\n    }\n";
+  code += "        " + MmaName(plan.dtype) + "(out[t], p, fo_word(at), fo_word(at + 8));\n      }\n    }\n";
   return code;
 }
 
@@ -212,7 +213,8 @@ std::string KernelBody(const FusedAttention& attention, const KernelPlan& plan, 
   code += "    q_frag[c][2] = fo_word(at + 8);\n    q_frag[c][3] = fo_word(at + 8 * " + QS + " + 8);\n  }\n";
   code += "  float out[" + TILES + "][4];\n";
   code += "#pragma unroll\n  for (int t = 0; t < " + TILES + "; ++t) out[t][0] = out[t][1] = out[t][2] = out[t][3] = 0.0f;\n";
-  code += "  float row_max[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, row_sum[2] = {0.0f, 0.0f};\n";
+  code += "  float row_max[2] = {" + std::string(kNegativeInfinity) + ", " + kNegativeInfinity +
+          "}, row_sum[2] = {0.0f, 0.0f};\n";
   code += "  for (int key0 = 0; key0 < " + Number(plan.geometry.keys) + "; key0 += " + Number(kKeyTile) + ") {\n";
   code += "    __syncthreads();  // the previous K/V tile consumed\n";
   code += StageKeysAndValues(plan);
