@@ -10,4 +10,12 @@ uint16_t FloatToHalf(float value);  // round to nearest even
 float BFloat16ToFloat(uint16_t value);
 uint16_t FloatToBFloat16(float value);  // round to nearest even
 
+// One of the two 16-bit float types, chosen at run time (bfloat16 when `bfloat16`, else half).
+inline float SixteenBitToFloat(bool bfloat16, uint16_t bits) {
+  return bfloat16 ? BFloat16ToFloat(bits) : HalfToFloat(bits);
+}
+inline uint16_t FloatToSixteenBit(bool bfloat16, float value) {
+  return bfloat16 ? FloatToBFloat16(value) : FloatToHalf(value);
+}
+
 }  // namespace fusionopt

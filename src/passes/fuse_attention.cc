@@ -29,7 +29,7 @@
 // Checked for every candidate (a near miss is reported with its reason): the matcher's checks
 // (perms, constant scales and fill, the softmax over the last axis, a mask that may broadcast
 // to the scores without widening them, intermediates of the core read only inside and no graph
-// output); float32 or float16 Q, K, V, mask and rotary tables, Q, K and V of one dtype;
+// output); float32, float16 or bfloat16 Q, K, V, mask and rotary tables, Q, K and V of one dtype;
 // outlinable members; the cost model's verdict.
 //
 // Dynamic shapes: exporters compute the head split's targets from run-time shapes, and some
@@ -291,8 +291,9 @@ std::string DtypeProblem(const AttentionMatch& match) {
     if (operand->rotary) floats.insert(floats.end(), {operand->rotary->cos, operand->rotary->sin});
   }
   for (const Value* value : floats) {
-    if (value->dtype() != DataType::kFloat && value->dtype() != DataType::kFloat16) {
-      return "attention: only float32 and float16 attention is fused";
+    if (value->dtype() != DataType::kFloat && value->dtype() != DataType::kFloat16 &&
+        value->dtype() != DataType::kBFloat16) {
+      return "attention: only float32, float16 and bfloat16 attention is fused";
     }
   }
   if (match.q.source->dtype() != match.k.source->dtype() || match.q.source->dtype() != match.v.source->dtype()) {

@@ -183,3 +183,44 @@ TEST_CASE("fused attention: shapes the kernel does not implement run the body op
   CHECK(runs.saved_launches() == 0);
   fused_test::RequireIdentical(runs.fused.outputs, runs.op_by_op.outputs);
 }
+
+TEST_CASE("fused attention: bfloat16 operands, computed in float32", "[attention][cpu]") {
+  const std::string float32 = HeadsFirst("[B,1,S,S]", "B,3,S,16");
+  std::string bfloat16 = float32;
+  for (size_t at = bfloat16.find("float"); at != std::string::npos; at = bfloat16.find("float", at + 8)) {
+    bfloat16.replace(at, 5, "bfloat16");
+  }
+  auto model = Outlined(bfloat16);
+  const int64_t sequence = 70;  // a second tile of 64 queries
+  const std::vector<NamedTensor> feeds = {
+      {"qh", Random(DataType::kBFloat16, {2, 3, sequence, 16}, 21)},
+      {"kh", Random(DataType::kBFloat16, {2, 3, sequence, 16}, 22)},
+      {"vh", Random(DataType::kBFloat16, {2, 3, sequence, 16}, 23)},
+      {"mask", Random(DataType::kBFloat16, {2, 1, sequence, sequence}, 24, -3.0f, 0.0f)}};
+  const fused_test::Outcome fused = fused_test::Run(*model, feeds, true);
+  const fused_test::Outcome op_by_op = fused_test::Run(*model, feeds, false);
+  CHECK(fused.outputs[0].tensor.dtype() == DataType::kBFloat16);
+  CHECK(fused.stats.kernels_launched == 1);
+  CHECK(op_by_op.stats.kernels_launched > 1);
+
+  // The exact answer: the float32 body on the same (bfloat16-valued) inputs. The fused kernel
+  // keeps scores and probabilities in float32 and rounds only its output (half an ulp: 2^-9
+  // relative); op by op, every intermediate is rounded to bfloat16, so it is further off.
+  std::vector<NamedTensor> widened;
+  for (const NamedTensor& feed : feeds) {
+    RtTensor wide = RtTensor::Allocate(DataType::kFloat, feed.tensor.dims());
+    for (int64_t i = 0; i < wide.NumElements(); ++i) wide.data<float>()[i] = static_cast<float>(feed.tensor.ValueAsDouble(i));
+    widened.push_back({feed.name, wide});
+  }
+  const fused_test::Outcome exact = fused_test::Run(*pass_test::Parse(float32), widened, false);
+  double fused_error = 0, op_by_op_error = 0;
+  const RtTensor& want = exact.outputs[0].tensor;
+  for (int64_t i = 0; i < want.NumElements(); ++i) {
+    INFO("element " << i);
+    const double got = fused.outputs[0].tensor.ValueAsDouble(i);
+    REQUIRE(std::abs(got - want.ValueAsDouble(i)) <= 4e-3 * std::abs(want.ValueAsDouble(i)) + 1e-5);
+    fused_error = std::max(fused_error, std::abs(got - want.ValueAsDouble(i)));
+    op_by_op_error = std::max(op_by_op_error, std::abs(op_by_op.outputs[0].tensor.ValueAsDouble(i) - want.ValueAsDouble(i)));
+  }
+  CHECK(fused_error < op_by_op_error);
+}

@@ -62,6 +62,7 @@ inline cpu::RtTensor Random(DataType dtype, std::vector<int64_t> dims, uint32_t 
     const float value = uniform(generator);
     if (dtype == DataType::kFloat) tensor.data<float>()[i] = value;
     else if (dtype == DataType::kFloat16) tensor.data<uint16_t>()[i] = FloatToHalf(value);
+    else if (dtype == DataType::kBFloat16) tensor.data<uint16_t>()[i] = FloatToBFloat16(value);
     else if (dtype == DataType::kBool) tensor.data<uint8_t>()[i] = value > 0.5f;
     else FAIL("Random: unsupported dtype");
   }

@@ -39,8 +39,16 @@ constexpr float kVanishingExponent = -200.0f;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 
 float LoadElement(const void* base, DataType dtype, int64_t index) {
-  if (dtype == DataType::kFloat16) return HalfToFloat(static_cast<const uint16_t*>(base)[index]);
-  return static_cast<const float*>(base)[index];
+  if (dtype == DataType::kFloat) return static_cast<const float*>(base)[index];
+  return SixteenBitToFloat(dtype == DataType::kBFloat16, static_cast<const uint16_t*>(base)[index]);
+}
+
+void StoreElement(void* base, DataType dtype, int64_t index, float value) {
+  if (dtype == DataType::kFloat) {
+    static_cast<float*>(base)[index] = value;
+  } else {
+    static_cast<uint16_t*>(base)[index] = FloatToSixteenBit(dtype == DataType::kBFloat16, value);
+  }
 }
 
 // Whether the GEMMs read `operand` where it lies: float32, not rotated, and — for Q and V, which
@@ -201,9 +209,8 @@ class QueryBlockRunner {
     const int64_t stride = mask.strides[3];
     if (mask.kind == MaskKind::kAdditive) {
       const int64_t offset = MaskOffset(b, h, query, key);
-      if (mask.dtype == DataType::kFloat16) {
-        const auto* values = static_cast<const uint16_t*>(mask.data) + offset;
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + HalfToFloat(values[j * stride]);
+      if (mask.dtype != DataType::kFloat) {
+        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + LoadElement(mask.data, mask.dtype, offset + j * stride);
       } else if (stride == 1) {  // contiguous: a loop the compiler vectorizes
         const auto* values = static_cast<const float*>(mask.data) + offset;
         for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
@@ -269,9 +276,8 @@ class QueryBlockRunner {
       const float factor = RowFactor(r);
       // A zero factor must give 0 even where the context holds NaN (0 · NaN is NaN).
       const bool zero = factor == 0.0f;
-      if (p_.out_dtype == DataType::kFloat16) {
-        auto* out = static_cast<uint16_t*>(p_.out) + offset;
-        for (int64_t d = 0; d < dv; ++d) out[d] = FloatToHalf(zero ? 0.0f : row[d] * factor);
+      if (p_.out_dtype != DataType::kFloat) {
+        for (int64_t d = 0; d < dv; ++d) StoreElement(p_.out, p_.out_dtype, offset + d, zero ? 0.0f : row[d] * factor);
       } else {
         float* out = static_cast<float*>(p_.out) + offset;
         for (int64_t d = 0; d < dv; ++d) out[d] = zero ? 0.0f : row[d] * factor;
@@ -288,8 +294,10 @@ class QueryBlockRunner {
 
 bool Consistent(const Problem& problem) {
   const Operand &q = problem.q, &k = problem.k, &v = problem.v;
-  auto valid = [](DataType dtype) { return dtype == DataType::kFloat || dtype == DataType::kFloat16; };
-  if (!valid(q.dtype) || !valid(k.dtype) || !valid(v.dtype) || !valid(problem.out_dtype)) return false;
+  if (!IsAttentionFloat(q.dtype) || !IsAttentionFloat(k.dtype) || !IsAttentionFloat(v.dtype) ||
+      !IsAttentionFloat(problem.out_dtype)) {
+    return false;
+  }
   if (problem.batch <= 0 || problem.heads <= 0 || problem.queries <= 0 || problem.keys <= 0 || problem.depth <= 0 ||
       problem.value_depth <= 0) {
     return false;
@@ -340,12 +348,7 @@ void RotateRows(const Operand& in, const Rotary& rotary, const Operand& out) {
         for (int64_t c = 0; c < in.columns; ++c) row[static_cast<size_t>(c)] = LoadElement(in.base, in.dtype, from + c);
         Rotate(rotary, b, r, row.data());
         for (int64_t c = 0; c < in.columns; ++c) {
-          const float value = row[static_cast<size_t>(c)];
-          if (out.dtype == DataType::kFloat16) {
-            static_cast<uint16_t*>(const_cast<void*>(out.base))[to + c] = FloatToHalf(value);
-          } else {
-            static_cast<float*>(const_cast<void*>(out.base))[to + c] = value;
-          }
+          StoreElement(const_cast<void*>(out.base), out.dtype, to + c, row[static_cast<size_t>(c)]);
         }
       }
     }

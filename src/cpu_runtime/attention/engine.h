@@ -5,15 +5,15 @@
 // kernels_attention_op.cc).
 //
 // What a problem may hold, each read where it lies in memory through strides:
-//   Q [B,H,Sq,D], K [B,Hkv,Sk,D] (or stored [B,Hkv,D,Sk]), V [B,Hkv,Sk,Dv] — float32 or float16;
+//   Q [B,H,Sq,D], K [B,Hkv,Sk,D] (or stored [B,Hkv,D,Sk]), V [B,Hkv,Sk,Dv] — float32, float16 or bfloat16;
 //   grouped-query heads (Hkv divides H; query head h reads key/value head h / (H / Hkv));
 //   rotary position embedding applied to Q and K as they are loaded;
 //   the scale (a product in the GEMM, or a division of each score), a softcap (c·tanh(s / c));
-//   an additive mask (float32 or float16) or a boolean one selecting a fill, broadcast to
+//   an additive mask (float32, float16 or bfloat16) or a boolean one selecting a fill, broadcast to
 //   [B,H,Sq,Sk]; a causal mask (key j > query i is excluded);
 //   what a row without a finite softmax gives: NaN as plain Softmax does, 0 where the graph
 //   guards it (Where(IsNaN(p), 0, p)), or 0 for a row of -inf scores (Attention-23).
-// Accumulation is float32 whatever the storage (float16 operands are converted per tile).
+// Accumulation is float32 whatever the storage (16-bit operands are converted per tile).
 #pragma once
 
 #include <cstdint>
@@ -24,11 +24,17 @@
 
 namespace fusionopt::cpu::attention {
 
+// The element types the engine reads and writes (computing in float32): float32, float16 and
+// bfloat16.
+inline bool IsAttentionFloat(DataType dtype) {
+  return dtype == DataType::kFloat || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
+}
+
 // One operand as a matrix per (batch, head): rows are sequence positions, columns features
 // (stored [columns, rows] when `transposed`: K as [B,H,D,S]).
 struct Operand {
   const void* base = nullptr;
-  DataType dtype = DataType::kFloat;  // kFloat or kFloat16
+  DataType dtype = DataType::kFloat;  // IsAttentionFloat
   int64_t batch = 0, heads = 0, rows = 0, columns = 0;
   int64_t batch_stride = 0, head_stride = 0, ld = 0;  // elements
   bool transposed = false;
@@ -52,7 +58,7 @@ enum class MaskKind { kNone, kAdditive, kBoolean };
 struct Mask {
   MaskKind kind = MaskKind::kNone;
   const void* data = nullptr;
-  DataType dtype = DataType::kFloat;  // additive: kFloat or kFloat16; boolean: kBool
+  DataType dtype = DataType::kFloat;  // additive: IsAttentionFloat; boolean: kBool
   int64_t strides[4] = {0, 0, 0, 0};  // elements, over [B,H,Sq,Sk]; 0 broadcasts
   float fill = 0;                     // boolean: the score where the condition selects it
   bool fill_when_true = false;

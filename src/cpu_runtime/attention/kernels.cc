@@ -25,7 +25,7 @@
 namespace fusionopt::cpu {
 namespace {
 
-bool IsAttentionFloat(DataType dtype) { return dtype == DataType::kFloat || dtype == DataType::kFloat16; }
+using attention::IsAttentionFloat;
 
 // [B,H,S,D] (4-D) or [B,S,H·D] with `heads` (3-D) as the engine's matrices.
 Result<attention::Operand> HeadMatrices(const RtTensor& tensor, int64_t heads, const char* name) {
@@ -78,7 +78,7 @@ class AttentionKernel final : public Kernel {
   Status Compute(KernelContext& context) override {
     const RtTensor &q = *context.input(0), &k = *context.input(1), &v = *context.input(2);
     if (!IsAttentionFloat(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
-      return Unsupported(describe_ + ": " + std::string(NameOf(q.dtype())) + " attention (float and float16 only)");
+      return Unsupported(describe_ + ": " + std::string(NameOf(q.dtype())) + " attention (float, float16 and bfloat16 only)");
     }
     if (q.rank() != k.rank() || q.rank() != v.rank()) return InvalidModel(describe_ + ": Q, K and V ranks differ");
     attention::Problem problem;
@@ -184,7 +184,7 @@ class RotaryEmbeddingKernel final : public Kernel {
   Status Compute(KernelContext& context) override {
     const RtTensor &x = *context.input(0), &cos = *context.input(1), &sin = *context.input(2);
     if (!IsAttentionFloat(x.dtype()) || cos.dtype() != x.dtype() || sin.dtype() != x.dtype()) {
-      return Unsupported(describe_ + ": " + std::string(NameOf(x.dtype())) + " (float and float16 only)");
+      return Unsupported(describe_ + ": " + std::string(NameOf(x.dtype())) + " (float, float16 and bfloat16 only)");
     }
     FUSIONOPT_ASSIGN_OR_RETURN(attention::Operand matrix, HeadMatrices(x, heads_, "X"));
     const int64_t depth = matrix.columns, rotated = rotary_dims_ > 0 ? rotary_dims_ : depth;

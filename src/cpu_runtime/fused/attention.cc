@@ -8,7 +8,7 @@
 // Expand target evaluated as the op would, composed into strided views of the inputs. The engine
 // reads an operand whose features (or, for K, whose sequence) are contiguous, through a leading
 // dimension. Anything else — a layout the ops would refuse, no contiguous axis, any dtype but
-// float32 and float16 — returns 0: the body then runs op by op.
+// float32, float16 and bfloat16 — returns 0: the body then runs op by op.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -25,12 +25,11 @@ namespace fusionopt::cpu {
 namespace {
 
 using attention::EmptyRows;
+using attention::IsAttentionFloat;
 using attention::MaskKind;
 using attention::Operand;
 using attention::Problem;
 using attention::Rotary;
-
-bool IsAttentionFloat(DataType dtype) { return dtype == DataType::kFloat || dtype == DataType::kFloat16; }
 
 class FusedAttentionKernel final : public FusedBodyKernel {
  public:
