@@ -193,6 +193,13 @@ TEST_CASE("attention: fp16 and bf16 on tensor cores from sm_80, the scalar kerne
       CHECK(Contains(padded->description, "tensor cores"));
       CHECK(padded->kernels[0].shared_bytes == ((64 + 32) * 56 + 40 * 40) * 2);
       CHECK(Contains(padded->source, "d < 40 ?"));
+      // The largest head size a plan has (kMaxAttentionHeadDim) fits: 36 KiB of shared memory.
+      auto widest = typed(dtype, "1,2,130,128");
+      Result<GeneratedProgram> wide = GenerateAttention(BodyOf(*widest), "FusedAttention_0", CodegenTarget{90});
+      REQUIRE(wide.ok());
+      RequireGood(*wide);
+      CHECK(Contains(wide->description, "tensor cores"));
+      CHECK(wide->kernels[0].shared_bytes == ((64 + 32) * 136 + 128 * 40) * 2);
     }
   }
   SECTION("float32 stays on the scalar kernel") {

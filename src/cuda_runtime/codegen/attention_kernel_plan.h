@@ -89,9 +89,9 @@ struct AttentionKernel {
   std::string description;
 };
 
-// The tensor-core kernel (attention_mma_kernel.cc) runs fp16 and bf16 operands with head sizes up
-// to kMaxTensorCoreHeadDim (padded with zeros to the fragments' 16 and 8), on sm_80 and newer.
-inline constexpr int64_t kMaxTensorCoreHeadDim = 128;
+// The tensor-core kernel (attention_mma_kernel.cc) runs fp16 and bf16 operands on sm_80 and newer,
+// head sizes padded with zeros to the fragments' 16 and 8 (every plan's are at most
+// kMaxAttentionHeadDim, which its registers and 48 KiB of shared memory hold).
 bool TensorCoreEligible(const KernelPlan& plan, int sm_arch);
 
 AttentionKernel TensorCoreKernel(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,

@@ -231,8 +231,7 @@ std::string KernelBody(const FusedAttention& attention, const KernelPlan& plan, 
 bool TensorCoreEligible(const KernelPlan& plan, int sm_arch) {
   if (sm_arch < 80) return false;
   if (plan.dtype != DataType::kFloat16 && plan.dtype != DataType::kBFloat16) return false;
-  return plan.q.depth_size > 0 && plan.q.depth_size <= kMaxTensorCoreHeadDim && plan.v.depth_size > 0 &&
-         plan.v.depth_size <= kMaxTensorCoreHeadDim;
+  return plan.q.depth_size > 0 && plan.v.depth_size > 0;
 }
 
 AttentionKernel TensorCoreKernel(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,
