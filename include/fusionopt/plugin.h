@@ -48,6 +48,7 @@ typedef enum fo_status {
 
 typedef struct fo_context fo_context;
 typedef struct fo_kernel fo_kernel;
+typedef struct fo_graph fo_graph;
 
 /* FO_PLUGIN_ABI_VERSION of the loaded library; a host checks it before anything else. */
 FO_API uint32_t fo_abi_version(void);
@@ -179,11 +180,21 @@ FO_API fo_status fo_timer_stop(fo_context* context, float* milliseconds);
 /* ---- CUDA Graphs ---------------------------------------------------------------------- */
 
 /* Captures what is enqueued on the context's stream between begin and end into a graph that
- * fo_graph_replay launches as one unit. One capture at a time per context. */
+ * fo_graph_replay launches as one unit. One capture at a time per context; the context holds
+ * one graph of its own, which the next fo_graph_end_capture replaces. */
 FO_API fo_status fo_graph_begin_capture(fo_context* context);
 FO_API fo_status fo_graph_end_capture(fo_context* context);
 FO_API fo_status fo_graph_replay(fo_context* context);
 FO_API fo_status fo_graph_discard(fo_context* context);
+
+/* Graphs a host keeps, as many as it likes (one per input shape, say): fo_graph_end_capture_new
+ * ends the open capture into a new graph instead of the context's own (which is left as it
+ * was), fo_graph_launch replays it on the context's stream (counted like fo_graph_replay), and
+ * fo_graph_destroy frees it without waiting (a replay still running finishes first). A graph
+ * keeps its context alive like a kernel does. NULL is ignored by destroy. */
+FO_API fo_status fo_graph_end_capture_new(fo_context* context, fo_graph** graph);
+FO_API fo_status fo_graph_launch(fo_graph* graph);
+FO_API void fo_graph_destroy(fo_graph* graph);
 
 #ifdef __cplusplus
 } /* extern "C" */

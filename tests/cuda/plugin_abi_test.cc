@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "have_device.h"
 #include "ir/op_class.h"
 #include "plugin_test_support.h"
 
@@ -171,12 +172,18 @@ TEST_CASE("plugin: every entry point rejects NULL arguments with a message", "[p
   RequireInvalid(api.fo_graph_end_capture(nullptr), "context is NULL");
   RequireInvalid(api.fo_graph_replay(nullptr), "context is NULL");
   RequireInvalid(api.fo_graph_discard(nullptr), "context is NULL");
+  fo_graph* graph = nullptr;
+  RequireInvalid(api.fo_graph_end_capture_new(nullptr, &graph), "context is NULL");
+  RequireInvalid(api.fo_graph_end_capture_new(ctx, nullptr), "graph is NULL");
+  RequireInvalid(api.fo_graph_launch(nullptr), "graph is NULL");
+  CHECK(graph == nullptr);
 
   CHECK(created == nullptr);
   CHECK(kernel == nullptr);
   // Destroys and describes accept NULL.
   api.fo_context_destroy(nullptr);
   api.fo_kernel_destroy(nullptr);
+  api.fo_graph_destroy(nullptr);
   CHECK(std::string(api.fo_context_describe(nullptr)).empty());
   CHECK(std::string(api.fo_kernel_describe(nullptr)).empty());
   // A successful call leaves no message behind.
@@ -200,9 +207,7 @@ TEST_CASE("plugin: context options are validated", "[plugin]") {
 
 TEST_CASE("plugin: a device context fails cleanly without a GPU", "[plugin]") {
   const PluginApi& api = Api();
-  int devices = 0;
-  const bool have_device = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  (void)cudaGetLastError();
+  const bool have_device = test_support::HaveCudaDevice();
   fo_context_options options = CompileOnlyOptions();
   options.device = 0;
   ContextHolder context;
@@ -276,6 +281,9 @@ TEST_CASE("plugin: a compile-only context touches no device", "[plugin]") {
   require_cuda_error(api.fo_graph_end_capture(ctx));
   require_cuda_error(api.fo_graph_replay(ctx));
   require_cuda_error(api.fo_graph_discard(ctx));
+  fo_graph* graph = reinterpret_cast<fo_graph*>(&milliseconds);  // must be cleared
+  require_cuda_error(api.fo_graph_end_capture_new(ctx, &graph));
+  CHECK(graph == nullptr);
 }
 
 TEST_CASE("plugin: fo_node_supported decides without building", "[plugin]") {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu_runtime/engine/inputs.h"
+#include "have_device.h"
 #include "cpu_runtime/engine/session.h"
 #include "ir/float16.h"
 #include "ir/op_class.h"
@@ -20,13 +21,6 @@
 
 namespace fusionopt::plugin_test {
 namespace {
-
-bool HaveDevice() {
-  int devices = 0;
-  const bool found = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
-  (void)cudaGetLastError();
-  return found;
-}
 
 const PluginApi& Api() {
   const PluginApi& api = PluginApi::Get();
@@ -225,7 +219,7 @@ bool LaunchesNothing(const Node& node) {
 }
 
 TEST_CASE("plugin GPU: every kernel of the models matches the CPU runtime", "[plugin][gpu]") {
-  if (!HaveDevice()) {
+  if (!test_support::HaveCudaDevice()) {
     WARN("no CUDA device: skipped running every model's fused and standard-op kernels against the CPU runtime");
     return;
   }
@@ -318,7 +312,7 @@ void BuildTwoKernels(fo_context* context, TwoKernels& kernels) {
 }
 
 TEST_CASE("plugin GPU: counters, timer and CUDA graph replay", "[plugin][gpu]") {
-  if (!HaveDevice()) {
+  if (!test_support::HaveCudaDevice()) {
     WARN("no CUDA device: skipped launch/CUPTI counters, the event timer and CUDA graph capture and replay");
     return;
   }
@@ -393,10 +387,45 @@ TEST_CASE("plugin GPU: counters, timer and CUDA graph replay", "[plugin][gpu]") 
   CHECK(counters.kernels_executed == 2 * per_inference);
   REQUIRE(api.fo_graph_discard(context.get()) == FO_OK);
   CHECK(api.fo_graph_replay(context.get()) == FO_INVALID_ARGUMENT);
+
+  // Graphs the host keeps: two captures of different work (one per input shape, for a host),
+  // replayed in any order, each counting its own launches, the context's own graph untouched.
+  fo_graph* both = nullptr;
+  fo_graph* first_only = nullptr;
+  REQUIRE(api.fo_graph_begin_capture(context.get()) == FO_OK);
+  enqueue_both();
+  REQUIRE(api.fo_graph_end_capture_new(context.get(), &both) == FO_OK);
+  REQUIRE(api.fo_graph_begin_capture(context.get()) == FO_OK);
+  REQUIRE(api.fo_kernel_enqueue(kernels.first.kernel, first_inputs, first_outputs, nullptr) == FO_OK);
+  REQUIRE(api.fo_graph_end_capture_new(context.get(), &first_only) == FO_OK);
+  REQUIRE(both != nullptr);
+  REQUIRE(first_only != nullptr);
+  CHECK(api.fo_graph_replay(context.get()) == FO_INVALID_ARGUMENT);  // still none of its own
+  REQUIRE(api.fo_context_reset_counters(context.get()) == FO_OK);
+  std::vector<float> first_expected(6);
+  for (int i = 0; i < 6; ++i) first_expected[i] = std::max(a[i] + b[i % 3], 0.0f);
+  for (int round = 0; round < 2; ++round) {
+    REQUIRE(api.fo_copy_to_device(context.get(), dc, zeros.data(), sizeof(float) * 6) == FO_OK);
+    REQUIRE(api.fo_copy_to_device(context.get(), dd, zeros.data(), sizeof(float) * 6) == FO_OK);
+    REQUIRE(api.fo_graph_launch(first_only) == FO_OK);
+    std::vector<float> c(6, -1);
+    REQUIRE(api.fo_copy_to_host(context.get(), c.data(), dc, sizeof(float) * 6) == FO_OK);
+    CHECK(read_result() == zeros);  // the first kernel's graph leaves dd alone
+    CHECK(c == first_expected);
+    REQUIRE(api.fo_graph_launch(both) == FO_OK);
+    CHECK(read_result() == expected);
+  }
+  REQUIRE(api.fo_context_counters(context.get(), &counters) == FO_OK);
+  CHECK(counters.launches == 2 * (per_inference + first_launches));
+  CHECK(counters.kernels_executed == 2 * (per_inference + first_launches));
+  api.fo_graph_destroy(first_only);
+  REQUIRE(api.fo_graph_launch(both) == FO_OK);  // destroying one leaves the other
+  CHECK(read_result() == expected);
+  api.fo_graph_destroy(both);
 }
 
 TEST_CASE("plugin GPU: kernels outlive their context", "[plugin][gpu]") {
-  if (!HaveDevice()) {
+  if (!test_support::HaveCudaDevice()) {
     WARN("no CUDA device: skipped destroying a context before its kernels");
     return;
   }

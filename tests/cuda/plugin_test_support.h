@@ -33,7 +33,8 @@ namespace fusionopt::plugin_test {
   X(fo_kernel_build) X(fo_kernel_destroy) X(fo_kernel_workspace_size) X(fo_kernel_launch_count)                   \
   X(fo_kernel_describe) X(fo_kernel_enqueue) X(fo_device_alloc) X(fo_device_free) X(fo_copy_to_device)            \
   X(fo_copy_to_host) X(fo_copy_device_to_device) X(fo_synchronize) X(fo_timer_start) X(fo_timer_stop)             \
-  X(fo_graph_begin_capture) X(fo_graph_end_capture) X(fo_graph_replay) X(fo_graph_discard)
+  X(fo_graph_begin_capture) X(fo_graph_end_capture) X(fo_graph_replay) X(fo_graph_discard)                      \
+  X(fo_graph_end_capture_new) X(fo_graph_launch) X(fo_graph_destroy)
 
 // The library's C ABI, resolved by name from FUSIONOPT_CUDA_LIBRARY.
 struct PluginApi {

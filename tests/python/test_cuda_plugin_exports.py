@@ -57,7 +57,7 @@ def test_header_declares_the_abi():
     declared = declared_functions()
     # A parse that found nothing would make the export test vacuous.
     assert {"fo_abi_version", "fo_context_create", "fo_kernel_build", "fo_kernel_enqueue",
-            "fo_graph_replay"} <= declared
+            "fo_graph_replay", "fo_graph_end_capture_new", "fo_graph_launch", "fo_graph_destroy"} <= declared
 
 
 def test_only_the_c_abi_is_exported(plugin_library):

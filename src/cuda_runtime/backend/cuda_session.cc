@@ -152,6 +152,7 @@ struct CudaSession::Prepared {
   std::vector<uint64_t> output_offsets;
   std::vector<std::vector<int64_t>> output_dims;
   void* workspace = nullptr;
+  fo_graph* graph = nullptr;  // this plan's inference captured, with cuda_graph
   CudaPlanSummary summary;
 };
 
@@ -161,8 +162,8 @@ CudaSession::CudaSession(const Model& model, const PluginApi& api, CudaSessionOp
 }
 
 CudaSession::~CudaSession() {
-  if (graph_plan_ != nullptr) api_.graph_discard(context_);
   for (auto& [key, plan] : plans_) {
+    api_.graph_destroy(plan->graph);
     for (auto& step : plan->steps) api_.kernel_destroy(step.kernel);
     for (auto& storage : plan->storages) {
       if (storage.pointer != nullptr) api_.device_free(context_, storage.pointer);
@@ -517,19 +518,17 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
   }
   bool replayed = false;
   FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.timer_start(context_), "timer"));
-  // The plugin context holds one captured graph: it replays only for the plan it was captured
-  // from; another input shape captures its own in its place.
-  if (options_.cuda_graph && graph_plan_ == plan) {
-    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
-    replayed = true;
-  } else if (options_.cuda_graph) {
+  // Each input shape has a plan and, with cuda_graph, a graph of its own: captured on the
+  // plan's first inference, replayed from then on, whichever shapes come between.
+  if (options_.cuda_graph && plan->graph == nullptr) {
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_begin_capture(context_), "CUDA graph capture"));
     Status enqueued = Enqueue(*plan);
-    Status ended = api_.Check(api_.graph_end_capture(context_), "CUDA graph capture");
+    Status ended = api_.Check(api_.graph_end_capture_new(context_, &plan->graph), "CUDA graph capture");
     FUSIONOPT_RETURN_IF_ERROR(enqueued);
     FUSIONOPT_RETURN_IF_ERROR(ended);
-    graph_plan_ = plan;
-    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_replay(context_), "CUDA graph replay"));
+  }
+  if (options_.cuda_graph) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.graph_launch(plan->graph), "CUDA graph replay"));
     replayed = true;
   } else {
     FUSIONOPT_RETURN_IF_ERROR(Enqueue(*plan));

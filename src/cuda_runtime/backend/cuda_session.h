@@ -32,7 +32,7 @@ struct CudaSessionOptions {
   int device = 0;            // -1: compile-only (plans, never runs; no GPU needed)
   int compile_arch = 90;     // compile-only: the compute capability × 10 to build for
   bool count_executed_kernels = false;  // CUPTI's count of kernels that ran
-  bool cuda_graph = false;   // capture one inference into a CUDA Graph and replay it
+  bool cuda_graph = false;   // capture each input shape's first inference into a CUDA Graph and replay it
   std::string cache_dir;     // NVRTC cache; "" = the plugin's default
 };
 
@@ -121,7 +121,6 @@ class CudaSession {
   fo_context* context_ = nullptr;
   std::vector<const Value*> inputs_;
   std::map<std::string, std::unique_ptr<Prepared>> plans_;  // by the feeds' dims
-  const Prepared* graph_plan_ = nullptr;  // the plan the context's captured graph replays
 };
 
 }  // namespace fusionopt::cuda

@@ -72,6 +72,9 @@ Result<PluginApi> Bind(void* library, std::string path) {
   FUSIONOPT_RESOLVE(graph_end_capture);
   FUSIONOPT_RESOLVE(graph_replay);
   FUSIONOPT_RESOLVE(graph_discard);
+  FUSIONOPT_RESOLVE(graph_end_capture_new);
+  FUSIONOPT_RESOLVE(graph_launch);
+  FUSIONOPT_RESOLVE(graph_destroy);
 #undef FUSIONOPT_RESOLVE
   if (!missing.empty()) return Unsupported(api.path + " lacks " + missing + ": not a fusionopt CUDA plugin of this version");
   if (api.abi_version() != FO_PLUGIN_ABI_VERSION) {

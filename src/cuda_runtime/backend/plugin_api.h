@@ -44,6 +44,9 @@ struct PluginApi {
   decltype(&fo_graph_end_capture) graph_end_capture = nullptr;
   decltype(&fo_graph_replay) graph_replay = nullptr;
   decltype(&fo_graph_discard) graph_discard = nullptr;
+  decltype(&fo_graph_end_capture_new) graph_end_capture_new = nullptr;
+  decltype(&fo_graph_launch) graph_launch = nullptr;
+  decltype(&fo_graph_destroy) graph_destroy = nullptr;
 
   // A failed call's status as a Status: the library's message, with `what` in front.
   Status Check(fo_status status, const std::string& what) const;

@@ -32,6 +32,12 @@ struct fo_kernel {
   std::vector<bool> output_present;
 };
 
+// A graph the host keeps (fo_graph_end_capture_new); it keeps its context alive like a kernel.
+struct fo_graph {
+  std::shared_ptr<fusionopt::cuda::PluginContext> context;
+  std::unique_ptr<fusionopt::cuda::CapturedGraph> graph;
+};
+
 namespace fusionopt::cuda {
 namespace {
 
@@ -364,5 +370,29 @@ fo_status fo_graph_begin_capture(fo_context* context) { return FO_CONTEXT_CALL(c
 fo_status fo_graph_end_capture(fo_context* context) { return FO_CONTEXT_CALL(context, context->impl->EndCapture()); }
 fo_status fo_graph_replay(fo_context* context) { return FO_CONTEXT_CALL(context, context->impl->Replay()); }
 fo_status fo_graph_discard(fo_context* context) { return FO_CONTEXT_CALL(context, context->impl->DiscardGraph()); }
+
+fo_status fo_graph_end_capture_new(fo_context* context, fo_graph** graph) {
+  return Guarded(__func__, UsesDevice(context), [&]() -> Status {
+    if (graph == nullptr) return NullArgument("graph");
+    *graph = nullptr;
+    if (context == nullptr) return NullArgument("context");
+    FUSIONOPT_ASSIGN_OR_RETURN(std::unique_ptr<fusionopt::cuda::CapturedGraph> captured, context->impl->EndCaptureDetached());
+    *graph = new fo_graph{context->impl, std::move(captured)};
+    return Status::Ok();
+  });
+}
+
+fo_status fo_graph_launch(fo_graph* graph) {
+  return Guarded(__func__, graph != nullptr, [&]() -> Status {
+    if (graph == nullptr) return NullArgument("graph");
+    return graph->context->Launch(*graph->graph);
+  });
+}
+
+void fo_graph_destroy(fo_graph* graph) {
+  if (graph == nullptr) return;
+  graph->context->DestroyGraph(std::move(graph->graph));
+  delete graph;
+}
 
 }  // extern "C"

@@ -91,7 +91,7 @@ PluginContext::~PluginContext() {
     if (cudaStreamEndCapture(stream_, &abandoned) == cudaSuccess && abandoned != nullptr) (void)cudaGraphDestroy(abandoned);
   }
   (void)cudaStreamSynchronize(stream_);
-  ReleaseGraph();
+  graph_.reset();
   if (timer_start_ != nullptr) (void)cudaEventDestroy(timer_start_);
   if (timer_stop_ != nullptr) (void)cudaEventDestroy(timer_stop_);
   if (cudnn_ != nullptr) (void)cudnnDestroy(cudnn_);
@@ -267,31 +267,35 @@ Status PluginContext::BeginCapture() {
   return Status::Ok();
 }
 
-Status PluginContext::EndCapture() {
+Result<std::unique_ptr<CapturedGraph>> PluginContext::EndCaptureDetached() {
   FUSIONOPT_RETURN_IF_ERROR(Activate("graph capture"));
-  if (!capturing_) return UsageError("fo_graph_end_capture without fo_graph_begin_capture");
+  if (!capturing_) return UsageError("ending a graph capture that was not begun (fo_graph_begin_capture)");
   capturing_ = false;
   cudaGraph_t graph = nullptr;
   FO_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream_, &graph));
-  cudaGraphExec_t graph_exec = nullptr;
-  cudaError_t error = cudaGraphInstantiate(&graph_exec, graph, 0);
-  if (error != cudaSuccess) {
-    (void)cudaGraphDestroy(graph);
-    return CudaError(error, "cudaGraphInstantiate");
-  }
-  ReleaseGraph();
-  graph_ = graph;
-  graph_exec_ = graph_exec;
-  graph_launches_ = capture_launches_;
+  cudaGraphExec_t executable = nullptr;
+  cudaError_t error = cudaGraphInstantiate(&executable, graph, 0);
+  (void)cudaGraphDestroy(graph);  // the executable does not need its template
+  if (error != cudaSuccess) return CudaError(error, "cudaGraphInstantiate");
+  return std::make_unique<CapturedGraph>(executable, capture_launches_);
+}
+
+Status PluginContext::EndCapture() {
+  FUSIONOPT_ASSIGN_OR_RETURN(graph_, EndCaptureDetached());
   return Status::Ok();
 }
 
 Status PluginContext::Replay() {
   FUSIONOPT_RETURN_IF_ERROR(Activate("graph replay"));
+  if (graph_ == nullptr) return UsageError("fo_graph_replay without a captured graph");
+  return Launch(*graph_);
+}
+
+Status PluginContext::Launch(const CapturedGraph& graph) {
+  FUSIONOPT_RETURN_IF_ERROR(Activate("graph replay"));
   FUSIONOPT_RETURN_IF_ERROR(RequireNoCapture("graph replay"));
-  if (graph_exec_ == nullptr) return UsageError("fo_graph_replay without a captured graph");
-  FO_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec_, stream_));
-  launches_ += graph_launches_;
+  FO_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.executable(), stream_));
+  launches_ += graph.launches();
   return Status::Ok();
 }
 
@@ -305,17 +309,15 @@ Status PluginContext::DiscardGraph() {
     // An invalidated capture ends with an error; it is discarded all the same.
     if (error != cudaSuccess && error != cudaErrorStreamCaptureInvalidated) return CudaError(error, "cudaStreamEndCapture");
   }
-  FO_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // a replay may still be running
-  ReleaseGraph();
+  graph_.reset();
   return Status::Ok();
 }
 
-void PluginContext::ReleaseGraph() {
-  if (graph_exec_ != nullptr) (void)cudaGraphExecDestroy(graph_exec_);
-  if (graph_ != nullptr) (void)cudaGraphDestroy(graph_);
-  graph_exec_ = nullptr;
-  graph_ = nullptr;
-  graph_launches_ = 0;
+void PluginContext::DestroyGraph(std::unique_ptr<CapturedGraph> graph) {
+  if (graph != nullptr && !compile_only()) (void)cudaSetDevice(settings_.device);
+  graph.reset();
 }
+
+CapturedGraph::~CapturedGraph() { (void)cudaGraphExecDestroy(executable_); }
 
 }  // namespace fusionopt::cuda

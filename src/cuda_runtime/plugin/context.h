@@ -4,6 +4,9 @@
 // kernels that ran); CUDA graph capture and replay on the stream; an event timer; memory
 // helpers for hosts without CUDA code of their own.
 //
+// Graphs: the context keeps one captured graph of its own (fo_graph_replay) and hands out
+// others (CapturedGraph, fo_graph) that a host keeps, one per input shape.
+//
 // Launch counting with graphs: launches enqueued while capturing are recorded, not issued, so
 // they are not counted then; each replay counts the launches it re-issues, so a replayed
 // inference counts the same as an eager one (CUPTI's executed count sees the replayed kernels
@@ -38,6 +41,24 @@ struct BuildStats {
 struct LaunchCounters {
   uint64_t launches = 0;
   std::optional<uint64_t> kernels_executed;  // nullopt when CUPTI is not counting
+};
+
+// An instantiated graph captured from a context's stream. Only the executable is kept: the
+// captured template is destroyed once instantiated, and CUDA frees an executable that is still
+// running when it completes, so destroying one never waits.
+class CapturedGraph {
+ public:
+  CapturedGraph(cudaGraphExec_t executable, uint64_t launches) : executable_(executable), launches_(launches) {}
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  cudaGraphExec_t executable() const { return executable_; }
+  uint64_t launches() const { return launches_; }  // launches one replay re-issues
+
+ private:
+  cudaGraphExec_t executable_;
+  uint64_t launches_;
 };
 
 class PluginContext final : public DeviceContext {
@@ -82,15 +103,19 @@ class PluginContext final : public DeviceContext {
   Result<float> StopTimer();  // milliseconds; waits for the stream
 
   Status BeginCapture();
+  // Ends the open capture into the context's own graph (replacing the one it held).
   Status EndCapture();
-  Status Replay();
+  // Ends the open capture into a graph the caller keeps; the context's own is left as it was.
+  Result<std::unique_ptr<CapturedGraph>> EndCaptureDetached();
+  Status Replay();  // the context's own graph
+  Status Launch(const CapturedGraph& graph);
   Status DiscardGraph();
+  void DestroyGraph(std::unique_ptr<CapturedGraph> graph);  // best effort, on this device
 
  private:
   explicit PluginContext(ContextSettings settings) : settings_(std::move(settings)) {}
   Status InitializeDevice();
   void DescribeCompileOnly();
-  void ReleaseGraph();
 
   ContextSettings settings_;
   int sm_arch_ = 90;
@@ -109,9 +134,7 @@ class PluginContext final : public DeviceContext {
 
   bool capturing_ = false;
   uint64_t capture_launches_ = 0;  // launches recorded by the open capture
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t graph_exec_ = nullptr;
-  uint64_t graph_launches_ = 0;  // launches one replay re-issues
+  std::unique_ptr<CapturedGraph> graph_;  // the context's own (fo_graph_replay)
 };
 
 }  // namespace fusionopt::cuda
