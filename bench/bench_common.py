@@ -176,11 +176,26 @@ def corpus_models(args):
     return [entry for entry in entries if not entry.name.endswith("_1layer")]
 
 
+def host_description(binary=None):
+    """The host as fusionopt's runtime sees it (`fusionopt --version`'s host line: CPU model, ISA
+    level, oneDNN's ISA, the runtime's own kernels' ISA, caches, CPUs); every table carries it."""
+    binary = binary or os.environ.get("FUSIONOPT_BIN", DEFAULT_BINARY)
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("host: "):
+            return line[len("host: "):]
+    return "unknown (fusionopt --version printed no host line)"
+
+
 def write_report(table, results, args):
-    """Prints the markdown table and writes it and the JSON results where --markdown / --json say."""
+    """Prints the markdown table, headed by the host it was measured on, and writes it and the
+    JSON results (with the host) where --markdown / --json say."""
+    host = host_description()
+    table = f"Host: {host}\n\n{table}"
     print(table)
     if args.markdown:
         args.markdown.write_text(table)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=1) + "\n")
-
+        # Each row names its host, so rows from several hosts can be pooled and told apart.
+        rows = [dict(row, host=host) if isinstance(row, dict) else row for row in results]
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -18,7 +18,9 @@ over its quiet p50; the figure of merit is fusionopt -O3's slowdown over ORT's. 
 --row-major-side the top level also runs with FUSIONOPT_CPU_LAYOUTS=row-major, alternated with
 the others: what handing activations on in convolution layouts buys, with the same binary; with
 --winograd-off-side it also runs with FUSIONOPT_CPU_WINOGRAD=off: what Winograd's F(4x4, 3x3)
-buys on the 3x3 convolutions its rule picks.
+buys on the 3x3 convolutions its rule picks; with --avx2-side it also runs with
+FUSIONOPT_CPU_ELEMENTWISE=avx2: what the AVX-512 build of the runtime's own kernels buys on an
+AVX-512 host. The table is headed by the host (`fusionopt --version`'s host line).
 """
 import argparse
 import math
@@ -45,6 +47,8 @@ VARIANTS = [
      "-O3 / -O3 row-major"),
     ("winograd_off_side", "fusionopt -O3 no Winograd", {"FUSIONOPT_CPU_WINOGRAD": "off"}, "winograd_gain",
      "-O3 / -O3 no Winograd"),
+    ("avx2_side", "fusionopt -O3 AVX2 kernels", {"FUSIONOPT_CPU_ELEMENTWISE": "avx2"}, "vector_isa_gain",
+     "-O3 / -O3 AVX2 kernels"),
 ]
 SPIN = "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -169,6 +173,9 @@ def main():
                         help="also time the top level with FUSIONOPT_CPU_LAYOUTS=row-major (no convolution layouts)")
     parser.add_argument("--winograd-off-side", action="store_true",
                         help="also time the top level with FUSIONOPT_CPU_WINOGRAD=off (3x3 convolutions direct)")
+    parser.add_argument("--avx2-side", action="store_true",
+                        help="also time the top level with FUSIONOPT_CPU_ELEMENTWISE=avx2 (the runtime's own kernels "
+                             "at 8 lanes on an AVX-512 host)")
     parser.add_argument("--load-limit", type=float, default=900, help="the busy loop's upper bound, seconds")
     args = parser.parse_args()
     entries = corpus_models(args)

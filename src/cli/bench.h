@@ -92,7 +92,10 @@ struct RooflineSeries {
 struct BenchResult {
   std::string model;
   std::string backend = "cpu";  // "cpu" or "cuda"
-  std::string device;           // CUDA: the device and library versions
+  std::string device;           // CUDA: the device and library versions; CPU: the host (cpu::HostCpu)
+  std::string host_json;        // CPU: the host as a JSON object
+  std::string inputs;           // what both sides were fed (DescribeFeeds)
+  std::vector<std::string> defaulted_dims;  // symbolic dims no --dim/--shape sized: 1
   std::string optimized_model;  // --optimized path; empty when optimized in memory
   std::optional<int> level;     // the -O level when optimized in memory
   std::string target;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/bench.h"
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cli/fail_safe.h"
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
@@ -364,6 +365,14 @@ Result<std::unique_ptr<Model>> OptimizedModel(const BenchOptions& options, std::
   return OptimizeAt(options, options.level, kinds);
 }
 
+// A benchmark at batch 1 and sequence 1 measures something else than the user meant: say so.
+void WarnDefaultedDims(const std::string& model, const std::vector<std::string>& defaulted) {
+  if (defaulted.empty()) return;
+  std::string names;
+  for (const std::string& name : defaulted) names += (names.empty() ? "" : ", ") + name;
+  spdlog::warn("{}: symbolic dim(s) {} defaulted to 1; size them with --dim NAME=SIZE or --shape", model, names);
+}
+
 Result<std::vector<cpu::NamedTensor>> FeedsFor(const Model& model, const FeedOptions& options) {
   std::vector<const Value*> inputs;
   for (const Value* input : model.graph->inputs()) {
@@ -430,8 +439,10 @@ int RunCompareLevels(const BenchOptions& options) {
     if (!side.ok()) return ReportError(options.model, side.status().WithContext("-O" + std::to_string(level)));
     sides.push_back(std::move(*side));
   }
-  auto feeds = MakeFeeds(sides[0].inputs(), options.feeds);
+  std::vector<std::string> defaulted;
+  auto feeds = MakeFeeds(sides[0].inputs(), options.feeds, 0, &defaulted);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
+  WarnDefaultedDims(options.model, defaulted);
   for (int level = 1; level < kLevels && !options.no_verify; ++level) {
     Status match = CheckOutputsMatch(sides[0], sides[static_cast<size_t>(level)], *feeds);
     if (!match.ok()) return ReportError(options.model, match.WithContext("-O" + std::to_string(level)));
@@ -583,10 +594,16 @@ int RunBench(const BenchOptions& given) {
   if (!original.ok()) return ReportError(options.model, original.status());
   auto optimized = PrepareSide(std::move(*optimized_model), options, cuda);
   if (!optimized.ok()) return ReportError(optimized_label, optimized.status());
-  auto feeds = MakeFeeds(original->inputs(), options.feeds);
+  auto feeds = MakeFeeds(original->inputs(), options.feeds, 0, &result.defaulted_dims);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
+  WarnDefaultedDims(options.model, result.defaulted_dims);
+  result.inputs = DescribeFeeds(*feeds);
 
   result.backend = cuda ? "cuda" : "cpu";
+  if (!cuda) {
+    result.device = cpu::ThisHost().Describe();
+    result.host_json = cpu::ThisHost().ToJson();
+  }
   if (!options.no_verify) {
     Status match = CheckOutputsMatch(*original, *optimized, *feeds);
     if (!match.ok()) return ReportError(optimized_label, match);

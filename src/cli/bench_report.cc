@@ -135,6 +135,8 @@ void PrintBenchSummary(const BenchResult& result) {
                                               : fmt::format("cpu, {} threads", result.threads);
   std::printf("bench: %s vs %s (%s, %d warm-up + %d timed inferences per side, interleaved)\n",
               OneLine(result.model).c_str(), optimized.c_str(), where.c_str(), result.warmup, result.iterations);
+  if (result.backend != "cuda") std::printf("host: %s\n", OneLine(result.device).c_str());
+  std::printf("inputs: %s\n", OneLine(result.inputs).c_str());
   std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
   if (!result.undone_fusions.empty()) {
     std::string undone;
@@ -228,6 +230,9 @@ std::string BenchJson(const BenchResult& result) {
       {"level", result.level ? ordered_json(*result.level) : ordered_json(nullptr)},
       {"backend", result.backend},
       {"device", result.device.empty() ? ordered_json(nullptr) : ordered_json(result.device)},
+      {"host", result.host_json.empty() ? ordered_json(nullptr) : ordered_json::parse(result.host_json)},
+      {"inputs", result.inputs},
+      {"defaulted_dims", result.defaulted_dims},
       {"target", result.target},
       {"threads", result.threads},
       {"warmup", result.warmup},

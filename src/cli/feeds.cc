@@ -1,17 +1,47 @@
 #include "cli/feeds.h"
 
+#include <algorithm>
+
 #include "cpu_runtime/engine/inputs.h"
 #include "onnx_io/tensor_files.h"
 
 namespace fusionopt::cli {
 
+namespace {
+
+// The dims of `input` that become 1 for want of a size: symbols --dim does not give, and
+// unknown dims without a symbol (named "input[axis]").
+void NoteDefaultedDims(const Value& input, const FeedOptions& options, std::vector<std::string>& defaulted) {
+  if (!input.shape()) return;
+  const Shape& shape = *input.shape();
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    const Dim& dim = shape[axis];
+    if (dim.is_known() || (dim.is_symbolic() && options.dims.count(dim.symbol))) continue;
+    std::string name = dim.is_symbolic() ? dim.symbol : input.name() + "[" + std::to_string(axis) + "]";
+    if (std::find(defaulted.begin(), defaulted.end(), name) == defaulted.end()) defaulted.push_back(std::move(name));
+  }
+}
+
+}  // namespace
+
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
-                                                uint64_t run_index) {
-  return MakeFeeds(session.inputs(), options, run_index);
+                                                uint64_t run_index, std::vector<std::string>* defaulted) {
+  return MakeFeeds(session.inputs(), options, run_index, defaulted);
+}
+
+std::string DescribeFeeds(const std::vector<cpu::NamedTensor>& feeds) {
+  std::string text;
+  for (const cpu::NamedTensor& feed : feeds) {
+    std::string dims;
+    for (int64_t dim : feed.tensor.dims()) dims += (dims.empty() ? "" : "x") + std::to_string(dim);
+    text += (text.empty() ? "" : ", ") + feed.name + " " + (dims.empty() ? "scalar" : dims) + " " +
+            std::string(NameOf(feed.tensor.dtype()));
+  }
+  return text;
 }
 
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>& inputs, const FeedOptions& options,
-                                                uint64_t run_index) {
+                                                uint64_t run_index, std::vector<std::string>* defaulted) {
   std::map<std::string, std::vector<int64_t>> overrides;
   for (const auto& spec : options.shapes) {
     FUSIONOPT_ASSIGN_OR_RETURN(auto parsed, cpu::ParseShapeSpec(spec));
@@ -42,6 +72,7 @@ Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>&
       continue;
     }
     if (input.is_initializer()) continue;  // keeps its default value
+    if (defaulted != nullptr && !overrides.count(input.name())) NoteDefaultedDims(input, options, *defaulted);
     if (!overrides.count(input.name()) && input.shape() && !options.dims.empty()) {
       std::vector<int64_t> sized;
       for (const Dim& dim : *input.shape()) {

@@ -21,11 +21,16 @@ struct FeedOptions {
 };
 
 // Feeds for every input of `session`: files where given, seeded random data otherwise. The
-// seed is mixed with the input's position so inputs differ from each other.
+// seed is mixed with the input's position so inputs differ from each other. `defaulted`, when
+// given, receives each symbolic (or unnamed unknown) dim that neither --shape nor --dim sized
+// and so became 1: a benchmark warns about those, since they silently change what it measures.
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
-                                                uint64_t run_index = 0);
+                                                uint64_t run_index = 0, std::vector<std::string>* defaulted = nullptr);
 // The same for a model's graph `inputs` (backends other than the CPU runtime).
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>& inputs, const FeedOptions& options,
-                                                uint64_t run_index = 0);
+                                                uint64_t run_index = 0, std::vector<std::string>* defaulted = nullptr);
+
+// "input_ids 1x128 int64, attention_mask 1x128 int64": what a run was fed.
+std::string DescribeFeeds(const std::vector<cpu::NamedTensor>& feeds);
 
 }  // namespace fusionopt::cli

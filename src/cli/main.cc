@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
+#include "cpu_runtime/engine/host_cpu.h"
 
 namespace {
 
@@ -50,7 +51,10 @@ namespace {
 int Main(int argc, char** argv) {
   using namespace fusionopt;
   CLI::App app{"fusionopt: ahead-of-time operator fusion for ONNX models", "fusionopt"};
-  app.set_version_flag("--version", std::string("fusionopt ") + FUSIONOPT_VERSION);
+  // The host line says which instruction sets the CPU runtime will use here.
+  app.set_version_flag("--version", std::function<std::string()>([] {
+    return std::string("fusionopt ") + FUSIONOPT_VERSION + "\nhost: " + cpu::ThisHost().Describe();
+  }));
   app.footer(
       "Without a subcommand, `fusionopt MODEL.onnx -o OUT.onnx` runs `optimize`.\n"
       "Exit codes: 0 ok, 1 invalid model, 2 usage, 3 I/O error, 4 unsupported model,\n"

@@ -72,6 +72,37 @@ def test_json_keys_types_and_order_of_percentiles(fusionopt, tmp_path, model):
     assert "contraction_epilogue" in {row["kind"] for row in breakdown}
     assert report["fail_if_slower"] is None and report["passed"] is None
     assert "speed-up:" in stdout and "predicted speed-up (h100):" in stdout
+    # The host it measured on, as the runtime sees it.
+    host = report["host"]
+    assert host["isa"] in ("AVX2", "SSE4.2 or older") or host["isa"].startswith("AVX-512")
+    assert host["vector_isa"] in ("baseline", "avx2", "avx512") and host["onednn_isa"]
+    assert host["logical_cpus"] >= 1 and host["l1d_bytes"] >= 0
+    assert f"host: {host['cpu']}" in stdout
+
+
+def test_input_shapes_are_printed_and_defaulted_symbolic_dims_warned(fusionopt, tmp_path):
+    out = tmp_path / "bench.json"
+    rc, stdout, stderr = fusionopt("bench", BERT, *QUICK, "--json", out, "--no-fusion-timing")
+    assert rc == 0, stderr
+    report = json.loads(out.read_text())
+    assert "inputs: input_ids 1x1 int64, attention_mask 1x1 int64" in stdout
+    assert report["defaulted_dims"] == ["batch", "sequence"]
+    assert "symbolic dim(s) batch, sequence defaulted to 1" in stderr
+    # Sized by --dim: the shapes follow and nothing is warned.
+    rc, stdout, stderr = fusionopt("bench", BERT, *QUICK, "--json", out, "--no-fusion-timing",
+                                   "--dim", "batch=2", "--dim", "sequence=8")
+    assert rc == 0, stderr
+    assert "inputs: input_ids 2x8 int64, attention_mask 2x8 int64" in stdout
+    assert json.loads(out.read_text())["defaulted_dims"] == []
+    assert "defaulted" not in stderr
+
+
+def test_version_names_the_host(fusionopt):
+    rc, stdout, stderr = fusionopt("--version")
+    assert rc == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("fusionopt ")
+    assert lines[1].startswith("host: ") and "oneDNN" in lines[1] and "own kernels" in lines[1]
 
 
 def test_kernel_counts_equal_those_of_run(fusionopt, tmp_path):
@@ -132,7 +163,7 @@ def test_level_zero_changes_nothing_that_launches(fusionopt, tmp_path):
 
 def test_fail_if_slower_gate(fusionopt, tmp_path):
     out = tmp_path / "gate.json"
-    rc, stdout, stderr = fusionopt("bench", RESNET, *QUICK, "--fail-if-slower", "1000", "--json", out)
+    rc, stdout, stderr = fusionopt("bench", RESNET, *QUICK, "--dim", "N=1", "--fail-if-slower", "1000", "--json", out)
     assert rc == 6, stderr
     assert "speed-up:" in stdout  # everything is printed before the gate fails
     assert stderr.count("\n") == 1 and "below --fail-if-slower 1000" in stderr
@@ -285,7 +316,7 @@ def test_roofline_kernels_are_in_the_json_with_their_fraction_of_the_roof(fusion
 
 def test_roofline_to_a_missing_folder_is_an_io_error_and_writes_nothing(fusionopt, tmp_path):
     target = tmp_path / "no_such_dir" / "roof.svg"
-    lib.assert_error(fusionopt("bench", RESNET, *QUICK, "--roofline", target), 3, str(target))
+    lib.assert_error(fusionopt("bench", RESNET, *QUICK, "--dim", "N=1", "--roofline", target), 3, str(target))
     assert not target.parent.exists()
 
 

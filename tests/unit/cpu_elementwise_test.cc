@@ -7,6 +7,8 @@
 
 #include "cpu_runtime/elementwise/elementwise.h"
 #include "cpu_runtime/elementwise/internal.h"
+#include "cpu_runtime/engine/vector_isa.h"
+#include "cpu_runtime/reduction/math.h"
 #include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
@@ -579,12 +581,11 @@ graph t (float[N] %x) -> (float[N] %s, float[N] %g)
   CHECK(std::isnan(g[inf + 2]));  // -inf · sigmoid(-inf) is -inf · 0
 }
 
-TEST_CASE("the AVX2 build of the elementwise ops equals the baseline build bit for bit", "[cpu]") {
-  if (!ew::UseLanes(ew::Lanes::kAvx2)) {
-    WARN("skipped: this CPU has no AVX2");
-    return;
-  }
-  const ew::Lanes original = ew::ActiveLanes();
+namespace {
+
+// Each wide build against the baseline, where the CPU has it.
+void RequireWideBuildEqualsBaseline(VectorIsa wide_lanes) {
+  const VectorIsa original = ActiveVectorIsa();
   // Every float unary op with a defined domain here, two binaries and a select-free chain, on
   // float, double and float16 registers (float16 runs on float lanes and rounds on store).
   const std::vector<ew::Op> unary = {ew::Op::kNeg,  ew::Op::kAbs,      ew::Op::kSqrt,     ew::Op::kExp,
@@ -602,13 +603,58 @@ TEST_CASE("the AVX2 build of the elementwise ops equals the baseline build bit f
       RtTensor scale = Filled(dtype, {1}, [](int64_t) { return 1.5; });
       RtTensor baseline = RtTensor::Allocate(dtype, x.dims());
       RtTensor wide = RtTensor::Allocate(dtype, x.dims());
-      REQUIRE(ew::UseLanes(ew::Lanes::kBaseline));
+      REQUIRE(UseVectorIsa(VectorIsa::kBaseline));
       REQUIRE(ew::Evaluate(program, {&x, &scale}, {&baseline}).ok());
-      REQUIRE(ew::UseLanes(ew::Lanes::kAvx2));
+      REQUIRE(UseVectorIsa(wide_lanes));
       REQUIRE(ew::Evaluate(program, {&x, &scale}, {&wide}).ok());
-      INFO("op " << static_cast<int>(op) << " dtype " << NameOf(dtype));
+      INFO(VectorIsaName(wide_lanes) << ": op " << static_cast<int>(op) << " dtype " << NameOf(dtype));
       REQUIRE(std::memcmp(baseline.raw(), wide.raw(), baseline.nbytes()) == 0);
     }
   }
-  REQUIRE(ew::UseLanes(original));
+  REQUIRE(UseVectorIsa(original));
+}
+
+}  // namespace
+
+TEST_CASE("the AVX2 and AVX-512 builds of the elementwise ops equal the baseline build bit for bit", "[cpu]") {
+  const VectorIsa original = ActiveVectorIsa();
+  int compared = 0;
+  for (VectorIsa wide : {VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+    if (!UseVectorIsa(wide)) {
+      WARN("skipped the " << VectorIsaName(wide) << " build: this CPU does not have it");
+      continue;
+    }
+    RequireWideBuildEqualsBaseline(wide);
+    ++compared;
+  }
+  REQUIRE(UseVectorIsa(original));
+  if (compared == 0) WARN("no wide build to compare on this CPU");
+}
+
+TEST_CASE("the row kernels' exp gives the same bits on every vector instruction set", "[cpu]") {
+  const VectorIsa original = ActiveVectorIsa();
+  // Lengths that leave tails of every width; arguments from 0 down past the -87 clamp, and NaN.
+  std::vector<float> input(1000 + 13);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = -0.0931f * static_cast<float>(i);
+  input[7] = std::numeric_limits<float>::quiet_NaN();
+  input[8] = -std::numeric_limits<float>::infinity();
+  REQUIRE(UseVectorIsa(VectorIsa::kBaseline));
+  std::vector<float> baseline(input.size());
+  reduction::ExpShifted(input.data(), 0.25f, baseline.data(), static_cast<int64_t>(input.size()));
+  CHECK(baseline[0] == Approx(std::exp(-0.25f)).epsilon(2e-7));
+  CHECK(std::isnan(baseline[7]));
+  CHECK(baseline[8] == 0.0f);
+  int compared = 0;
+  for (VectorIsa wide : {VectorIsa::kAvx2, VectorIsa::kAvx512}) {
+    if (!UseVectorIsa(wide)) continue;
+    for (int64_t length : {int64_t{1}, int64_t{5}, int64_t{15}, int64_t{17}, static_cast<int64_t>(input.size())}) {
+      std::vector<float> result(static_cast<size_t>(length), -1.0f);
+      reduction::ExpShifted(input.data(), 0.25f, result.data(), length);
+      INFO(VectorIsaName(wide) << ", " << length << " values");
+      REQUIRE(std::memcmp(result.data(), baseline.data(), result.size() * sizeof(float)) == 0);
+    }
+    ++compared;
+  }
+  REQUIRE(UseVectorIsa(original));
+  if (compared == 0) WARN("no wide instruction set to compare on this CPU");
 }

@@ -66,16 +66,12 @@ void Load(const TileRegisters& regs, int reg, const RtTensor& input, int64_t off
 // to the output's dtype.
 void Store(const TileRegisters& regs, int reg, RtTensor& output, int64_t offset, int n);
 
-// Runs one instruction on a tile, on the widest lanes this CPU has (see Lanes).
+// Runs one instruction on a tile, on the build for the active vector instruction set
+// (engine/vector_isa.h).
 void Execute(const TileRegisters& regs, const Instr& instruction, int n);
 void ExecuteBaseline(const TileRegisters& regs, const Instr& instruction, int n);
-void ExecuteAvx2(const TileRegisters& regs, const Instr& instruction, int n);  // AVX2 CPUs only
-
-// The instruction set Execute runs on: AVX2 where the CPU and OS have it, chosen once. Tests
-// switch it to compare both builds; UseLanes refuses (returns false) lanes the CPU lacks.
-enum class Lanes { kBaseline, kAvx2 };
-Lanes ActiveLanes();
-bool UseLanes(Lanes lanes);
+void ExecuteAvx2(const TileRegisters& regs, const Instr& instruction, int n);    // AVX2 CPUs only
+void ExecuteAvx512(const TileRegisters& regs, const Instr& instruction, int n);  // AVX-512 CPUs only
 bool Supports(Op op, Lane operand, Lane result);
 
 }  // namespace fusionopt::cpu::ew

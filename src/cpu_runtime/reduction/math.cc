@@ -2,6 +2,8 @@
 
 #include "cpu_runtime/reduction/math.h"
 
+#include "cpu_runtime/engine/vector_isa.h"
+
 namespace fusionopt::cpu::reduction {
 namespace {
 
@@ -18,10 +20,12 @@ using Floats4 = float __attribute__((vector_size(16)));
 using Ints4 = int32_t __attribute__((vector_size(16)));
 using Floats8 = float __attribute__((vector_size(32)));
 using Ints8 = int32_t __attribute__((vector_size(32)));
+using Floats16 = float __attribute__((vector_size(64)));
+using Ints16 = int32_t __attribute__((vector_size(64)));
 
 // exp of `count` <= vector-width values. Selects are bitwise blends: the vector ?: operator
 // is lowered element by element. No vector-typed parameters, which would change the ABI
-// between the SSE2 and AVX2 builds.
+// between the SSE2, AVX2 and AVX-512 builds.
 template <typename Floats, typename Ints>
 void ExpBlock(const float* in, float shift, float* out, int64_t count) {
   Floats x{};
@@ -59,14 +63,18 @@ __attribute__((target("avx2"))) void ExpLoopAvx2(const float* in, float shift, f
   ExpLoop<Floats8, Ints8>(in, shift, out, n);
 }
 
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void ExpLoopAvx512(const float* in, float shift,
+                                                                                  float* out, int64_t n) {
+  ExpLoop<Floats16, Ints16>(in, shift, out, n);
+}
+
 }  // namespace
 
 void ExpShifted(const float* in, float shift, float* out, int64_t n) {
-  static const bool kHasAvx2 = __builtin_cpu_supports("avx2");
-  if (kHasAvx2) {
-    ExpLoopAvx2(in, shift, out, n);
-  } else {
-    ExpLoop<Floats4, Ints4>(in, shift, out, n);
+  switch (ActiveVectorIsa()) {
+    case VectorIsa::kAvx512: return ExpLoopAvx512(in, shift, out, n);
+    case VectorIsa::kAvx2: return ExpLoopAvx2(in, shift, out, n);
+    case VectorIsa::kBaseline: return ExpLoop<Floats4, Ints4>(in, shift, out, n);
   }
 }
 

@@ -13,9 +13,9 @@
 
 namespace fusionopt::cpu::reduction {
 
-// out[i] = exp(in[i] - shift) where in[i] <= shift (or NaN); `in` may be `out`. Uses AVX2 where
-// the CPU has it, with the same operations (no FMA) as the SSE2 path, so results do not
-// depend on the machine.
+// out[i] = exp(in[i] - shift) where in[i] <= shift (or NaN); `in` may be `out`. Runs on the
+// active vector instruction set (engine/vector_isa.h: SSE2, AVX2 or AVX-512) with the same
+// operations (no FMA) on each, so results do not depend on the machine.
 void ExpShifted(const float* in, float shift, float* out, int64_t n);
 
 inline void ExpShifted(const double* in, double shift, double* out, int64_t n) {
