@@ -145,8 +145,15 @@ void PrintBenchSummary(const BenchResult& result) {
                 result.undone_fusions.size(), OneLine(undone).c_str());
   }
   if (!result.slower_fusions.empty()) {
+    // The first few name what kind of fusion loses here; --json lists every one.
+    constexpr size_t kNamed = 3;
     std::string slower;
-    for (const auto& fusion : result.slower_fusions) slower += (slower.empty() ? "" : ", ") + fusion;
+    for (size_t i = 0; i < std::min(kNamed, result.slower_fusions.size()); ++i) {
+      slower += (slower.empty() ? "" : ", ") + result.slower_fusions[i];
+    }
+    if (result.slower_fusions.size() > kNamed) {
+      slower += fmt::format(" and {} more (--json lists them)", result.slower_fusions.size() - kNamed);
+    }
     std::printf("timed: %zu fusion(s) slower fused on this CPU than their members, undone: %s\n",
                 result.slower_fusions.size(), OneLine(slower).c_str());
   }

@@ -16,10 +16,11 @@ Result<passes::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::
   options.feeds = std::move(feeds);
   options.threads = threads;
   FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report, passes::UndoSlowerFusions(optimized, options));
-  spdlog::debug("fusion timing: {} fused calls timed on this CPU, {} slower than their members", report.timed_calls,
-                report.undone.size());
+  // Said by default only when it changed the model; -v says it always.
+  spdlog::log(report.undone.empty() ? spdlog::level::debug : spdlog::level::info, "{}",
+              passes::FusionTimingSummary(report));
   for (const passes::TimedFusion& fusion : report.undone) {
-    spdlog::info("fusion timing: undid {}: slower fused on this CPU", DescribeSlowerFusion(fusion));
+    spdlog::debug("fusion timing: undid {}: slower fused on this CPU", DescribeSlowerFusion(fusion));
   }
   return report;
 }

@@ -1,6 +1,6 @@
 // The CLI side of the measured fusion decisions (passes/fusion_timing.h), shared by
 // `optimize --target cpu` and `bench` on the CPU backend: timing the fused calls on this CPU,
-// undoing the slower ones, and logging each.
+// undoing the slower ones, and saying so in one line.
 #pragma once
 
 #include <vector>
@@ -12,7 +12,8 @@
 namespace fusionopt::cli {
 
 // Undoes the fusions of `optimized` whose fused kernels run slower here than their members,
-// logging each one undone (info) and the count timed (debug).
+// logging one summary line (how many, and whether measured or read from the cache: info when
+// it undid any, else debug) and each one undone (debug).
 Result<passes::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::vector<cpu::NamedTensor> feeds,
                                                          int threads);
 

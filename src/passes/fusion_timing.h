@@ -4,8 +4,16 @@
 //
 //   optimized model ──two sessions──▶ every fused call as one kernel | every call op by op
 //   alternate them over `rounds` rounds of `runs` timed inferences on the same feeds
-//   per call: median round time fused vs op by op (the call node's wall time either way)
-//   fused > op by op × (1 + margin), and by more than floor_ms  →  inlined (inline_call.h)
+//   per call: its fastest inference fused vs op by op (the call node's wall time either way)
+//   fused > op by op × (1 + margin), and by more than floor_ms, in this measurement and again
+//   in a second one of the candidates only  →  inlined (inline_call.h)
+//
+// Decisions must not follow the noise of a shared host: a neighbour's job only ever adds time,
+// so each side's best inference is the figure (a median still moves when most inferences are
+// disturbed), and a fusion is undone only when a second, independent measurement agrees.
+// Decisions are cached per host, model structure, input shapes, threads and settings in
+// <cache>/fusion_timing/ (passes::CacheDirectory(); delete the folder to measure afresh), so
+// the same model on the same host is written the same way every time.
 //
 // The cost model decides what to fuse for a GPU roofline; this pass is its check on the CPU
 // it runs on. Limits: a call's op-by-op time is that of its body in the op-by-op session,
@@ -29,6 +37,7 @@ struct FusionTimingOptions {
   int runs = 3;                         // timed inferences per session per round
   double margin = 0.10;                 // how much slower a fused kernel may be (noise)
   double floor_ms = 0.02;               // and by how much at least, per inference
+  bool use_cache = true;                // read and write decisions under CacheDirectory()
 };
 
 struct TimedFusion {
@@ -41,7 +50,13 @@ struct TimedFusion {
 struct FusionTimingReport {
   int timed_calls = 0;
   std::vector<TimedFusion> undone;  // slower fused than op by op, now inlined
+  int unconfirmed = 0;              // slower in the first measurement only: kept fused
+  std::string cache_path;           // where the decisions are cached; empty when not cached
+  bool from_cache = false;          // the decisions were read there, not measured
 };
+
+// One line: how many calls were timed, how many undone, and where the decisions came from.
+std::string FusionTimingSummary(const FusionTimingReport& report);
 
 // Times every fused call of `optimized` both ways and inlines those slower fused; see above.
 Result<FusionTimingReport> UndoSlowerFusions(Model& optimized, const FusionTimingOptions& options);

@@ -210,14 +210,19 @@ Status CheckTargetName(std::string_view name) {
   return UsageError("unknown target '" + std::string(name) + "' (targets: " + NameList() + ")");
 }
 
-std::string CpuProfileCachePath() {
+std::string CacheDirectory() {
   namespace fs = std::filesystem;
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   // The XDG spec: a relative XDG_CACHE_HOME is invalid and ignored.
-  if (xdg != nullptr && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "fusionopt" / "cpu_profile.json").string();
+  if (xdg != nullptr && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "fusionopt").string();
   const char* home = std::getenv("HOME");
-  if (home != nullptr && *home != '\0') return (fs::path(home) / ".cache" / "fusionopt" / "cpu_profile.json").string();
+  if (home != nullptr && *home != '\0') return (fs::path(home) / ".cache" / "fusionopt").string();
   return "";
+}
+
+std::string CpuProfileCachePath() {
+  const std::string directory = CacheDirectory();
+  return directory.empty() ? "" : (std::filesystem::path(directory) / "cpu_profile.json").string();
 }
 
 TargetProfile ProbeCpuProfile() {

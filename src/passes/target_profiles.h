@@ -48,6 +48,9 @@ Result<TargetProfile> FindTargetProfile(std::string_view name);
 // Where the cpu probe's cache lives; empty when neither XDG_CACHE_HOME nor HOME is set (the
 // probe then runs on every use).
 std::string CpuProfileCachePath();
+// fusionopt's cache folder: $XDG_CACHE_HOME/fusionopt, else ~/.cache/fusionopt; empty when
+// neither is set. The CPU probe and the measured fusion decisions keep their caches there.
+std::string CacheDirectory();
 
 // Measures this machine now, with the OpenMP thread count the runtime would use, ignoring and
 // not writing the cache (FindTargetProfile("cpu") does both).

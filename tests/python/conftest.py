@@ -31,9 +31,11 @@ def fusionopt_bin() -> Path:
 def fusionopt(fusionopt_bin):
     """Runs the binary: fusionopt("inspect", path, "--json") -> (rc, stdout, stderr)."""
 
-    def run(*args, cwd=None, timeout=120):
+    def run(*args, cwd=None, timeout=120, env=None):
+        """`env` adds to (and overrides) this process's environment."""
         completed = subprocess.run([str(fusionopt_bin), *map(str, args)], cwd=cwd,
-                                   capture_output=True, text=True, timeout=timeout)
+                                   capture_output=True, text=True, timeout=timeout,
+                                   env=None if env is None else {**os.environ, **env})
         return completed.returncode, completed.stdout, completed.stderr
 
     return run

@@ -1,7 +1,12 @@
 // Measured fusion decisions (passes/fusion_timing.h): every fused call is timed fused and op
 // by op; one slower fused than its members by the margin is inlined, the rest stay.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "cpu_fused_test_helpers.h"
 #include "passes/fusion_timing.h"
+#include "scratch_dir.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
@@ -34,8 +39,27 @@ passes::FusionTimingOptions Options(double margin, double floor_ms) {
   options.runs = 2;
   options.margin = margin;
   options.floor_ms = floor_ms;
+  options.use_cache = false;  // the cases below that test the cache turn it on in a scratch folder
   return options;
 }
+
+// XDG_CACHE_HOME pointed at a scratch folder for one test, restored after it.
+class ScratchCache {
+ public:
+  ScratchCache() {
+    if (const char* old = std::getenv("XDG_CACHE_HOME")) saved_ = old;
+    setenv("XDG_CACHE_HOME", scratch_.path().c_str(), 1);
+  }
+  ~ScratchCache() {
+    if (saved_) setenv("XDG_CACHE_HOME", saved_->c_str(), 1);
+    else unsetenv("XDG_CACHE_HOME");
+  }
+  std::filesystem::path folder() const { return scratch_.path() / "fusionopt" / "fusion_timing"; }
+
+ private:
+  test_support::ScratchDir scratch_{"fusion_timing_cache"};
+  std::optional<std::string> saved_;
+};
 
 size_t FusedCalls(const Model& model) {
   size_t calls = 0;
@@ -83,4 +107,67 @@ TEST_CASE("a fusion slower fused than op by op is inlined and its function dropp
   }
   pass_test::RequireClose(pass_test::RunWithFeeds(*model, options.feeds), expected, 0.0, 0.0);
   REQUIRE(passes::FusionTimingToJson(*report).find("\"timed_calls\":2") != std::string::npos);
+}
+
+TEST_CASE("a fusion is undone only when a second measurement agrees", "[passes][fusion-timing]") {
+  // A margin no real measurement can meet either time: nothing is a candidate, nothing undone.
+  auto model = TwoFusions();
+  auto options = Options(/*margin=*/1e9, /*floor_ms=*/-1e9);
+  auto report = passes::UndoSlowerFusions(*model, options);
+  REQUIRE(report.ok());
+  CHECK(report->undone.empty());
+  CHECK(report->unconfirmed == 0);
+  CHECK(passes::FusionTimingSummary(*report) ==
+        "fusion timing: 0 of 2 fused calls slower fused on this CPU, undone (measured, not cached)");
+}
+
+TEST_CASE("decisions are cached per model structure, feeds and host, and read back unchanged",
+          "[passes][fusion-timing]") {
+  ScratchCache cache;
+  auto options = Options(/*margin=*/-1.0, /*floor_ms=*/-1e9);  // both calls slower: both undone
+  options.use_cache = true;
+  auto first_model = TwoFusions();
+  auto first = passes::UndoSlowerFusions(*first_model, options);
+  REQUIRE(first.ok());
+  REQUIRE(first->undone.size() == 2);
+  CHECK_FALSE(first->from_cache);
+  REQUIRE(std::filesystem::exists(first->cache_path));
+  CHECK(std::filesystem::path(first->cache_path).parent_path() == cache.folder());
+
+  // The same model again: read, not measured, with the same decisions and figures.
+  auto second_model = TwoFusions();
+  auto second = passes::UndoSlowerFusions(*second_model, options);
+  REQUIRE(second.ok());
+  CHECK(second->from_cache);
+  CHECK(second->cache_path == first->cache_path);
+  REQUIRE(second->undone.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(second->undone[i].node == first->undone[i].node);
+    CHECK(second->undone[i].fused_ms == first->undone[i].fused_ms);
+  }
+  CHECK(FusedCalls(*second_model) == 0);
+  CHECK(passes::FusionTimingSummary(*second).find("decisions cached in " + first->cache_path) != std::string::npos);
+
+  // Other settings (here the margin) are another key: measured afresh, nothing undone.
+  auto strict = options;
+  strict.margin = 1e9;
+  strict.floor_ms = 1e9;
+  auto third_model = TwoFusions();
+  auto third = passes::UndoSlowerFusions(*third_model, strict);
+  REQUIRE(third.ok());
+  CHECK_FALSE(third->from_cache);
+  CHECK(third->cache_path != first->cache_path);
+  CHECK(third->undone.empty());
+  CHECK(FusedCalls(*third_model) == 2);
+
+  // A cache file that does not parse, or names a call the model lacks, is measured again.
+  for (const std::string& contents : {std::string("not json"),
+                                      std::string(R"({"format": 1, "undone": [{"node": "no_such_call"}]})")}) {
+    std::ofstream(first->cache_path) << contents;
+    auto model = TwoFusions();
+    auto again = passes::UndoSlowerFusions(*model, options);
+    REQUIRE(again.ok());
+    CHECK_FALSE(again->from_cache);
+    CHECK(again->undone.size() == 2);
+  }
 }

@@ -21,8 +21,6 @@
 #elif defined(FUSIONOPT_EW_AVX512)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")
-// -ffp-contract=off on the command line does not reach the lambdas under a target pragma.
-#pragma GCC optimize("fp-contract=off")
 #define FUSIONOPT_EW_EXECUTE ExecuteAvx512
 #else
 #define FUSIONOPT_EW_EXECUTE ExecuteBaseline
