@@ -23,11 +23,12 @@ using Ints8 = int32_t __attribute__((vector_size(32)));
 using Floats16 = float __attribute__((vector_size(64)));
 using Ints16 = int32_t __attribute__((vector_size(64)));
 
-// exp of `count` <= vector-width values. Selects are bitwise blends: the vector ?: operator
+// exp of `count` <= vector-width values. Always inlined, so each vector width is compiled
+// under its caller's target (out of line, a 64-byte vector in baseline code is emulated). Selects are bitwise blends: the vector ?: operator
 // is lowered element by element. No vector-typed parameters, which would change the ABI
 // between the SSE2, AVX2 and AVX-512 builds.
 template <typename Floats, typename Ints>
-void ExpBlock(const float* in, float shift, float* out, int64_t count) {
+[[gnu::always_inline]] inline void ExpBlock(const float* in, float shift, float* out, int64_t count) {
   Floats x{};
   std::memcpy(&x, in, static_cast<size_t>(count) * sizeof(float));
   x -= shift;
@@ -51,7 +52,7 @@ void ExpBlock(const float* in, float shift, float* out, int64_t count) {
 }
 
 template <typename Floats, typename Ints>
-void ExpLoop(const float* in, float shift, float* out, int64_t n) {
+[[gnu::always_inline]] inline void ExpLoop(const float* in, float shift, float* out, int64_t n) {
   constexpr int64_t kWidth = sizeof(Floats) / sizeof(float);
   static_assert(sizeof(Ints) == sizeof(Floats) && kWidth > 1, "vector types expected");
   int64_t i = 0;
