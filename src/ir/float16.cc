@@ -1,5 +1,7 @@
 #include "ir/float16.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 namespace fusionopt {
@@ -17,7 +19,8 @@ float HalfToFloat(uint16_t half) {
       bits = (sign << 31) | (static_cast<uint32_t>(127 - 15 - shift + 1) << 23) | (mantissa << 13);
     }
   } else if (exponent == 0x1f) {
-    bits = (sign << 31) | 0x7f800000 | (mantissa << 13);
+    // IEEE conversion quiets a signaling NaN, as F16C's vcvtph2ps does.
+    bits = (sign << 31) | 0x7f800000 | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u);
   } else {
     bits = (sign << 31) | ((exponent + 127 - 15) << 23) | (mantissa << 13);
   }
@@ -32,7 +35,8 @@ uint16_t FloatToHalf(float value) {
   uint32_t sign = (bits >> 16) & 0x8000;
   uint32_t exponent = (bits >> 23) & 0xff;
   uint32_t mantissa = bits & 0x7fffff;
-  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 : 0));
+  // A NaN keeps the top of its payload and comes out quiet, as F16C's vcvtps2ph does.
+  if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00 | (mantissa ? 0x200 | (mantissa >> 13) : 0));
   int32_t half_exponent = static_cast<int32_t>(exponent) - 127 + 15;
   if (half_exponent >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00);
   if (half_exponent <= 0) {
@@ -64,6 +68,44 @@ uint16_t FloatToBFloat16(float value) {
   if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN
   uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
   return static_cast<uint16_t>((bits + rounding) >> 16);
+}
+
+namespace {
+
+bool CpuHasF16c() {
+  __builtin_cpu_init();
+  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+__attribute__((target("avx,f16c"))) int64_t HalfToFloatF16c(const uint16_t* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(half));
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) int64_t FloatToHalfF16c(const float* in, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), half);
+  }
+  return i;
+}
+
+}  // namespace
+
+void HalfToFloatN(const uint16_t* in, float* out, int64_t n) {
+  int64_t done = CpuHasF16c() ? HalfToFloatF16c(in, out, n) : 0;
+  for (; done < n; ++done) out[done] = HalfToFloat(in[done]);
+}
+
+void FloatToHalfN(const float* in, uint16_t* out, int64_t n) {
+  int64_t done = CpuHasF16c() ? FloatToHalfF16c(in, out, n) : 0;
+  for (; done < n; ++done) out[done] = FloatToHalf(in[done]);
 }
 
 }  // namespace fusionopt

@@ -5,8 +5,14 @@
 
 namespace fusionopt {
 
-float HalfToFloat(uint16_t half);
-uint16_t FloatToHalf(float value);  // round to nearest even
+float HalfToFloat(uint16_t half);     // a NaN comes back quiet, its payload kept
+uint16_t FloatToHalf(float value);  // round to nearest even; a NaN keeps its payload's top bits, quiet
+
+// The same conversions for `n` values at once, with the CPU's F16C instructions where it has
+// them (every AVX2 host): the same bits as the scalar functions, several times faster, which
+// is what float16 models pay on every tensor they stage through float32.
+void HalfToFloatN(const uint16_t* in, float* out, int64_t n);
+void FloatToHalfN(const float* in, uint16_t* out, int64_t n);
 float BFloat16ToFloat(uint16_t value);
 uint16_t FloatToBFloat16(float value);  // round to nearest even
 
