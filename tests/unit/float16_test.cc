@@ -2,8 +2,8 @@
 // every half and for floats across the whole range, NaNs and rounding ties included.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -13,17 +13,8 @@ using namespace fusionopt;
 
 namespace {
 
-uint32_t Bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-float FromBits(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+uint32_t Bits(float value) { return std::bit_cast<uint32_t>(value); }
+float FromBits(uint32_t bits) { return std::bit_cast<float>(bits); }
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "cpu_runtime/contraction/common.h"
 
+#include <algorithm>
+
 #include "ir/float16.h"
 
 namespace fusionopt::cpu {
@@ -14,15 +16,24 @@ bool IsSupportedFloat(DataType dtype) {
 
 namespace {
 
+// Half conversions run in blocks, spread over the threads when there are many.
+constexpr int64_t kConvertBlock = 16384;
+
+// `convert(in, out, n)` over `count` values in blocks.
+template <typename From, typename To, typename Convert>
+void ConvertInBlocks(const From* in, To* out, int64_t count, Convert convert) {
+  const int64_t blocks = (count + kConvertBlock - 1) / kConvertBlock;
+#pragma omp parallel for if (blocks > 4)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t start = block * kConvertBlock;
+    convert(in + start, out + start, std::min(kConvertBlock, count - start));
+  }
+}
+
 void ConvertToFloat32(const RtTensor& source, float* out) {
   const int64_t count = source.NumElements();
   switch (source.dtype()) {
-    case DataType::kFloat16: {
-      const uint16_t* in = source.data<uint16_t>();
-#pragma omp parallel for if (count > 65536)
-      for (int64_t i = 0; i < count; ++i) out[i] = HalfToFloat(in[i]);
-      return;
-    }
+    case DataType::kFloat16: return ConvertInBlocks(source.data<uint16_t>(), out, count, HalfToFloatN);
     case DataType::kBFloat16: {
       const uint16_t* in = source.data<uint16_t>();
 #pragma omp parallel for if (count > 65536)
@@ -79,12 +90,7 @@ void ConvertFromFloat32(const RtTensor& source, const RtTensor& destination) {
     case DataType::kFloat:
       if (in != destination.data<float>()) std::memcpy(destination.raw(), in, count * sizeof(float));
       return;
-    case DataType::kFloat16: {
-      uint16_t* out = destination.data<uint16_t>();
-#pragma omp parallel for if (count > 65536)
-      for (int64_t i = 0; i < count; ++i) out[i] = FloatToHalf(in[i]);
-      return;
-    }
+    case DataType::kFloat16: return ConvertInBlocks(in, destination.data<uint16_t>(), count, FloatToHalfN);
     case DataType::kBFloat16: {
       uint16_t* out = destination.data<uint16_t>();
 #pragma omp parallel for if (count > 65536)

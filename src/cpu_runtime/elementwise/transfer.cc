@@ -1,6 +1,7 @@
 // Moving values between tensor memory and tile registers: the lane each dtype computes in,
 // loads and stores converting between storage and lane, and rounding results to storage.
 #include <algorithm>
+#include <type_traits>
 
 #include "cpu_runtime/elementwise/internal.h"
 
@@ -60,6 +61,9 @@ void LoadTyped(Dst* dst, const RtTensor& input, int64_t offset, int64_t stride, 
     case DataType::kFloat: return LoadRun(dst, reinterpret_cast<const float*>(base) + offset, stride, n);
     case DataType::kDouble: return LoadRun(dst, reinterpret_cast<const double*>(base) + offset, stride, n);
     case DataType::kFloat16:
+      if constexpr (std::is_same_v<Dst, float>) {
+        if (stride == 1) return HalfToFloatN(reinterpret_cast<const uint16_t*>(base) + offset, dst, n);
+      }
       return LoadRunConverted(dst, reinterpret_cast<const uint16_t*>(base) + offset, stride, n, HalfToFloat);
     case DataType::kBFloat16:
       return LoadRunConverted(dst, reinterpret_cast<const uint16_t*>(base) + offset, stride, n, BFloat16ToFloat);
@@ -88,6 +92,7 @@ void StoreTyped(const Src* src, RtTensor& output, int64_t offset, int n) {
     case DataType::kFloat: return StoreRun(reinterpret_cast<float*>(base) + offset, src, n);
     case DataType::kDouble: return StoreRun(reinterpret_cast<double*>(base) + offset, src, n);
     case DataType::kFloat16:
+      if constexpr (std::is_same_v<Src, float>) return FloatToHalfN(src, reinterpret_cast<uint16_t*>(base) + offset, n);
       for (int i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(base)[offset + i] = FloatToHalf(static_cast<float>(src[i]));
       return;
     case DataType::kBFloat16:

@@ -55,10 +55,8 @@ std::string Bytes(int64_t bytes) {
 HostCpu ReadHost() {
   HostCpu host;
   host.model = CpuModelName();
-  __builtin_cpu_init();
-  host.avx2 = __builtin_cpu_supports("avx2");
-  host.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  host.avx2 = CpuHasVectorIsa(VectorIsa::kAvx2);
+  host.avx512 = CpuHasVectorIsa(VectorIsa::kAvx512);
   host.avx512_vnni = host.avx512 && __builtin_cpu_supports("avx512vnni");
   host.avx512_bf16 = host.avx512 && __builtin_cpu_supports("avx512bf16");
   host.amx = __builtin_cpu_supports("amx-tile");
