@@ -4,8 +4,10 @@ add up to no more than the run, bench/optimize_time.py reports a row per binary,
 bench/cpu_corpus.py times every side quiet and beside its background load,
 bench/contractions.py compares one contraction per shape with MLAS, and bench/ort_runtime.py
 times ORT on a model and on its --runtime ort output (issue 16), and bench/ort_gemm_bound.py splits
-ORT's kernel time into weight GEMMs and the rest."""
+ORT's kernel time into weight GEMMs and the rest; bench/runtime_ab.py alternates two builds of
+the runtime on the same -O3 file (issue 29)."""
 import json
+import statistics
 import subprocess
 import sys
 
@@ -202,3 +204,15 @@ def test_ort_gemm_bound_splits_each_sides_kernel_time(fusionopt_bin, tmp_path):
     assert result["ceiling"] > 1
     assert 1 < result["ceiling_with_core"] <= result["ceiling"]  # the core's time is work too
     assert "| bert_dynamo18_sdpa |" in table and "ceiling" in table
+
+
+def test_runtime_ab_alternates_two_builds_on_the_same_file(fusionopt_bin, tmp_path):
+    out = tmp_path / "ab.json"
+    table = run_script("runtime_ab.py", "--before", fusionopt_bin, "--after", fusionopt_bin, "--only", "resnet_dynamo18",
+                       "--warmup", "1", "--repeat", "2", "--rounds", "2", "--json", out, env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    assert result["model"] == "resnet_dynamo18" and result["host"]
+    assert len(result["before_ms"]) == len(result["after_ms"]) == 2
+    assert all(ms > 0 for ms in result["before_ms"] + result["after_ms"])
+    assert result["ratio"] == pytest.approx(statistics.median(result["after_ms"]) / statistics.median(result["before_ms"]))
+    assert table.startswith("Host: ") and "| resnet_dynamo18 |" in table
