@@ -1,5 +1,7 @@
 #include "ir/float16.h"
 
+#include "ir/cpu_features.h"
+
 #include <immintrin.h>
 
 #include <cstring>
@@ -71,12 +73,6 @@ uint16_t FloatToBFloat16(float value) {
 }
 
 namespace {
-
-bool CpuHasF16c() {
-  __builtin_cpu_init();
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return has;
-}
 
 __attribute__((target("avx,f16c"))) int64_t HalfToFloatF16c(const uint16_t* in, float* out, int64_t n) {
   int64_t i = 0;

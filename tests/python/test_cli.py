@@ -15,7 +15,10 @@ def model(tmp_path):
 def test_version(fusionopt):
     rc, stdout, stderr = fusionopt("--version")
     assert rc == lib.EXIT_OK
-    assert re.fullmatch(r"fusionopt \d+\.\d+\.\d+\n", stdout), stdout
+    version, host = stdout.splitlines()
+    assert re.fullmatch(r"fusionopt \d+\.\d+\.\d+", version), stdout
+    # The host line names what the CPU runtime will use, so bug reports carry it.
+    assert host.startswith("host: ") and "oneDNN " in host and "own kernels " in host, host
     assert stderr == ""
 
 

@@ -127,7 +127,7 @@ def test_without_a_gpu_cuda_runs_fail_cleanly_and_auto_falls_back(fusionopt, tmp
         assert rc == 4, (args, stderr)
         assert "no CUDA device" in stderr
     out = tmp_path / "bench.json"
-    rc, stdout, stderr = fusionopt("bench", RESNET, "--iters", "2", "--warmup", "0", "--json", out)
+    rc, stdout, stderr = fusionopt("bench", RESNET, "--iters", "2", "--warmup", "0", "--dim", "N=1", "--json", out)
     assert rc == 0, stderr
     assert json.loads(out.read_text())["backend"] == "cpu"
     assert "(cpu, " in stdout.splitlines()[0] and stderr == ""

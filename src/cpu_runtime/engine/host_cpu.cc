@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cpu_runtime/engine/vector_isa.h"
+#include "ir/cpu_features.h"
 
 namespace fusionopt::cpu {
 namespace {
@@ -59,7 +60,7 @@ HostCpu ReadHost() {
   host.avx512 = CpuHasVectorIsa(VectorIsa::kAvx512);
   host.avx512_vnni = host.avx512 && __builtin_cpu_supports("avx512vnni");
   host.avx512_bf16 = host.avx512 && __builtin_cpu_supports("avx512bf16");
-  host.amx = __builtin_cpu_supports("amx-tile");
+  host.amx = CpuHasAmxTile();
   host.onednn_isa = OneDnnIsaName(dnnl::get_effective_cpu_isa());
   const dnnl_version_t* version = dnnl_version();
   host.onednn_version = fmt::format("{}.{}.{}", version->major, version->minor, version->patch);
