@@ -92,6 +92,15 @@ __attribute__((target("avx,f16c"))) int64_t FloatToHalfF16c(const float* in, uin
   return i;
 }
 
+__attribute__((target("avx,f16c"))) int64_t RoundThroughHalfF16c(float* values, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i half = _mm256_cvtps_ph(_mm256_loadu_ps(values + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(values + i, _mm256_cvtph_ps(half));
+  }
+  return i;
+}
+
 }  // namespace
 
 void HalfToFloatN(const uint16_t* in, float* out, int64_t n) {
@@ -102,6 +111,11 @@ void HalfToFloatN(const uint16_t* in, float* out, int64_t n) {
 void FloatToHalfN(const float* in, uint16_t* out, int64_t n) {
   int64_t done = CpuHasF16c() ? FloatToHalfF16c(in, out, n) : 0;
   for (; done < n; ++done) out[done] = FloatToHalf(in[done]);
+}
+
+void RoundThroughHalfN(float* values, int64_t n) {
+  int64_t done = CpuHasF16c() ? RoundThroughHalfF16c(values, n) : 0;
+  for (; done < n; ++done) values[done] = HalfToFloat(FloatToHalf(values[done]));
 }
 
 }  // namespace fusionopt

@@ -13,6 +13,9 @@ uint16_t FloatToHalf(float value);  // round to nearest even; a NaN keeps its pa
 // is what float16 models pay on every tensor they stage through float32.
 void HalfToFloatN(const uint16_t* in, float* out, int64_t n);
 void FloatToHalfN(const float* in, uint16_t* out, int64_t n);
+// Each value rounded to the nearest half and back, in place: what storing a float16
+// intermediate between two float32 computations does.
+void RoundThroughHalfN(float* values, int64_t n);
 float BFloat16ToFloat(uint16_t value);
 uint16_t FloatToBFloat16(float value);  // round to nearest even
 

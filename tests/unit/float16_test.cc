@@ -59,3 +59,17 @@ TEST_CASE("float to half: the bulk conversion gives the scalar bits across the f
   CHECK(FloatToHalf(std::ldexp(3.0f, -26)) == 0x0001);
   CHECK(FloatToHalf(FromBits(0x7fa00001u)) == 0x7f00);               // NaN: quiet, top payload bits kept
 }
+
+TEST_CASE("round through half: the bulk round trip gives the scalar one's bits", "[ir][float16]") {
+  std::vector<float> floats;
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 8191) floats.push_back(FromBits(static_cast<uint32_t>(bits)));
+  floats.push_back(1.0f + std::ldexp(1.0f, -11));  // a tie: to even, down to 1
+  floats.push_back(70000.0f);                      // past the largest half: infinity
+  std::vector<float> bulk = floats;
+  RoundThroughHalfN(bulk.data(), static_cast<int64_t>(bulk.size()));
+  int mismatches = 0;
+  for (size_t i = 0; i < floats.size(); ++i) mismatches += Bits(bulk[i]) != Bits(HalfToFloat(FloatToHalf(floats[i])));
+  CHECK(mismatches == 0);
+  CHECK(bulk[bulk.size() - 2] == 1.0f);
+  CHECK(std::isinf(bulk.back()));
+}

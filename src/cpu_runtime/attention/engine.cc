@@ -51,6 +51,17 @@ void StoreElement(void* base, DataType dtype, int64_t index, float value) {
   }
 }
 
+// Elements [index, index + n) as float32: float16 through F16C, in bulk.
+void LoadContiguous(const void* base, DataType dtype, int64_t index, int64_t n, float* out) {
+  if (dtype == DataType::kFloat16) return HalfToFloatN(static_cast<const uint16_t*>(base) + index, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = LoadElement(base, dtype, index + i);
+}
+
+void StoreContiguous(void* base, DataType dtype, int64_t index, int64_t n, const float* values) {
+  if (dtype == DataType::kFloat16) return FloatToHalfN(values, static_cast<uint16_t*>(base) + index, n);
+  for (int64_t i = 0; i < n; ++i) StoreElement(base, dtype, index + i, values[i]);
+}
+
 // Whether the GEMMs read `operand` where it lies: float32, not rotated, and — for Q and V, which
 // the GEMMs read row-major — not stored transposed (K's GEMM reads either).
 bool ReadInPlace(const Operand& operand, const std::optional<Rotary>& rotary, bool key = false) {
@@ -84,16 +95,19 @@ void LoadRows(const Problem& problem, const Operand& operand, const std::optiona
   for (int64_t r = 0; r < rows; ++r) {
     float* x = tile + r * operand.columns;
     const int64_t row = first + r;
-    for (int64_t c = 0; c < operand.columns; ++c) {
-      const int64_t index = operand.transposed ? offset + c * operand.ld + row : offset + row * operand.ld + c;
-      x[c] = LoadElement(operand.base, operand.dtype, index);
+    if (operand.transposed) {
+      for (int64_t c = 0; c < operand.columns; ++c) {
+        x[c] = LoadElement(operand.base, operand.dtype, offset + c * operand.ld + row);
+      }
+    } else {
+      LoadContiguous(operand.base, operand.dtype, offset + row * operand.ld, operand.columns, x);
     }
     if (rotary) Rotate(*rotary, b, row, x);
   }
 }
 
 struct Scratch {
-  std::vector<float> scores, context, row_max, q, k, v;
+  std::vector<float> scores, context, row_max, q, k, v, mask_row;
   std::vector<double> row_sum;
   explicit Scratch(const Problem& problem)
       : scores(static_cast<size_t>(kQueryBlock * kKeyBlock)),
@@ -103,6 +117,9 @@ struct Scratch {
     if (!ReadInPlace(problem.q, problem.q_rotary)) q.resize(static_cast<size_t>(kQueryBlock * problem.depth));
     if (!ReadInPlace(problem.k, problem.k_rotary, /*key=*/true)) k.resize(static_cast<size_t>(kKeyBlock * problem.depth));
     if (!ReadInPlace(problem.v, std::nullopt)) v.resize(static_cast<size_t>(kKeyBlock * problem.value_depth));
+    if (problem.mask.kind == MaskKind::kAdditive && problem.mask.dtype != DataType::kFloat) {
+      mask_row.resize(static_cast<size_t>(kKeyBlock));
+    }
   }
 };
 
@@ -209,7 +226,11 @@ class QueryBlockRunner {
     const int64_t stride = mask.strides[3];
     if (mask.kind == MaskKind::kAdditive) {
       const int64_t offset = MaskOffset(b, h, query, key);
-      if (mask.dtype != DataType::kFloat) {
+      if (mask.dtype != DataType::kFloat && stride == 1) {
+        float* values = s_.mask_row.data();
+        LoadContiguous(mask.data, mask.dtype, offset, keys, values);
+        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
+      } else if (mask.dtype != DataType::kFloat) {
         for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + LoadElement(mask.data, mask.dtype, offset + j * stride);
       } else if (stride == 1) {  // contiguous: a loop the compiler vectorizes
         const auto* values = static_cast<const float*>(mask.data) + offset;
@@ -272,12 +293,13 @@ class QueryBlockRunner {
     const int64_t dv = p_.value_depth;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t offset = b * p_.out_batch_stride + h * p_.out_head_stride + (first + r) * p_.out_ld;
-      const float* row = s_.context.data() + r * dv;
+      float* row = s_.context.data() + r * dv;
       const float factor = RowFactor(r);
       // A zero factor must give 0 even where the context holds NaN (0 · NaN is NaN).
       const bool zero = factor == 0.0f;
-      if (p_.out_dtype != DataType::kFloat) {
-        for (int64_t d = 0; d < dv; ++d) StoreElement(p_.out, p_.out_dtype, offset + d, zero ? 0.0f : row[d] * factor);
+      if (p_.out_dtype != DataType::kFloat) {  // scaled in place, then stored in bulk
+        for (int64_t d = 0; d < dv; ++d) row[d] = zero ? 0.0f : row[d] * factor;
+        StoreContiguous(p_.out, p_.out_dtype, offset, dv, row);
       } else {
         float* out = static_cast<float*>(p_.out) + offset;
         for (int64_t d = 0; d < dv; ++d) out[d] = zero ? 0.0f : row[d] * factor;
@@ -345,11 +367,9 @@ void RotateRows(const Operand& in, const Rotary& rotary, const Operand& out) {
       for (int64_t r = 0; r < in.rows; ++r) {
         const int64_t from = b * in.batch_stride + h * in.head_stride + r * in.ld;
         const int64_t to = b * out.batch_stride + h * out.head_stride + r * out.ld;
-        for (int64_t c = 0; c < in.columns; ++c) row[static_cast<size_t>(c)] = LoadElement(in.base, in.dtype, from + c);
+        LoadContiguous(in.base, in.dtype, from, in.columns, row.data());
         Rotate(rotary, b, r, row.data());
-        for (int64_t c = 0; c < in.columns; ++c) {
-          StoreElement(const_cast<void*>(out.base), out.dtype, to + c, row[static_cast<size_t>(c)]);
-        }
+        StoreContiguous(const_cast<void*>(out.base), out.dtype, to, in.columns, row.data());
       }
     }
   }

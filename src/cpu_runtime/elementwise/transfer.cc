@@ -150,11 +150,7 @@ void RoundToStorage(DataType dtype, void* values, int n) {
     for (int i = 0; i < n; ++i) v[i] = static_cast<int64_t>(static_cast<decltype(narrow)>(v[i]));
   };
   switch (dtype) {
-    case DataType::kFloat16: {
-      auto* v = static_cast<float*>(values);
-      for (int i = 0; i < n; ++i) v[i] = HalfToFloat(FloatToHalf(v[i]));
-      return;
-    }
+    case DataType::kFloat16: return RoundThroughHalfN(static_cast<float*>(values), n);
     case DataType::kBFloat16: {
       auto* v = static_cast<float*>(values);
       for (int i = 0; i < n; ++i) v[i] = BFloat16ToFloat(FloatToBFloat16(v[i]));

@@ -26,6 +26,9 @@ namespace {
 
 using reduction::AccOf;
 using reduction::Elem;
+using reduction::LoadElements;
+using reduction::RoundElements;
+using reduction::StoreElements;
 
 std::optional<std::vector<int64_t>> Broadcast(const std::vector<const RtTensor*>& operands) {
   std::vector<int64_t> out;
@@ -96,7 +99,11 @@ void LoadRow(const RowOperand& operand, int64_t row, int64_t n, Acc* out) {
     std::fill(out, out + n, static_cast<Acc>(Elem<T>::Load(values[0])));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Acc>(Elem<T>::Load(values[i]));
+  if constexpr (std::is_same_v<Acc, AccOf<T>>) {
+    LoadElements(values, out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Acc>(Elem<T>::Load(values[i]));
+  }
 }
 
 // `value` as the element type would store it: what an op-by-op run keeps between ops.
@@ -253,11 +260,9 @@ class FusedNormKernel final : public FusedBodyKernel {
         if (!in_place) LoadRow<T>(rows.x, row, n, buffer.data());
         if (rows.residual.present()) {
           LoadRow<T>(rows.residual, row, n, other.data());
-          for (int64_t i = 0; i < n; ++i) buffer[i] = Rounded<T>(buffer[i] + other[i]);
-          if (rows.sum != nullptr) {
-            T* sum = reinterpret_cast<T*>(rows.sum) + row * n;
-            for (int64_t i = 0; i < n; ++i) sum[i] = Elem<T>::Store(buffer[i]);
-          }
+          for (int64_t i = 0; i < n; ++i) buffer[i] = buffer[i] + other[i];
+          RoundElements<T>(buffer.data(), n);
+          if (rows.sum != nullptr) StoreElements(buffer.data(), reinterpret_cast<T*>(rows.sum) + row * n, n);
         }
         const double mean = kCentered ? Sum(values, n) / static_cast<double>(n) : 0.0;
         const Acc shift = static_cast<Acc>(mean);
@@ -268,7 +273,12 @@ class FusedNormKernel final : public FusedBodyKernel {
         const Acc* g = gamma.Row(row, n, gamma_row);
         const Acc* b = beta.Row(row, n, beta_row);
         T* y = reinterpret_cast<T*>(rows.y) + row * n;
-        for (int64_t i = 0; i < n; ++i) y[i] = Elem<T>::Store((values[i] - shift) * inv_std * g[i] + b[i]);
+        if constexpr (std::is_same_v<T, Acc>) {
+          for (int64_t i = 0; i < n; ++i) y[i] = (values[i] - shift) * inv_std * g[i] + b[i];
+        } else {  // `values` is the buffer: normalized in place, then stored in bulk
+          for (int64_t i = 0; i < n; ++i) buffer[i] = (buffer[i] - shift) * inv_std * g[i] + b[i];
+          StoreElements(buffer.data(), y, n);
+        }
       }
     }
   }
@@ -328,15 +338,17 @@ class FusedSoftmaxKernel final : public FusedBodyKernel {
     if (composite_.scale) {
       const Acc scale = Rounded<T>(static_cast<Acc>(*composite_.scale));
       if (composite_.scale_divides) {
-        for (int64_t i = 0; i < n; ++i) z[i] = Rounded<T>(z[i] / scale);
+        for (int64_t i = 0; i < n; ++i) z[i] = z[i] / scale;
       } else {
-        for (int64_t i = 0; i < n; ++i) z[i] = Rounded<T>(z[i] * scale);
+        for (int64_t i = 0; i < n; ++i) z[i] = z[i] * scale;
       }
+      RoundElements<T>(z, n);
     }
     if (rows.mask.present()) {
       mask.resize(static_cast<size_t>(n));
       LoadRow<T>(rows.mask, row, n, mask.data());
-      for (int64_t i = 0; i < n; ++i) z[i] = Rounded<T>(z[i] + mask[i]);
+      for (int64_t i = 0; i < n; ++i) z[i] = z[i] + mask[i];
+      RoundElements<T>(z, n);
     }
     if (rows.condition.present()) {
       const Acc fill = Rounded<T>(static_cast<Acc>(*composite_.fill));
@@ -370,7 +382,12 @@ class FusedSoftmaxKernel final : public FusedBodyKernel {
         const Acc max = reduction::ReduceRun(z, n, Elem<T>::Lowest(), [](Acc v) { return v; }, reduction::TakeMax());
         reduction::ExpShifted(z, max, z, n);
         const Acc inv_sum = static_cast<Acc>(1.0 / Sum(z, n));
-        for (int64_t i = 0; i < n; ++i) y[i] = Elem<T>::Store(z[i] * inv_sum);
+        if constexpr (std::is_same_v<T, Acc>) {
+          for (int64_t i = 0; i < n; ++i) y[i] = z[i] * inv_sum;
+        } else {
+          for (int64_t i = 0; i < n; ++i) z[i] = z[i] * inv_sum;
+          StoreElements(z, y, n);
+        }
       }
     }
   }

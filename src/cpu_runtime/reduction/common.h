@@ -94,6 +94,34 @@ struct Elem<Bool> {
 template <typename T>
 using AccOf = typename Elem<T>::Acc;
 
+// Whole runs between the storage and the compute type: float16 through F16C (ir/float16.h),
+// which per-element Load/Store calls cannot use, every other type element by element.
+template <typename T>
+void LoadElements(const T* in, AccOf<T>* out, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    HalfToFloatN(reinterpret_cast<const uint16_t*>(in), out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::Load(in[i]);
+  }
+}
+template <typename T>
+void StoreElements(const AccOf<T>* in, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    FloatToHalfN(in, reinterpret_cast<uint16_t*>(out), n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::Store(in[i]);
+  }
+}
+// Each value as the storage type would keep it (a no-op where they are the same type).
+template <typename T>
+void RoundElements(AccOf<T>* values, int64_t n) {
+  if constexpr (std::is_same_v<T, Half>) {
+    RoundThroughHalfN(values, n);
+  } else if constexpr (!std::is_same_v<T, AccOf<T>>) {
+    for (int64_t i = 0; i < n; ++i) values[i] = Elem<T>::Load(Elem<T>::Store(values[i]));
+  }
+}
+
 template <typename A>
 bool IsNan(A value) {
   if constexpr (std::is_floating_point_v<A>) {
