@@ -121,16 +121,29 @@ class RowNormalizationKernel : public Kernel {
   void Normalize(const T* x, int64_t rows, int64_t n, const AccOf<T>* scale, const AccOf<T>* bias, T* y,
                  float* mean_out, float* inv_std_out) const {
     using Acc = AccOf<T>;
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelMinElements)
-    for (int64_t row = 0; row < rows; ++row) {
-      const T* in = x + row * n;
-      T* out = y + row * n;
-      const Moments<Acc> moments = RowMoments<kCentered>(in, n, static_cast<Acc>(epsilon_));
-      for (int64_t i = 0; i < n; ++i) {
-        out[i] = Elem<T>::Store((Elem<T>::Load(in[i]) - moments.mean) * moments.inv_std * scale[i] + bias[i]);
+    // Narrow types are staged a row at a time in the compute type (bulk conversions), so the
+    // row is read once from memory and converted once.
+    constexpr bool kStaged = !std::is_same_v<T, Acc>;
+#pragma omp parallel if (rows * n >= kParallelMinElements)
+    {
+      std::vector<Acc> staged(kStaged ? static_cast<size_t>(n) : 0);
+#pragma omp for schedule(static)
+      for (int64_t row = 0; row < rows; ++row) {
+        const T* in = x + row * n;
+        T* out = y + row * n;
+        Moments<Acc> moments;
+        if constexpr (kStaged) {
+          LoadElements(in, staged.data(), n);
+          moments = RowMoments<kCentered>(staged.data(), n, static_cast<Acc>(epsilon_));
+          for (int64_t i = 0; i < n; ++i) staged[i] = (staged[i] - moments.mean) * moments.inv_std * scale[i] + bias[i];
+          StoreElements(staged.data(), out, n);
+        } else {
+          moments = RowMoments<kCentered>(in, n, static_cast<Acc>(epsilon_));
+          for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - moments.mean) * moments.inv_std * scale[i] + bias[i];
+        }
+        if (mean_out != nullptr) mean_out[row] = static_cast<float>(moments.mean);
+        if (inv_std_out != nullptr) inv_std_out[row] = static_cast<float>(moments.inv_std);
       }
-      if (mean_out != nullptr) mean_out[row] = static_cast<float>(moments.mean);
-      if (inv_std_out != nullptr) inv_std_out[row] = static_cast<float>(moments.inv_std);
     }
   }
 
