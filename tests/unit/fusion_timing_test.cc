@@ -6,6 +6,7 @@
 
 #include "cpu_fused_test_helpers.h"
 #include "passes/fusion_timing.h"
+#include "scoped_env.h"
 #include "scratch_dir.h"
 
 using namespace fusionopt;
@@ -46,19 +47,11 @@ passes::FusionTimingOptions Options(double margin, double floor_ms) {
 // XDG_CACHE_HOME pointed at a scratch folder for one test, restored after it.
 class ScratchCache {
  public:
-  ScratchCache() {
-    if (const char* old = std::getenv("XDG_CACHE_HOME")) saved_ = old;
-    setenv("XDG_CACHE_HOME", scratch_.path().c_str(), 1);
-  }
-  ~ScratchCache() {
-    if (saved_) setenv("XDG_CACHE_HOME", saved_->c_str(), 1);
-    else unsetenv("XDG_CACHE_HOME");
-  }
   std::filesystem::path folder() const { return scratch_.path() / "fusionopt" / "fusion_timing"; }
 
  private:
   test_support::ScratchDir scratch_{"fusion_timing_cache"};
-  std::optional<std::string> saved_;
+  test_support::ScopedEnv cache_home_{"XDG_CACHE_HOME", scratch_.path().c_str()};
 };
 
 size_t FusedCalls(const Model& model) {

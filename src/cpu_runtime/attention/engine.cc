@@ -16,10 +16,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cpu_runtime/reduction/engine.h"
 #include "cpu_runtime/reduction/math.h"
 #include "ir/float16.h"
@@ -27,11 +29,28 @@
 namespace fusionopt::cpu::attention {
 namespace {
 
-// A 64×128 score tile (32 KiB) stays in cache beside the K and V blocks it is made from. For
-// BERT-base's products (S 128, D 64) 128-query blocks ran dnnl_sgemm no faster, and 256- or
-// 512-key blocks gained nothing end to end.
-constexpr int64_t kQueryBlock = 64;
-constexpr int64_t kKeyBlock = 128;
+// Query blocks of 128 rows: 64 ran BERT-base's attention (S 128) no faster and Whisper's
+// encoder (S 1500) 8% slower. Key blocks are as long as a score tile (query block × key block
+// floats) fits in half the core's L2 — 1024 keys on a 1 MiB L2, 512 on 512 KiB — and never
+// shorter than 128: each key block is two GEMM calls and a rescale of the running context, and
+// on Whisper 128-key blocks cost 15% over 1024 (`fusionopt run --profile`, AVX-512 EPYC).
+constexpr int64_t kQueryBlock = 128;
+constexpr int64_t kMinKeyBlock = 128;
+constexpr int64_t kUnknownL2Bytes = 512 * 1024;
+
+// FUSIONOPT_CPU_ATTENTION_KEY_BLOCK=N forces N-key blocks (tests cover the multi-block path
+// with it on any host); read on every run so a test can change it.
+int64_t KeyBlockFor(int64_t keys) {
+  if (const char* forced = std::getenv("FUSIONOPT_CPU_ATTENTION_KEY_BLOCK")) {
+    const int64_t block = std::strtoll(forced, nullptr, 10);
+    if (block > 0) return std::min(block, keys);
+  }
+  const int64_t l2 = ThisHost().l2_bytes > 0 ? ThisHost().l2_bytes : kUnknownL2Bytes;
+  const int64_t fitting = l2 / 2 / (kQueryBlock * static_cast<int64_t>(sizeof(float)));
+  const int64_t block = std::max(kMinKeyBlock, fitting / kMinKeyBlock * kMinKeyBlock);
+  return std::min(block, keys);
+}
+
 // Below this many multiply-adds the tasks run on the calling thread.
 constexpr int64_t kParallelMinWork = int64_t{1} << 18;
 // exp(x) for x below this is exactly 0 in float (reduction::ExpShifted clamps at -87).
@@ -107,18 +126,22 @@ void LoadRows(const Problem& problem, const Operand& operand, const std::optiona
 }
 
 struct Scratch {
+  int64_t key_block;
   std::vector<float> scores, context, row_max, q, k, v, mask_row;
   std::vector<double> row_sum;
-  explicit Scratch(const Problem& problem)
-      : scores(static_cast<size_t>(kQueryBlock * kKeyBlock)),
+  Scratch(const Problem& problem, int64_t key_block_length)
+      : key_block(key_block_length),
+        scores(static_cast<size_t>(kQueryBlock * key_block)),
         context(static_cast<size_t>(kQueryBlock * problem.value_depth)),
         row_max(static_cast<size_t>(kQueryBlock)),
         row_sum(static_cast<size_t>(kQueryBlock)) {
     if (!ReadInPlace(problem.q, problem.q_rotary)) q.resize(static_cast<size_t>(kQueryBlock * problem.depth));
-    if (!ReadInPlace(problem.k, problem.k_rotary, /*key=*/true)) k.resize(static_cast<size_t>(kKeyBlock * problem.depth));
-    if (!ReadInPlace(problem.v, std::nullopt)) v.resize(static_cast<size_t>(kKeyBlock * problem.value_depth));
+    if (!ReadInPlace(problem.k, problem.k_rotary, /*key=*/true)) {
+      k.resize(static_cast<size_t>(key_block * problem.depth));
+    }
+    if (!ReadInPlace(problem.v, std::nullopt)) v.resize(static_cast<size_t>(key_block * problem.value_depth));
     if (problem.mask.kind == MaskKind::kAdditive && problem.mask.dtype != DataType::kFloat) {
-      mask_row.resize(static_cast<size_t>(kKeyBlock));
+      mask_row.resize(static_cast<size_t>(key_block));
     }
   }
 };
@@ -133,8 +156,8 @@ class QueryBlockRunner {
     std::fill(s_.row_sum.begin(), s_.row_sum.end(), 0.0);
     const float* q = QueryTile(b, h, first, rows);
     const int64_t key_end = p_.causal ? std::min(p_.keys, first + rows) : p_.keys;
-    for (int64_t key = 0; key < key_end; key += kKeyBlock) {
-      const int64_t keys = std::min(kKeyBlock, key_end - key);
+    for (int64_t key = 0; key < key_end; key += s_.key_block) {
+      const int64_t keys = std::min(s_.key_block, key_end - key);
       if (TileVanishes(b, h, first, rows, key, keys)) continue;
       if (!Scores(q, b, h, rows, key, keys)) return false;
       for (int64_t r = 0; r < rows; ++r) Accumulate(b, h, first + r, r, key, keys);
@@ -347,7 +370,7 @@ Status Run(const Problem& problem) {
   std::atomic<bool> ok{true};
 #pragma omp parallel if (work >= kParallelMinWork)
   {
-    Scratch scratch(problem);
+    Scratch scratch(problem, KeyBlockFor(problem.keys));
     QueryBlockRunner runner(problem, scratch);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
