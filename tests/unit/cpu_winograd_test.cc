@@ -10,6 +10,7 @@
 #include "cpu_runtime/contraction/conv_reference.h"
 #include "cpu_runtime/contraction/epilogue.h"
 #include "cpu_runtime/contraction/winograd.h"
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cpu_runtime/engine/session.h"
 #include "cpu_runtime/onednn/common.h"
 #include "cpu_test_support.h"
@@ -189,17 +190,26 @@ TEST_CASE("Winograd applies to 3x3 stride-1 convolutions and is chosen where it 
   five.window.kernel = {5, 5};
   CHECK_FALSE(winograd::Applies(five));
 
-  // The rule measured on the corpus (docs/benchmarks.md): enough tiles and wide enough channels.
-  CHECK(winograd::Pays(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1})));     // ResNet stage 1
-  CHECK(winograd::Pays(Shape3x3(1, 256, 256, 14, 14, {1, 1}, {1, 1})));   // ResNet stage 3: 16 tiles
-  CHECK(winograd::Pays(Shape3x3(1, 128, 32, 28, 28, {1, 1}, {1, 1})));    // DenseNet at 28x28
-  CHECK_FALSE(winograd::Pays(Shape3x3(1, 128, 32, 14, 14, {1, 1}, {1, 1})));  // DenseNet at 14x14
-  CHECK_FALSE(winograd::Pays(Shape3x3(1, 512, 512, 7, 7, {1, 1}, {1, 1})));   // 4 tiles
-  CHECK(winograd::Pays(Shape3x3(2, 512, 512, 7, 7, {1, 1}, {1, 1})));         // 8 tiles
-  CHECK_FALSE(winograd::Pays(Shape3x3(2, 128, 32, 14, 14, {1, 1}, {1, 1})));  // narrow on 32 tiles
-  CHECK_FALSE(winograd::Pays(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1})));  // too narrow
-  CHECK(winograd::Chosen(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1}), winograd::Mode::kAlways));
-  CHECK_FALSE(winograd::Chosen(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1}), winograd::Mode::kOff));
+  // The rules measured on the corpus (docs/benchmarks.md): enough tiles and wide enough channels,
+  // against each kind of direct kernel.
+  using winograd::DirectKernels;
+  auto avx2 = [](const ConvShape& shape) { return winograd::Pays(shape, DirectKernels::kAvx2); };
+  CHECK(avx2(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1})));     // ResNet stage 1
+  CHECK(avx2(Shape3x3(1, 256, 256, 14, 14, {1, 1}, {1, 1})));   // ResNet stage 3: 16 tiles
+  CHECK(avx2(Shape3x3(1, 128, 32, 28, 28, {1, 1}, {1, 1})));    // DenseNet at 28x28
+  CHECK_FALSE(avx2(Shape3x3(1, 128, 32, 14, 14, {1, 1}, {1, 1})));  // DenseNet at 14x14
+  CHECK_FALSE(avx2(Shape3x3(1, 512, 512, 7, 7, {1, 1}, {1, 1})));   // 4 tiles
+  CHECK(avx2(Shape3x3(2, 512, 512, 7, 7, {1, 1}, {1, 1})));         // 8 tiles
+  CHECK_FALSE(avx2(Shape3x3(2, 128, 32, 14, 14, {1, 1}, {1, 1})));  // narrow on 32 tiles
+  CHECK_FALSE(avx2(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1})));  // too narrow
+  auto avx512 = [](const ConvShape& shape) { return winograd::Pays(shape, DirectKernels::kAvx512); };
+  CHECK(avx512(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1})));        // ResNet stage 1
+  CHECK(avx512(Shape3x3(1, 64, 64, 20, 20, {1, 1}, {1, 1})));        // YOLOv8n: 25 tiles
+  CHECK_FALSE(avx512(Shape3x3(2, 512, 512, 7, 7, {1, 1}, {1, 1})));  // 8 tiles: AVX2's rule takes it
+  CHECK_FALSE(avx512(Shape3x3(2, 128, 32, 56, 56, {1, 1}, {1, 1})));  // DenseNet: too narrow here
+  CHECK_FALSE(avx512(Shape3x3(2, 32, 32, 80, 80, {1, 1}, {1, 1})));   // YOLOv8n's 32 -> 32
+  CHECK(winograd::DirectKernelsOnThisHost() ==
+        (ThisHost().onednn_avx512 ? DirectKernels::kAvx512 : DirectKernels::kAvx2));
 }
 
 TEST_CASE("a Conv the rule picks for Winograd runs it in a session with the direct numbers", "[cpu][winograd]") {

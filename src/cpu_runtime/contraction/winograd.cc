@@ -1,5 +1,6 @@
 #include "cpu_runtime/contraction/winograd.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <unordered_map>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cpu_runtime/onednn/common.h"
 
 namespace fusionopt::cpu::winograd {
@@ -190,17 +192,28 @@ bool Applies(const ConvShape& shape) {
 // 16/16 channels lost at any size (1.2-1.4x slower), 32/32 about even; 128->32 won on 49
 // tiles and more (0.75-0.95x) and lost on 32 and 16 (1.3x); 80/80 won from 25 tiles (0.6-0.7x),
 // 128/128 from 16 (0.8x), 256/256 on 16 (0.5x), 512/512 on 8 (0.74x) but lost on 4 (1.7x).
-bool Pays(const ConvShape& shape) {
+DirectKernels DirectKernelsOnThisHost() {
+  return ThisHost().onednn_avx512 ? DirectKernels::kAvx512 : DirectKernels::kAvx2;
+}
+
+// Both rules weigh the tiles (rows of the batched matmul) against the channels' harmonic width
+// C·M/(C+M) (its inner and outer sizes together). Against AVX2's direct kernels Winograd won
+// from width 20 given 1000/width tiles (AMD EPYC, AVX2, 2026-12-04); against AVX-512's brgemm
+// kernels it lost on DenseNet's 128 -> 32 at 56x56 (1.29x) and ResNet's 512 -> 512 at 7x7
+// (1.26x), and won on every shape of width 32 or more with 16 tiles or more (0.48-0.87x; AMD
+// EPYC, AVX-512, 2026-12-06).
+bool Pays(const ConvShape& shape, DirectKernels direct) {
   const int64_t tiles = shape.batch * CeilDiv(shape.window.output[0], kTileOut) *
                         CeilDiv(shape.window.output[1], kTileOut);
   const double width = static_cast<double>(shape.in_channels * shape.out_channels) /
                        static_cast<double>(shape.in_channels + shape.out_channels);
+  if (direct == DirectKernels::kAvx512) return width >= 32 && tiles >= 16;
   return width >= 20 && static_cast<double>(tiles) >= std::max(8.0, 1000.0 / width);
 }
 
 bool Chosen(const ConvShape& shape, Mode mode) {
   if (mode == Mode::kOff || !Applies(shape)) return false;
-  return mode == Mode::kAlways || Pays(shape);
+  return mode == Mode::kAlways || Pays(shape, DirectKernelsOnThisHost());
 }
 
 Conv3x3::Conv3x3(const ConvShape& shape, const float* weights, const float* bias, ew::Program epilogue)

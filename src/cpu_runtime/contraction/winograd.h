@@ -30,16 +30,21 @@
 
 namespace fusionopt::cpu::winograd {
 
-// FUSIONOPT_CPU_WINOGRAD: `auto` (unset: where Pays says so), `off`, or `always` (wherever it
+// FUSIONOPT_CPU_WINOGRAD: `auto` (unset: where Pays says so on this host), `off`, or `always` (wherever it
 // Applies: tests and benchmarks of the kernel itself). Read once.
 enum class Mode { kAuto, kOff, kAlways };
 Mode ModeFromEnvironment();
 
 // Whether F(4×4, 3×3) computes `shape` (the limits above, less the weights').
 bool Applies(const ConvShape& shape);
-// Whether it is expected to beat the direct kernel on `shape` (a rule measured on the real
-// corpus's convolutions; docs/benchmarks.md).
-bool Pays(const ConvShape& shape);
+// The direct kernels F(4×4, 3×3) competes with: oneDNN's AVX2 ones (on nChw8c), or its
+// AVX-512 brgemm ones (on nhwc), which run narrow and small convolutions much better.
+enum class DirectKernels { kAvx2, kAvx512 };
+DirectKernels DirectKernelsOnThisHost();  // from the ISA oneDNN dispatches to (engine/host_cpu.h)
+
+// Whether it is expected to beat the `direct` kernels on `shape`: a rule per kind, measured on
+// the real corpus's convolutions (bench/winograd.py; docs/benchmarks.md).
+bool Pays(const ConvShape& shape, DirectKernels direct);
 // Whether a convolution of `shape` runs this way under `mode`.
 bool Chosen(const ConvShape& shape, Mode mode);
 

@@ -61,7 +61,10 @@ HostCpu ReadHost() {
   host.avx512_vnni = host.avx512 && __builtin_cpu_supports("avx512vnni");
   host.avx512_bf16 = host.avx512 && __builtin_cpu_supports("avx512bf16");
   host.amx = CpuHasAmxTile();
-  host.onednn_isa = OneDnnIsaName(dnnl::get_effective_cpu_isa());
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  host.onednn_isa = OneDnnIsaName(isa);
+  host.onednn_avx512 = isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+                       isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
   const dnnl_version_t* version = dnnl_version();
   host.onednn_version = fmt::format("{}.{}.{}", version->major, version->minor, version->patch);
   host.vector_isa = VectorIsaName(ActiveVectorIsa());

@@ -17,6 +17,7 @@ struct HostCpu {
   bool avx512_bf16 = false;
   bool amx = false;            // AMX tiles (bf16/int8)
   std::string onednn_isa;      // the instruction set oneDNN's kernels use here ("avx512_core_bf16", ...)
+  bool onednn_avx512 = false;  // that set is AVX-512 or later: oneDNN runs its brgemm kernels
   std::string onednn_version;  // "3.2.1"
   std::string vector_isa;      // what the runtime's own kernels run on (engine/vector_isa.h)
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // per core (L1, L2) and per package (L3); 0: unknown
