@@ -1,7 +1,10 @@
 #include "cpu_runtime/contraction/common.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
+#include "cpu_runtime/engine/host_cpu.h"
 #include "ir/float16.h"
 
 namespace fusionopt::cpu {
@@ -61,6 +64,16 @@ RtTensor ConstantToFloat32(const TensorPtr& constant) {
   RtTensor converted = RtTensor::Allocate(DataType::kFloat, wrapped.dims());
   ConvertToFloat32(wrapped, converted.data<float>());
   return converted;
+}
+
+ConstantWeights ConstantWeightsLayout() {
+  static const ConstantWeights layout = [] {
+    const char* requested = std::getenv("FUSIONOPT_CPU_GEMM_WEIGHTS");
+    if (requested != nullptr && std::strcmp(requested, "packed") == 0) return ConstantWeights::kPacked;
+    if (requested != nullptr && std::strcmp(requested, "column-major") == 0) return ConstantWeights::kColumnMajor;
+    return ThisHost().onednn_avx512 ? ConstantWeights::kPacked : ConstantWeights::kColumnMajor;
+  }();
+  return layout;
 }
 
 RtTensor TransposedMatrix(const RtTensor& matrix) {

@@ -29,11 +29,18 @@ bool IsSupportedFloat(DataType dtype);  // float, double, float16, bfloat16 (no 
 RtTensor ToFloat32(const RtTensor& tensor, Allocator& allocator);
 // A float32 copy of a constant made once at kernel creation (null stays undefined).
 RtTensor ConstantToFloat32(const TensorPtr& constant);
-// The last two axes of a float32 `matrix` swapped in a fresh buffer. oneDNN 2.6's AVX2 GEMM
-// runs 0-13% faster with B column-major on the transformer shapes
-// (bench/gemm_layout.cc, docs/benchmarks.md), so constant weights are stored that way once at
-// kernel creation.
+// The last two axes of a float32 `matrix` swapped in a fresh buffer (a constant B stored
+// column-major; see ConstantWeightsLayout).
 RtTensor TransposedMatrix(const RtTensor& matrix);
+
+// How MatMul and Gemm keep a constant B, by the kernels oneDNN dispatches to on this host
+// (bench/onednn_versions.cc, docs/benchmarks.md). AVX2 (gemm:jit): column-major, 0-13% faster
+// than row-major on the transformer shapes and twice oneDNN's own pick there. AVX-512 (brgemm):
+// the blocked layout the primitive picks, reordered once per layout, 1-13% faster than
+// column-major on the same shapes. FUSIONOPT_CPU_GEMM_WEIGHTS=packed|column-major overrides
+// the choice (measurements); read once.
+enum class ConstantWeights { kColumnMajor, kPacked };
+ConstantWeights ConstantWeightsLayout();
 // Writes float32 `source` into `destination` (float32, float16 or bfloat16; same size).
 void ConvertFromFloat32(const RtTensor& source, const RtTensor& destination);
 // Small parameter vectors (scales, means) of any floating dtype, and back.

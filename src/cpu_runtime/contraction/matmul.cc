@@ -143,10 +143,15 @@ class MatMulKernel : public Kernel {
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
       constant_b_ = ConstantToFloat32(b);
-      // One matrix for every batch: kept column-major, the layout oneDNN's GEMM runs fastest.
-      if (constant_b_.rank() >= 2 && constant_b_.NumElements() == constant_b_.dim(constant_b_.rank() - 2) * constant_b_.dims().back()) {
-        constant_b_ = TransposedMatrix(constant_b_);
-        constant_b_column_major_ = true;
+      // One matrix for every batch: kept as this host's GEMM runs fastest.
+      const int64_t rows = constant_b_.rank() >= 2 ? constant_b_.dim(constant_b_.rank() - 2) : 0;
+      if (rows > 0 && constant_b_.NumElements() == rows * constant_b_.dims().back()) {
+        if (ConstantWeightsLayout() == ConstantWeights::kPacked) {
+          packed_b_ = onednn::PackedConstant(RowMajorDesc({rows, constant_b_.dims().back()}), constant_b_.raw());
+        } else {
+          constant_b_ = TransposedMatrix(constant_b_);
+          constant_b_column_major_ = true;
+        }
       }
     }
     return Status::Ok();
@@ -177,6 +182,7 @@ class MatMulKernel : public Kernel {
   struct Plan {
     dnnl::matmul primitive;
     dnnl::memory::desc a, b, c;
+    bool b_packed = false;  // b is the layout the primitive chose; the weights come from packed_b_
   };
 
   Status ComputeFloat32(KernelContext& context, const RtTensor& a, const RtTensor& b, const MatMulShape& shape) {
@@ -196,8 +202,9 @@ class MatMulKernel : public Kernel {
       const std::string what = "MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims());
       FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded(what, [&] {
         const Plan& plan = PlanFor(a.dims(), b.dims(), shape, addends);
+        const dnnl::memory weights = plan.b_packed ? packed_b_.In(plan.b) : Wrap(plan.b, b32.raw());
         std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
-                                                           {DNNL_ARG_WEIGHTS, Wrap(plan.b, b32.raw())},
+                                                           {DNNL_ARG_WEIGHTS, weights},
                                                            {DNNL_ARG_DST, Wrap(plan.c, c.raw())}};
         BindAddends(post_ops_, addends, arguments);
         plan.primitive.execute(onednn::Stream(), arguments);
@@ -221,7 +228,10 @@ class MatMulKernel : public Kernel {
     if (shape.b_shared()) {
       const int64_t rows = Product(shape.a_batch) * shape.m;
       plan.a = RowMajorDesc({rows, shape.k});
-      plan.b = constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n) : RowMajorDesc({shape.k, shape.n});
+      plan.b_packed = packed_b_.defined();
+      plan.b = plan.b_packed                ? onednn::AnyLayoutDesc({shape.k, shape.n})
+               : constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n)
+                                          : RowMajorDesc({shape.k, shape.n});
       plan.c = RowMajorDesc({rows, shape.n});
     } else {
       if (shape.batch.size() + 2 > kMaxOneDnnRank) throw dnnl::error(dnnl_unimplemented, "more than 12 dims");
@@ -239,12 +249,14 @@ class MatMulKernel : public Kernel {
     dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(plan.a, plan.b, plan.c), attributes,
                                             onednn::Engine());
     if (!post_ops_.empty()) RejectSlowImplementation(descriptor.impl_info_str());
+    if (plan.b_packed) plan.b = descriptor.weights_desc();
     plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }
 
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
+  onednn::PackedConstant packed_b_;  // constant_b_ in the layouts the plans chose (ConstantWeights::kPacked)
   std::vector<PostOp> post_ops_;
   std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
@@ -312,8 +324,12 @@ class GemmKernel : public Kernel {
     const TensorPtr& b = info.constant_input(1);
     if (b != nullptr && (b->dtype() == DataType::kFloat || IsHalfPrecision(b->dtype()))) {
       constant_b_ = ConstantToFloat32(b);
-      // Stored column-major, the layout oneDNN's GEMM runs fastest; transB says it already is.
-      if (!trans_b_ && constant_b_.rank() == 2) {
+      if (constant_b_.rank() == 2 && ConstantWeightsLayout() == ConstantWeights::kPacked) {
+        const int64_t k = trans_b_ ? constant_b_.dim(1) : constant_b_.dim(0);
+        const int64_t n = trans_b_ ? constant_b_.dim(0) : constant_b_.dim(1);
+        packed_b_ = onednn::PackedConstant(trans_b_ ? ColumnMajorDesc(k, n) : RowMajorDesc({k, n}), constant_b_.raw());
+      } else if (!trans_b_ && constant_b_.rank() == 2) {
+        // Column-major, as this host's GEMM runs fastest; transB says it already is.
         constant_b_ = TransposedMatrix(constant_b_);
         constant_b_column_major_ = true;
       }
@@ -346,6 +362,7 @@ class GemmKernel : public Kernel {
   struct Plan {
     dnnl::matmul primitive;
     dnnl::memory::desc a, b, c, bias;
+    bool b_packed = false;  // b is the layout the primitive chose; the weights come from packed_b_
   };
 
   Result<GemmShape> ResolveShape(const RtTensor& a, const RtTensor& b, const RtTensor* c) const {
@@ -417,8 +434,9 @@ class GemmKernel : public Kernel {
         RtTensor b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
         FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded("Gemm " + DimsToString({shape.m, shape.k, shape.n}), [&] {
           const Plan& plan = PlanFor(shape, epilogue, addends);
+          const dnnl::memory weights = plan.b_packed ? packed_b_.In(plan.b) : Wrap(plan.b, b32.raw());
           std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
-                                                             {DNNL_ARG_WEIGHTS, Wrap(plan.b, b32.raw())},
+                                                             {DNNL_ARG_WEIGHTS, weights},
                                                              {DNNL_ARG_DST, Wrap(plan.c, y.raw())}};
           if (epilogue == GemmEpilogue::kBias) arguments[DNNL_ARG_BIAS] = Wrap(plan.bias, c32.raw());
           // The accumulation of C is the primitive's own first post-op.
@@ -442,7 +460,10 @@ class GemmKernel : public Kernel {
     Plan plan;
     // Transposed operands are strided views; oneDNN reads them in place.
     plan.a = trans_a_ ? ColumnMajorDesc(shape.m, shape.k) : RowMajorDesc({shape.m, shape.k});
-    plan.b = trans_b_ || constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n) : RowMajorDesc({shape.k, shape.n});
+    plan.b_packed = packed_b_.defined();
+    plan.b = plan.b_packed                           ? onednn::AnyLayoutDesc({shape.k, shape.n})
+             : trans_b_ || constant_b_column_major_ ? ColumnMajorDesc(shape.k, shape.n)
+                                                     : RowMajorDesc({shape.k, shape.n});
     plan.c = RowMajorDesc({shape.m, shape.n});
     dnnl::primitive_attr attributes;
     if (alpha_ != 1.0f) attributes.set_output_scales(0, {alpha_});
@@ -457,6 +478,7 @@ class GemmKernel : public Kernel {
                                          : dnnl::matmul::desc(plan.a, plan.b, plan.c);
     dnnl::matmul::primitive_desc descriptor(description, attributes, onednn::Engine());
     if (!post_ops_.empty()) RejectSlowImplementation(descriptor.impl_info_str());
+    if (plan.b_packed) plan.b = descriptor.weights_desc();
     plan.primitive = dnnl::matmul(descriptor);
     return plans_.Insert(std::move(key), std::move(plan));
   }
@@ -467,6 +489,7 @@ class GemmKernel : public Kernel {
   float beta_ = 1.0f;
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
+  onednn::PackedConstant packed_b_;  // constant_b_ in the layouts the plans chose (ConstantWeights::kPacked)
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
   std::vector<PostOp> post_ops_;
   std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one

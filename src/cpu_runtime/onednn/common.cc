@@ -113,4 +113,14 @@ dnnl::memory ReorderedCopy(const dnnl::memory::desc& user, const void* data,
   return packed;
 }
 
+dnnl::memory PackedConstant::In(const dnnl::memory::desc& chosen) {
+  FUSIONOPT_CHECK(defined(), "a packed constant has its data");
+  if (chosen == user_) return Wrap(user_, data_);
+  for (const auto& [layout, copy] : copies_) {
+    if (layout == chosen) return copy;
+  }
+  copies_.emplace_back(chosen, ReorderedCopy(user_, data_, chosen));
+  return copies_.back().second;
+}
+
 }  // namespace fusionopt::cpu::onednn

@@ -111,4 +111,21 @@ class LayoutBridge {
 dnnl::memory ReorderedCopy(const dnnl::memory::desc& user, const void* data,
                            const dnnl::memory::desc& chosen);
 
+// A constant operand (laid out as `user`, at `data`, which must outlive this) reordered into
+// each layout a primitive chose for it, once per layout: the plans of one kernel for different
+// shapes that choose the same layout share one copy.
+class PackedConstant {
+ public:
+  PackedConstant() = default;
+  PackedConstant(const dnnl::memory::desc& user, const void* data) : user_(user), data_(data) {}
+
+  bool defined() const { return data_ != nullptr; }
+  dnnl::memory In(const dnnl::memory::desc& chosen);
+
+ private:
+  dnnl::memory::desc user_;
+  const void* data_ = nullptr;
+  std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> copies_;
+};
+
 }  // namespace fusionopt::cpu::onednn
