@@ -8,9 +8,10 @@
 // one busy core, ORT 2.1x; with sleeping waits 2.0x).
 //
 // --thread-wait spin|sleep|auto on run, bench and verify. `auto` (the default) sleeps when
-// other runnable tasks already hold cores we would use: /proc/stat's procs_running, less this
-// process, plus --threads (default: the CPUs we may run on) exceeds those CPUs. The choice is
-// made once, at start-up. An OMP_WAIT_POLICY or GOMP_SPINCOUNT the user set always wins.
+// other runnable tasks already hold cores we would use: /proc/stat's procs_running (the fewest
+// over up to 8 samples 2 ms apart, so tasks passing through do not count), less this process,
+// plus --threads (default: the CPUs we may run on) exceeds those CPUs. The choice is made
+// once, at start-up. An OMP_WAIT_POLICY or GOMP_SPINCOUNT the user set always wins.
 //
 // libgomp reads the policy in its own initializer, before main, and a setenv from the
 // executable's preinit array does not reach it (libc publishes the environment only after

@@ -216,3 +216,22 @@ def test_runtime_ab_alternates_two_builds_on_the_same_file(fusionopt_bin, tmp_pa
     assert all(ms > 0 for ms in result["before_ms"] + result["after_ms"])
     assert result["ratio"] == pytest.approx(statistics.median(result["after_ms"]) / statistics.median(result["before_ms"]))
     assert "\nHost: " in table and "| resnet_dynamo18 |" in table
+
+
+def test_runtime_ab_runs_one_build_under_two_environments(fusionopt_bin, tmp_path):
+    out = tmp_path / "ab.json"
+    run_script("runtime_ab.py", "--before", fusionopt_bin, "--after", fusionopt_bin, "--only", "resnet_dynamo18",
+               "--before-env", "FUSIONOPT_CPU_GEMM_WEIGHTS=column-major", "--after-env",
+               "FUSIONOPT_CPU_GEMM_WEIGHTS=packed", "--warmup", "0", "--repeat", "2", "--rounds", "1", "--json", out,
+               env_binary=fusionopt_bin)
+    (result,) = json.loads(out.read_text())
+    assert result["before_env"] == {"FUSIONOPT_CPU_GEMM_WEIGHTS": "column-major"}
+    assert result["after_env"] == {"FUSIONOPT_CPU_GEMM_WEIGHTS": "packed"}
+    assert len(result["before_ms"]) == len(result["after_ms"]) == 1
+
+
+def test_runtime_ab_refuses_an_environment_without_a_value(fusionopt_bin):
+    script = lib.REPO_ROOT / "bench" / "runtime_ab.py"
+    done = subprocess.run([sys.executable, str(script), "--before", fusionopt_bin, "--after", fusionopt_bin,
+                           "--before-env", "FUSIONOPT_CPU_GEMM_WEIGHTS"], capture_output=True, text=True)
+    assert done.returncode == 2 and "expected NAME=VALUE" in done.stderr
