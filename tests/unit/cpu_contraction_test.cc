@@ -7,6 +7,7 @@
 
 #include "cpu_runtime/engine/session.h"
 #include "cpu_test_support.h"
+#include "ir/float16.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;
@@ -173,6 +174,28 @@ graph g (float %a) -> (float %y)
   for (size_t i = 0; i < wide.size(); ++i) constant += (i ? ", " : "") + std::to_string(wide[i]);
   constant += "]\n{\n  %y = MatMul(%a, %b)\n}";
   CheckClose(Run(ModelText(constant), {{"a", many_rows}})[0].tensor, {5, 24}, expected);
+}
+
+TEST_CASE("constant float16 and bfloat16 weights: packed from the model's bytes or converted, same numbers", "[cpu]") {
+  // Packed (ConstantWeightsLayout on AVX-512, or forced) reorders B straight from its 16-bit
+  // bytes; column-major converts it to float32 first. ctest runs this under both.
+  for (const std::string type : {"float16", "bfloat16"}) {
+    INFO(type);
+    const std::string matmul = "graph g (" + type + " %a) -> (" + type + " %y)\n  init " + type +
+                               "[3,2] %b = [1, 0, 0, 1, 1, 1]\n{\n  %y = MatMul(%a, %b)\n}";
+    const DataType dtype = type == "float16" ? DataType::kFloat16 : DataType::kBFloat16;
+    RtTensor a = RtTensor::Allocate(dtype, {2, 3});
+    const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+    for (size_t i = 0; i < values.size(); ++i) {
+      a.data<uint16_t>()[i] = dtype == DataType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
+    }
+    auto product = Run(ModelText(matmul), {{"a", a}});
+    REQUIRE(product[0].tensor.dtype() == dtype);
+    CheckClose(product[0].tensor, {2, 2}, {4, 5, 10, 11});
+    const std::string gemm = "graph g (" + type + " %a) -> (" + type + " %y)\n  init " + type +
+                             "[2,3] %b = [1, 0, 1, 0, 1, 1]\n{\n  %y = Gemm(%a, %b) {transB: 1}\n}";
+    CheckClose(Run(ModelText(gemm), {{"a", a}})[0].tensor, {2, 2}, {4, 5, 10, 11});
+  }
 }
 
 TEST_CASE("Conv: pads, strides, bias, groups, auto_pad, dilations, 1-D to 3-D", "[cpu]") {

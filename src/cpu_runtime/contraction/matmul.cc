@@ -12,6 +12,7 @@ namespace fusionopt::cpu {
 namespace {
 
 using onednn::ColumnMajorDesc;
+using onednn::OneDnnType;
 using onednn::RowMajorDesc;
 using onednn::Wrap;
 
@@ -147,7 +148,12 @@ class MatMulKernel : public Kernel {
       const int64_t rows = constant_b_.rank() >= 2 ? constant_b_.dim(constant_b_.rank() - 2) : 0;
       if (rows > 0 && constant_b_.NumElements() == rows * constant_b_.dims().back()) {
         if (ConstantWeightsLayout() == ConstantWeights::kPacked) {
-          packed_b_ = onednn::PackedConstant(RowMajorDesc({rows, constant_b_.dims().back()}), constant_b_.raw());
+          // Packed straight from the model's bytes (the reorder converts float16), so no
+          // float32 copy is kept beside the packed one.
+          constant_b_ = RtTensor::WrapConstant(b);
+          packed_b_ = onednn::PackedConstant(RowMajorDesc({rows, constant_b_.dims().back()}, OneDnnType(b->dtype())),
+                                             constant_b_.raw());
+          if (b->dtype() != DataType::kFloat) constant_b_ = RtTensor();  // other plans convert B per run
         } else {
           constant_b_ = TransposedMatrix(constant_b_);
           constant_b_column_major_ = true;
@@ -198,10 +204,11 @@ class MatMulKernel : public Kernel {
     if (c.NumElements() > 0 && shape.k == 0) std::memset(c.raw(), 0, c.nbytes());
     if (c.NumElements() > 0 && shape.k > 0) {
       RtTensor a32 = ToFloat32(a, *context.allocator);
-      RtTensor b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
       const std::string what = "MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims());
       FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded(what, [&] {
         const Plan& plan = PlanFor(a.dims(), b.dims(), shape, addends);
+        RtTensor b32;
+        if (!plan.b_packed) b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
         const dnnl::memory weights = plan.b_packed ? packed_b_.In(plan.b) : Wrap(plan.b, b32.raw());
         std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
                                                            {DNNL_ARG_WEIGHTS, weights},
@@ -327,7 +334,12 @@ class GemmKernel : public Kernel {
       if (constant_b_.rank() == 2 && ConstantWeightsLayout() == ConstantWeights::kPacked) {
         const int64_t k = trans_b_ ? constant_b_.dim(1) : constant_b_.dim(0);
         const int64_t n = trans_b_ ? constant_b_.dim(0) : constant_b_.dim(1);
-        packed_b_ = onednn::PackedConstant(trans_b_ ? ColumnMajorDesc(k, n) : RowMajorDesc({k, n}), constant_b_.raw());
+        const RtTensor source = RtTensor::WrapConstant(b);  // packed from the model's bytes, as MatMul's
+        packed_b_ = onednn::PackedConstant(
+            trans_b_ ? ColumnMajorDesc(k, n, OneDnnType(b->dtype())) : RowMajorDesc({k, n}, OneDnnType(b->dtype())),
+            source.raw());
+        packed_source_ = source;
+        constant_b_ = RtTensor();
       } else if (!trans_b_ && constant_b_.rank() == 2) {
         // Column-major, as this host's GEMM runs fastest; transB says it already is.
         constant_b_ = TransposedMatrix(constant_b_);
@@ -431,9 +443,10 @@ class GemmKernel : public Kernel {
       }
       if (shape.k > 0) {
         RtTensor a32 = ToFloat32(a, *context.allocator);
-        RtTensor b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
         FUSIONOPT_RETURN_IF_ERROR(onednn::Guarded("Gemm " + DimsToString({shape.m, shape.k, shape.n}), [&] {
           const Plan& plan = PlanFor(shape, epilogue, addends);
+          RtTensor b32;
+          if (!plan.b_packed) b32 = constant_b_.defined() ? constant_b_ : ToFloat32(b, *context.allocator);
           const dnnl::memory weights = plan.b_packed ? packed_b_.In(plan.b) : Wrap(plan.b, b32.raw());
           std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
                                                              {DNNL_ARG_WEIGHTS, weights},
@@ -489,7 +502,8 @@ class GemmKernel : public Kernel {
   float beta_ = 1.0f;
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
-  onednn::PackedConstant packed_b_;  // constant_b_ in the layouts the plans chose (ConstantWeights::kPacked)
+  onednn::PackedConstant packed_b_;  // B in the layouts the plans chose (ConstantWeights::kPacked)
+  RtTensor packed_source_;           // the model's B, which packed_b_ reads
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
   std::vector<PostOp> post_ops_;
   std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one

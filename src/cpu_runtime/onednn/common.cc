@@ -22,8 +22,17 @@ dnnl::memory::desc RowMajorDesc(const std::vector<int64_t>& dims, dnnl::memory::
   return dnnl::memory::desc(ToDims(dims), type, strides);
 }
 
-dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns) {
-  return dnnl::memory::desc({rows, columns}, dnnl::memory::data_type::f32, dnnl::memory::dims{1, std::max<int64_t>(rows, 1)});
+dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns, dnnl::memory::data_type type) {
+  return dnnl::memory::desc({rows, columns}, type, dnnl::memory::dims{1, std::max<int64_t>(rows, 1)});
+}
+
+dnnl::memory::data_type OneDnnType(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat: return dnnl::memory::data_type::f32;
+    case DataType::kFloat16: return dnnl::memory::data_type::f16;
+    case DataType::kBFloat16: return dnnl::memory::data_type::bf16;
+    default: FUSIONOPT_CHECK(false, "a float32, float16 or bfloat16 operand"); return dnnl::memory::data_type::undef;
+  }
 }
 
 dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims) {

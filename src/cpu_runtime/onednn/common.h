@@ -26,8 +26,11 @@ dnnl::memory::dims ToDims(const std::vector<int64_t>& dims);
 // Dense row-major layout (the runtime's only layout) of `dims`.
 dnnl::memory::desc RowMajorDesc(const std::vector<int64_t>& dims,
                                 dnnl::memory::data_type type = dnnl::memory::data_type::f32);
-// A float32 (rows, columns) matrix stored column by column: a transposed operand read in place.
-dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns);
+// A (rows, columns) matrix stored column by column: a transposed operand read in place.
+dnnl::memory::desc ColumnMajorDesc(int64_t rows, int64_t columns,
+                                   dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// oneDNN's element type for float32, float16 and bfloat16 (checked: nothing else reaches it).
+dnnl::memory::data_type OneDnnType(DataType dtype);
 // Same dims with a layout oneDNN picks for speed (blocked formats).
 dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims);
 // (N, C, spatial...) with channels blocked by the vector width (nChw8c, nChw16c, ...): what
