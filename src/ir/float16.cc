@@ -113,6 +113,14 @@ void FloatToHalfN(const float* in, uint16_t* out, int64_t n) {
   for (; done < n; ++done) out[done] = FloatToHalf(in[done]);
 }
 
+void BFloat16ToFloatN(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(in[i]);
+}
+
+void FloatToBFloat16N(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = FloatToBFloat16(in[i]);
+}
+
 void RoundThroughHalfN(float* values, int64_t n) {
   int64_t done = CpuHasF16c() ? RoundThroughHalfF16c(values, n) : 0;
   for (; done < n; ++done) values[done] = HalfToFloat(FloatToHalf(values[done]));

@@ -18,6 +18,9 @@ void FloatToHalfN(const float* in, uint16_t* out, int64_t n);
 void RoundThroughHalfN(float* values, int64_t n);
 float BFloat16ToFloat(uint16_t value);
 uint16_t FloatToBFloat16(float value);  // round to nearest even
+// The same for `n` values at once (plain loops the compiler vectorizes).
+void BFloat16ToFloatN(const uint16_t* in, float* out, int64_t n);
+void FloatToBFloat16N(const float* in, uint16_t* out, int64_t n);
 
 // One of the two 16-bit float types, chosen at run time (bfloat16 when `bfloat16`, else half).
 inline float SixteenBitToFloat(bool bfloat16, uint16_t bits) {
@@ -25,6 +28,12 @@ inline float SixteenBitToFloat(bool bfloat16, uint16_t bits) {
 }
 inline uint16_t FloatToSixteenBit(bool bfloat16, float value) {
   return bfloat16 ? FloatToBFloat16(value) : FloatToHalf(value);
+}
+inline void SixteenBitToFloatN(bool bfloat16, const uint16_t* in, float* out, int64_t n) {
+  return bfloat16 ? BFloat16ToFloatN(in, out, n) : HalfToFloatN(in, out, n);
+}
+inline void FloatToSixteenBitN(bool bfloat16, const float* in, uint16_t* out, int64_t n) {
+  return bfloat16 ? FloatToBFloat16N(in, out, n) : FloatToHalfN(in, out, n);
 }
 
 }  // namespace fusionopt

@@ -73,3 +73,25 @@ TEST_CASE("round through half: the bulk round trip gives the scalar one's bits",
   CHECK(bulk[bulk.size() - 2] == 1.0f);
   CHECK(std::isinf(bulk.back()));
 }
+
+TEST_CASE("bfloat16 and the run-time choice of 16-bit type: bulk conversions give the scalar bits", "[ir][float16]") {
+  std::vector<uint16_t> bits(65536);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> widened(bits.size());
+  SixteenBitToFloatN(/*bfloat16=*/true, bits.data(), widened.data(), static_cast<int64_t>(bits.size()));
+  int mismatches = 0;
+  for (size_t i = 0; i < bits.size(); ++i) mismatches += Bits(widened[i]) != Bits(BFloat16ToFloat(bits[i]));
+  CHECK(mismatches == 0);
+  std::vector<float> floats;
+  for (uint64_t value = 0; value <= 0xffffffffull; value += 65521) floats.push_back(FromBits(static_cast<uint32_t>(value)));
+  std::vector<uint16_t> bf16(floats.size()), half(floats.size());
+  FloatToSixteenBitN(/*bfloat16=*/true, floats.data(), bf16.data(), static_cast<int64_t>(floats.size()));
+  FloatToSixteenBitN(/*bfloat16=*/false, floats.data(), half.data(), static_cast<int64_t>(floats.size()));
+  mismatches = 0;
+  for (size_t i = 0; i < floats.size(); ++i) {
+    mismatches += bf16[i] != FloatToBFloat16(floats[i]);
+    mismatches += half[i] != FloatToHalf(floats[i]);
+  }
+  CHECK(mismatches == 0);
+  CHECK(FloatToBFloat16(1.0f) == 0x3f80);
+}

@@ -70,15 +70,21 @@ void StoreElement(void* base, DataType dtype, int64_t index, float value) {
   }
 }
 
-// Elements [index, index + n) as float32: float16 through F16C, in bulk.
+// Elements [index, index + n) as float32, the 16-bit types through the bulk conversions.
 void LoadContiguous(const void* base, DataType dtype, int64_t index, int64_t n, float* out) {
-  if (dtype == DataType::kFloat16) return HalfToFloatN(static_cast<const uint16_t*>(base) + index, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = LoadElement(base, dtype, index + i);
+  if (dtype == DataType::kFloat) {
+    std::copy_n(static_cast<const float*>(base) + index, n, out);
+    return;
+  }
+  SixteenBitToFloatN(dtype == DataType::kBFloat16, static_cast<const uint16_t*>(base) + index, out, n);
 }
 
 void StoreContiguous(void* base, DataType dtype, int64_t index, int64_t n, const float* values) {
-  if (dtype == DataType::kFloat16) return FloatToHalfN(values, static_cast<uint16_t*>(base) + index, n);
-  for (int64_t i = 0; i < n; ++i) StoreElement(base, dtype, index + i, values[i]);
+  if (dtype == DataType::kFloat) {
+    std::copy_n(values, n, static_cast<float*>(base) + index);
+    return;
+  }
+  FloatToSixteenBitN(dtype == DataType::kBFloat16, values, static_cast<uint16_t*>(base) + index, n);
 }
 
 // Whether the GEMMs read `operand` where it lies: float32, not rotated, and — for Q and V, which

@@ -37,12 +37,7 @@ void ConvertToFloat32(const RtTensor& source, float* out) {
   const int64_t count = source.NumElements();
   switch (source.dtype()) {
     case DataType::kFloat16: return ConvertInBlocks(source.data<uint16_t>(), out, count, HalfToFloatN);
-    case DataType::kBFloat16: {
-      const uint16_t* in = source.data<uint16_t>();
-#pragma omp parallel for if (count > 65536)
-      for (int64_t i = 0; i < count; ++i) out[i] = BFloat16ToFloat(in[i]);
-      return;
-    }
+    case DataType::kBFloat16: return ConvertInBlocks(source.data<uint16_t>(), out, count, BFloat16ToFloatN);
     default:
       for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(source.ValueAsDouble(i));
   }
@@ -104,12 +99,7 @@ void ConvertFromFloat32(const RtTensor& source, const RtTensor& destination) {
       if (in != destination.data<float>()) std::memcpy(destination.raw(), in, count * sizeof(float));
       return;
     case DataType::kFloat16: return ConvertInBlocks(in, destination.data<uint16_t>(), count, FloatToHalfN);
-    case DataType::kBFloat16: {
-      uint16_t* out = destination.data<uint16_t>();
-#pragma omp parallel for if (count > 65536)
-      for (int64_t i = 0; i < count; ++i) out[i] = FloatToBFloat16(in[i]);
-      return;
-    }
+    case DataType::kBFloat16: return ConvertInBlocks(in, destination.data<uint16_t>(), count, FloatToBFloat16N);
     case DataType::kDouble: {
       double* out = destination.data<double>();
       for (int64_t i = 0; i < count; ++i) out[i] = in[i];

@@ -149,11 +149,10 @@ class MatMulKernel : public Kernel {
       if (rows > 0 && constant_b_.NumElements() == rows * constant_b_.dims().back()) {
         if (ConstantWeightsLayout() == ConstantWeights::kPacked) {
           // Packed straight from the model's bytes (the reorder converts float16), so no
-          // float32 copy is kept beside the packed one.
-          constant_b_ = RtTensor::WrapConstant(b);
+          // float32 copy is kept beside the packed one; other plans convert B per run.
           packed_b_ = onednn::PackedConstant(RowMajorDesc({rows, constant_b_.dims().back()}, OneDnnType(b->dtype())),
-                                             constant_b_.raw());
-          if (b->dtype() != DataType::kFloat) constant_b_ = RtTensor();  // other plans convert B per run
+                                             RtTensor::WrapConstant(b));
+          if (b->dtype() != DataType::kFloat) constant_b_ = RtTensor();
         } else {
           constant_b_ = TransposedMatrix(constant_b_);
           constant_b_column_major_ = true;
@@ -263,7 +262,7 @@ class MatMulKernel : public Kernel {
 
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
-  onednn::PackedConstant packed_b_;  // constant_b_ in the layouts the plans chose (ConstantWeights::kPacked)
+  onednn::PackedConstant packed_b_;  // B in the layouts the plans chose (ConstantWeights::kPacked)
   std::vector<PostOp> post_ops_;
   std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
@@ -334,11 +333,10 @@ class GemmKernel : public Kernel {
       if (constant_b_.rank() == 2 && ConstantWeightsLayout() == ConstantWeights::kPacked) {
         const int64_t k = trans_b_ ? constant_b_.dim(1) : constant_b_.dim(0);
         const int64_t n = trans_b_ ? constant_b_.dim(0) : constant_b_.dim(1);
-        const RtTensor source = RtTensor::WrapConstant(b);  // packed from the model's bytes, as MatMul's
+        // Packed from the model's bytes, as MatMul's.
         packed_b_ = onednn::PackedConstant(
             trans_b_ ? ColumnMajorDesc(k, n, OneDnnType(b->dtype())) : RowMajorDesc({k, n}, OneDnnType(b->dtype())),
-            source.raw());
-        packed_source_ = source;
+            RtTensor::WrapConstant(b));
         constant_b_ = RtTensor();
       } else if (!trans_b_ && constant_b_.rank() == 2) {
         // Column-major, as this host's GEMM runs fastest; transB says it already is.
@@ -503,7 +501,6 @@ class GemmKernel : public Kernel {
   RtTensor constant_b_;  // float32 copy of a constant B
   bool constant_b_column_major_ = false;
   onednn::PackedConstant packed_b_;  // B in the layouts the plans chose (ConstantWeights::kPacked)
-  RtTensor packed_source_;           // the model's B, which packed_b_ reads
   RtTensor scaled_c_;    // beta * C in float32 for a constant C
   std::vector<PostOp> post_ops_;
   std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one

@@ -124,11 +124,11 @@ dnnl::memory ReorderedCopy(const dnnl::memory::desc& user, const void* data,
 
 dnnl::memory PackedConstant::In(const dnnl::memory::desc& chosen) {
   FUSIONOPT_CHECK(defined(), "a packed constant has its data");
-  if (chosen == user_) return Wrap(user_, data_);
+  if (chosen == user_) return Wrap(user_, source_.raw());
   for (const auto& [layout, copy] : copies_) {
     if (layout == chosen) return copy;
   }
-  copies_.emplace_back(chosen, ReorderedCopy(user_, data_, chosen));
+  copies_.emplace_back(chosen, ReorderedCopy(user_, source_.raw(), chosen));
   return copies_.back().second;
 }
 

@@ -114,20 +114,20 @@ class LayoutBridge {
 dnnl::memory ReorderedCopy(const dnnl::memory::desc& user, const void* data,
                            const dnnl::memory::desc& chosen);
 
-// A constant operand (laid out as `user`, at `data`, which must outlive this) reordered into
-// each layout a primitive chose for it, once per layout: the plans of one kernel for different
-// shapes that choose the same layout share one copy.
+// A constant operand (`source`, laid out as `user`; kept alive here, since it is reordered on
+// first use) in each layout a primitive chose for it, once per layout: the plans of one kernel
+// for different shapes that choose the same layout share one copy.
 class PackedConstant {
  public:
   PackedConstant() = default;
-  PackedConstant(const dnnl::memory::desc& user, const void* data) : user_(user), data_(data) {}
+  PackedConstant(const dnnl::memory::desc& user, RtTensor source) : user_(user), source_(std::move(source)) {}
 
-  bool defined() const { return data_ != nullptr; }
+  bool defined() const { return source_.defined(); }
   dnnl::memory In(const dnnl::memory::desc& chosen);
 
  private:
   dnnl::memory::desc user_;
-  const void* data_ = nullptr;
+  RtTensor source_;
   std::vector<std::pair<dnnl::memory::desc, dnnl::memory>> copies_;
 };
 

@@ -94,20 +94,21 @@ struct Elem<Bool> {
 template <typename T>
 using AccOf = typename Elem<T>::Acc;
 
-// Whole runs between the storage and the compute type: float16 through F16C (ir/float16.h),
-// which per-element Load/Store calls cannot use, every other type element by element.
+// Whole runs between the storage and the compute type: the 16-bit floats through the bulk
+// conversions (ir/float16.h: F16C for half), which per-element Load/Store calls cannot use,
+// every other type element by element.
 template <typename T>
 void LoadElements(const T* in, AccOf<T>* out, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) {
-    HalfToFloatN(reinterpret_cast<const uint16_t*>(in), out, n);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat>) {
+    SixteenBitToFloatN(std::is_same_v<T, BFloat>, reinterpret_cast<const uint16_t*>(in), out, n);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::Load(in[i]);
   }
 }
 template <typename T>
 void StoreElements(const AccOf<T>* in, T* out, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) {
-    FloatToHalfN(in, reinterpret_cast<uint16_t*>(out), n);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat>) {
+    FloatToSixteenBitN(std::is_same_v<T, BFloat>, in, reinterpret_cast<uint16_t*>(out), n);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = Elem<T>::Store(in[i]);
   }
