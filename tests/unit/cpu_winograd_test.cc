@@ -210,6 +210,13 @@ TEST_CASE("Winograd applies to 3x3 stride-1 convolutions and is chosen where it 
   CHECK_FALSE(avx512(Shape3x3(2, 32, 32, 80, 80, {1, 1}, {1, 1})));   // YOLOv8n's 32 -> 32
   CHECK(winograd::DirectKernelsOnThisHost() ==
         (ThisHost().onednn_avx512 ? DirectKernels::kAvx512 : DirectKernels::kAvx2));
+  // Auto follows this host's rule: DenseNet's 56x56 shape is where the two rules disagree.
+  const ConvShape disputed = Shape3x3(2, 128, 32, 56, 56, {1, 1}, {1, 1});
+  REQUIRE(avx2(disputed) != avx512(disputed));
+  CHECK(winograd::Chosen(disputed, winograd::Mode::kAuto) ==
+        (winograd::DirectKernelsOnThisHost() == DirectKernels::kAvx512 ? avx512(disputed) : avx2(disputed)));
+  CHECK(winograd::Chosen(Shape3x3(1, 16, 16, 160, 160, {1, 1}, {1, 1}), winograd::Mode::kAlways));
+  CHECK_FALSE(winograd::Chosen(Shape3x3(1, 64, 64, 56, 56, {1, 1}, {1, 1}), winograd::Mode::kOff));
 }
 
 TEST_CASE("a Conv the rule picks for Winograd runs it in a session with the direct numbers", "[cpu][winograd]") {
