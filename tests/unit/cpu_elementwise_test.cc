@@ -581,6 +581,56 @@ graph t (float[N] %x) -> (float[N] %s, float[N] %g)
   CHECK(std::isnan(g[inf + 2]));  // -inf · sigmoid(-inf) is -inf · 0
 }
 
+TEST_CASE("Mul(x, Sigmoid(x)) becomes one Swish instruction within 1e-6 of exact, NaN and infinities included", "[cpu]") {
+  std::vector<float> values = GridThenInfinitiesAndNaN(100000, 1e-3f, {1e-30f, -3e-8f, 88.5f, -87.5f, -89.0f});
+  RtTensor x = Floats<float>({static_cast<int64_t>(values.size())}, values);
+  for (bool sigmoid_first : {true, false}) {
+    ew::ProgramBuilder builder({DataType::kFloat});
+    const int sigmoid = builder.Emit(ew::Op::kSigmoid, {0}).value();
+    builder.AddOutput(builder.Emit(ew::Op::kMul, sigmoid_first ? std::vector<int>{sigmoid, 0}
+                                                               : std::vector<int>{0, sigmoid}).value());
+    ew::Program program = builder.Finish("silu");
+    REQUIRE(program.code.size() == 1);
+    REQUIRE(program.code[0].op == ew::Op::kSwish);
+    RtTensor y = RtTensor::Allocate(DataType::kFloat, x.dims());
+    REQUIRE(ew::Evaluate(program, {&x}, {&y}).ok());
+    const float* silu = y.data<float>();
+    double worst = 0;
+    for (size_t i = 0; i + 3 < values.size(); ++i) {
+      const double v = values[i], exact = v / (1 + std::exp(-v));
+      // Results below FLT_MIN may flush to 0: compared absolutely (to 1e-30) there.
+      worst = std::max(worst, std::abs(silu[i] - exact) / std::max(std::abs(exact), 1e-30));
+    }
+    CHECK(worst <= 1e-6);
+    const size_t inf = values.size() - 3;
+    CHECK(silu[inf] == std::numeric_limits<float>::infinity());
+    CHECK(std::isnan(silu[inf + 1]));  // -inf · sigmoid(-inf), as Mul computes it
+    CHECK(std::isnan(silu[inf + 2]));
+  }
+}
+
+TEST_CASE("the Swish fold leaves a sigmoid something else reads, other operands and float16 registers alone", "[cpu]") {
+  {  // the sigmoid is an output too
+    ew::ProgramBuilder builder({DataType::kFloat});
+    const int sigmoid = builder.Emit(ew::Op::kSigmoid, {0}).value();
+    builder.AddOutput(builder.Emit(ew::Op::kMul, {0, sigmoid}).value());
+    builder.AddOutput(sigmoid);
+    CHECK(builder.Finish("shared").code.size() == 2);
+  }
+  {  // the sigmoid of another value
+    ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat});
+    const int sigmoid = builder.Emit(ew::Op::kSigmoid, {1}).value();
+    builder.AddOutput(builder.Emit(ew::Op::kMul, {0, sigmoid}).value());
+    CHECK(builder.Finish("gate").code.size() == 2);
+  }
+  {  // float16 registers: the body rounds the sigmoid before the product
+    ew::ProgramBuilder builder({DataType::kFloat16});
+    const int sigmoid = builder.Emit(ew::Op::kSigmoid, {0}).value();
+    builder.AddOutput(builder.Emit(ew::Op::kMul, {0, sigmoid}).value());
+    CHECK(builder.Finish("half").code.size() == 2);
+  }
+}
+
 namespace {
 
 // Each wide build against the baseline, where the CPU has it.
@@ -591,13 +641,14 @@ void RequireWideBuildEqualsBaseline(VectorIsa wide_lanes) {
   const std::vector<ew::Op> unary = {ew::Op::kNeg,  ew::Op::kAbs,      ew::Op::kSqrt,     ew::Op::kExp,
                                      ew::Op::kLog,  ew::Op::kErf,      ew::Op::kTanh,     ew::Op::kSigmoid,
                                      ew::Op::kRelu, ew::Op::kGeluErf,  ew::Op::kGeluTanh, ew::Op::kSoftplus,
-                                     ew::Op::kFloor, ew::Op::kHardSwish, ew::Op::kMish,   ew::Op::kSoftsign};
+                                     ew::Op::kFloor, ew::Op::kHardSwish, ew::Op::kMish,   ew::Op::kSoftsign,
+                                     ew::Op::kSwish};
   const std::vector<float> grid = GridThenInfinitiesAndNaN(20000, 0.0047f, {1e-30f, -1e-30f, 88.0f, -90.0f});
   for (DataType dtype : {DataType::kFloat, DataType::kDouble, DataType::kFloat16}) {
     for (ew::Op op : unary) {
       ew::ProgramBuilder builder({dtype, dtype});
       const int scaled = builder.Emit(ew::Op::kMul, {0, 1}).value();
-      builder.AddOutput(builder.Emit(op, {scaled}).value());
+      builder.AddOutput(builder.Emit(op, {scaled}, op == ew::Op::kSwish ? 1.0f : 0.0f).value());
       ew::Program program = builder.Finish("lanes");
       RtTensor x = Filled(dtype, {static_cast<int64_t>(grid.size())}, [&](int64_t i) { return grid[i]; });
       RtTensor scale = Filled(dtype, {1}, [](int64_t) { return 1.5; });

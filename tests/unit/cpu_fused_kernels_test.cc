@@ -1,6 +1,10 @@
 // Fused contractions with epilogues and fused row kernels (LayerNorm, RMSNorm, Softmax): each
 // one kernel, agreeing with the unfused graph and with the body run op by op.
+#include <cstdlib>
+
 #include "cpu_fused_test_helpers.h"
+#include "cpu_runtime/contraction/epilogue.h"
+#include "cpu_runtime/engine/host_cpu.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
@@ -79,6 +83,54 @@ TEST_CASE("every activation with a post-op runs fused after a MatMul and a Conv"
                              " @act\n}\n";
     runs = Compare(conv, {"conv", "act"}, {{"x", Random(DataType::kFloat, {1, 2, 5, 5}, 19)}});
     REQUIRE(runs.fused.stats.kernels_launched == 1);
+  }
+}
+
+TEST_CASE("SiLU after a Conv, a MatMul and a Gemm runs as one kernel wherever the swish step runs", "[cpu][fused]") {
+  // ctest runs this file again under FUSIONOPT_CPU_SWISH=engine and =post-op, so both places
+  // for the step are checked against the unfused graph on every host.
+  const std::string conv = kHeader + "graph main (float[2,3,9,9] %x) -> (float[2,4,9,9] %y)\n" +
+                           Init("float[4,3,3,3]", "w", 108, 61) + Init("float[4]", "b", 4, 62) + R"({
+  %c = Conv(%x, %w, %b) {kernel_shape: [3, 3], pads: [1, 1, 1, 1]} @conv
+  %s = Sigmoid(%c) @sigmoid
+  %y = Mul(%c, %s) @swish
+}
+)";
+  Comparison runs = Compare(conv, {"conv", "sigmoid", "swish"}, {{"x", Random(DataType::kFloat, {2, 3, 9, 9}, 63, -3.0f, 3.0f)}});
+  REQUIRE(runs.unfused.stats.kernels_launched == 3);
+  REQUIRE(runs.fused.stats.kernels_launched == 1);
+
+  const std::string matmul = kHeader + "graph main (float[3,5,8] %x) -> (float[3,5,6] %y)\n" +
+                             Init("float[8,6]", "w", 48, 64) + Init("float[6]", "b", 6, 65) + R"({
+  %p = MatMul(%x, %w) @matmul
+  %q = Add(%p, %b) @bias
+  %s = Sigmoid(%q) @sigmoid
+  %y = Mul(%s, %q) @swish
+}
+)";
+  REQUIRE(Compare(matmul, {"matmul", "bias", "sigmoid", "swish"}, {{"x", Random(DataType::kFloat, {3, 5, 8}, 66)}})
+              .fused.stats.kernels_launched == 1);
+
+  const std::string gemm = kHeader + "graph main (float[3,8] %x) -> (float[3,5] %y)\n" +
+                           Init("float[5,8]", "w", 40, 67) + Init("float[5]", "c", 5, 68) + R"({
+  %p = Gemm(%x, %w, %c) {transB: 1} @gemm
+  %s = Sigmoid(%p) @sigmoid
+  %y = Mul(%p, %s) @swish
+}
+)";
+  REQUIRE(Compare(gemm, {"gemm", "sigmoid", "swish"}, {{"x", Random(DataType::kFloat, {3, 8}, 69)}})
+              .fused.stats.kernels_launched == 1);
+}
+
+TEST_CASE("the swish step runs in the engine on AVX-512 hosts unless FUSIONOPT_CPU_SWISH says otherwise", "[cpu]") {
+  const char* requested = std::getenv("FUSIONOPT_CPU_SWISH");
+  const std::string setting = requested == nullptr ? "" : requested;
+  if (setting == "engine") {
+    CHECK(SwishInEngine());
+  } else if (setting == "post-op") {
+    CHECK_FALSE(SwishInEngine());
+  } else {
+    CHECK(SwishInEngine() == ThisHost().onednn_avx512);
   }
 }
 

@@ -170,6 +170,7 @@ class ConvKernelBase : public Kernel {
 
   Status Init(const KernelInfo& info, std::vector<PostOp> post_ops = {}) {
     post_ops_ = std::move(post_ops);
+    host_step_ = HostEpilogueStep::TakeFrom(post_ops_);
     first_addend_ = ContractionInputs(info.node.op_type());
     FUSIONOPT_ASSIGN_OR_RETURN(attributes_, ReadWindowAttributes(info));
     group_ = info.node.GetInt("group", 1);
@@ -201,7 +202,7 @@ class ConvKernelBase : public Kernel {
                           DescribeTensor(w) + (b ? ", " + DescribeTensor(*b) : ""));
     }
     FUSIONOPT_ASSIGN_OR_RETURN(ConvShape shape, ResolveConvShape(attributes_, group_, transposed_, x, w, b));
-    if (!post_ops_.empty() && x.dtype() == DataType::kDouble) {
+    if ((!post_ops_.empty() || host_step_) && x.dtype() == DataType::kDouble) {
       return Unsupported("post-ops need float32, float16 or bfloat16 operands");
     }
     if (x.dtype() == DataType::kDouble) {
@@ -240,6 +241,7 @@ class ConvKernelBase : public Kernel {
         y.set_layout(plan.dst_layout);
         return Status::Ok();
       }));
+      if (host_step_) FUSIONOPT_RETURN_IF_ERROR(host_step_->Apply(y));
     }
     outputs.Finish();
     return Status::Ok();
@@ -406,6 +408,7 @@ class ConvKernelBase : public Kernel {
   RtTensor constant_w_;  // float32 copy of constant weights (row-major, ONNX layout)
   RtTensor constant_b_;
   std::vector<PostOp> post_ops_;
+  std::optional<HostEpilogueStep> host_step_;  // after the post-ops, when they end in one
   size_t first_addend_ = 0;  // the context input holding the first post-op addend
   onednn::PlanCache<ConvPlan> plans_;
 };

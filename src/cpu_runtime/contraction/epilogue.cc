@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_set>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cpu_runtime/onednn/common.h"
 #include "ir/constant_value.h"
 #include "patterns/composite.h"
@@ -164,25 +166,6 @@ std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Nod
   return ChainMatcher(info, opset).Match(contraction);
 }
 
-std::optional<HostEpilogueStep> HostEpilogueStep::TakeFrom(std::vector<PostOp>& post_ops) {
-  if (post_ops.empty() || post_ops.back().kind != PostOp::Kind::kEltwise ||
-      post_ops.back().algorithm != algorithm::eltwise_gelu_tanh) {
-    return std::nullopt;
-  }
-  post_ops.pop_back();
-  ew::ProgramBuilder builder({DataType::kFloat});
-  Result<int> gelu = builder.Emit(ew::Op::kGeluTanh, {builder.input(0)});
-  FUSIONOPT_CHECK(gelu.ok(), "tanh GELU takes a float register");
-  builder.AddOutput(gelu.value());
-  return HostEpilogueStep(builder.Finish("GeluTanh"));
-}
-
-Status HostEpilogueStep::Apply(RtTensor& output) const {
-  FUSIONOPT_CHECK(output.dtype() == DataType::kFloat, "the product is staged in float32");
-  // Each tile is read before it is written, so the pass may run in place.
-  return ew::Evaluate(program_, {&output}, {&output});
-}
-
 namespace {
 
 // One oneDNN eltwise step as engine instructions on `x`; nullopt for an algorithm without them.
@@ -206,10 +189,7 @@ std::optional<int> EmitEltwise(ew::ProgramBuilder& builder, const PostOp& step, 
     case algorithm::eltwise_hardswish: return emit(ew::Op::kHardSwish, {x});
     case algorithm::eltwise_gelu_erf: return emit(ew::Op::kGeluErf, {x});
     case algorithm::eltwise_gelu_tanh: return emit(ew::Op::kGeluTanh, {x});
-    case algorithm::eltwise_swish: {  // x·sigmoid(alpha·x)
-      const int scaled = step.alpha == 1.0f ? x : *emit(ew::Op::kMul, {x, fill(step.alpha)});
-      return emit(ew::Op::kMul, {x, *emit(ew::Op::kSigmoid, {scaled})});
-    }
+    case algorithm::eltwise_swish: return emit(ew::Op::kSwish, {x}, step.alpha);  // x·sigmoid(alpha·x)
     case algorithm::eltwise_linear: {  // alpha·x + beta
       const int scaled = *emit(ew::Op::kMul, {x, fill(step.alpha)});
       return emit(ew::Op::kAdd, {scaled, fill(step.beta)});
@@ -224,6 +204,37 @@ std::optional<int> EmitEltwise(ew::ProgramBuilder& builder, const PostOp& step, 
 }
 
 }  // namespace
+
+std::optional<HostEpilogueStep> HostEpilogueStep::TakeFrom(std::vector<PostOp>& post_ops) {
+  if (post_ops.empty() || post_ops.back().kind != PostOp::Kind::kEltwise) return std::nullopt;
+  const algorithm last = post_ops.back().algorithm;
+  if (last != algorithm::eltwise_gelu_tanh && !(last == algorithm::eltwise_swish && SwishInEngine())) {
+    return std::nullopt;
+  }
+  ew::ProgramBuilder builder({DataType::kFloat});
+  std::optional<int> result = EmitEltwise(builder, post_ops.back(), builder.input(0));
+  FUSIONOPT_CHECK(result.has_value(), "the engine has both steps");
+  builder.AddOutput(*result);
+  post_ops.pop_back();
+  return HostEpilogueStep(builder.Finish(last == algorithm::eltwise_swish ? "Swish" : "GeluTanh"));
+}
+
+Status HostEpilogueStep::Apply(RtTensor& output) const {
+  FUSIONOPT_CHECK(output.dtype() == DataType::kFloat, "the product is staged in float32");
+  // Each tile is read before it is written, so the pass may run in place; the steps taken
+  // are elementwise, so a convolution layout is read as it lies.
+  return ew::Evaluate(program_, {&output}, {&output});
+}
+
+bool SwishInEngine() {
+  static const bool in_engine = [] {
+    const char* requested = std::getenv("FUSIONOPT_CPU_SWISH");
+    if (requested != nullptr && std::strcmp(requested, "engine") == 0) return true;
+    if (requested != nullptr && std::strcmp(requested, "post-op") == 0) return false;
+    return ThisHost().onednn_avx512;
+  }();
+  return in_engine;
+}
 
 std::optional<ew::Program> PostOpsAsProgram(const std::vector<PostOp>& post_ops,
                                             const std::vector<AddendLayout>& addends) {

@@ -105,11 +105,19 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
 // residual, to its GEMM-based convolution, whose sum post-op is slow.
 void RejectSlowImplementation(const char* implementation, bool sums_residual = false);
 
-// The last step of a MatMul or Gemm epilogue when oneDNN 2.6 applies it inside the GEMM far
+// Whether SiLU x·sigmoid(αx) runs in the engine after the contraction rather than as oneDNN's
+// swish post-op. oneDNN's AVX-512 kernels spend 0.25–0.3 ns an element on it at 2 threads,
+// more than a separate pass of the engine's FMA exponential costs with its memory traffic
+// (EfficientNet-B0 8% faster on AMD EPYC, docs/benchmarks.md); its AVX2 kernels, measured
+// before this choice existed, keep the post-op. FUSIONOPT_CPU_SWISH=engine|post-op overrides.
+bool SwishInEngine();
+
+// The last step of a contraction's epilogue when oneDNN 2.6 applies it inside the kernel far
 // below memory speed, run instead as one in-place pass of the elementwise engine over the
-// row-major product. The tanh GELU is the one: 0.86 ms as a post-op on a [128, 3072] Gemm
-// output (2.2 ns an element) against 0.17 ms for the erf form (docs/benchmarks.md, issue 15).
-// Only the last step moves, so the steps before it still run as post-ops in their order.
+// product. The tanh GELU is one everywhere: 0.86 ms as a post-op on a [128, 3072] Gemm output
+// (2.2 ns an element) against 0.17 ms for the erf form (docs/benchmarks.md, issue 15). SiLU
+// (swish) is one where SwishInEngine() says so. Only the last step moves, so the steps
+// before it still run as post-ops in their order.
 class HostEpilogueStep {
  public:
   // Takes the step off the end of `post_ops` when it is one; nullopt leaves them as they are.

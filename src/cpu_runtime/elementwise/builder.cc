@@ -31,6 +31,42 @@ size_t Arity(Op op) {
   }
 }
 
+// How many instructions read `reg`, plus one for each output it is stored to.
+int Readers(const Program& program, int reg) {
+  int readers = static_cast<int>(std::count(program.outputs.begin(), program.outputs.end(), reg));
+  for (const Instr& instr : program.code) readers += (instr.a == reg) + (instr.b == reg) + (instr.c == reg);
+  return readers;
+}
+
+// Mul(x, Sigmoid(x)) on float registers, in either order, becomes Swish(x) where nothing else
+// reads the sigmoid: one pass over the tile instead of two, and no division result kept
+// (SiLU is exported decomposed, so every SiLU a model has reaches the engine this way).
+// Float16 and bfloat16 registers keep both steps, whose intermediate the body rounds.
+void FoldSwish(Program& program) {
+  std::vector<int> producer(program.register_dtypes.size(), -1);
+  for (size_t i = 0; i < program.code.size(); ++i) producer[static_cast<size_t>(program.code[i].dst)] = static_cast<int>(i);
+  std::vector<bool> removed(program.code.size(), false);
+  auto sigmoid_of = [&](int reg, int x) {
+    const int at = producer[static_cast<size_t>(reg)];
+    return at >= 0 && program.code[static_cast<size_t>(at)].op == Op::kSigmoid &&
+           program.code[static_cast<size_t>(at)].a == x && Readers(program, reg) == 1;
+  };
+  for (Instr& instr : program.code) {
+    if (instr.op != Op::kMul || program.register_dtypes[static_cast<size_t>(instr.dst)] != DataType::kFloat) continue;
+    const int x = sigmoid_of(instr.b, instr.a) ? instr.a : sigmoid_of(instr.a, instr.b) ? instr.b : -1;
+    if (x < 0) continue;
+    const int sigmoid = x == instr.a ? instr.b : instr.a;
+    removed[static_cast<size_t>(producer[static_cast<size_t>(sigmoid)])] = true;
+    instr = Instr{Op::kSwish, instr.dst, x};
+    instr.alpha = 1.0f;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < program.code.size(); ++i) {
+    if (!removed[i]) program.code[kept++] = program.code[i];
+  }
+  program.code.resize(kept);
+}
+
 }  // namespace
 
 ProgramBuilder::ProgramBuilder(const std::vector<DataType>& input_dtypes) {
@@ -101,6 +137,7 @@ Result<int> ProgramBuilder::Emit(Op op, const std::vector<int>& operands, float 
 }
 
 Program ProgramBuilder::Finish(std::string label) {
+  FoldSwish(program_);
   program_.label = std::move(label);
   return std::move(program_);
 }

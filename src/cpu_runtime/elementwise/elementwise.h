@@ -27,6 +27,7 @@ enum class Op : uint8_t {
   kNeg, kAbs, kSign, kReciprocal, kFloor, kCeil, kRound, kSqrt, kExp, kLog, kErf,
   kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kTanh, kAsinh, kAcosh, kAtanh,
   kRelu, kSigmoid, kSoftplus, kSoftsign, kMish, kGeluErf, kGeluTanh,
+  kSwish,  // x·sigmoid(alpha·x): SiLU at alpha 1, one pass where Sigmoid then Mul take two
   kLeakyRelu, kElu, kSelu, kCelu, kThresholdedRelu, kHardSigmoid, kHardSwish, kShrink,
   kIsNaN, kIsInfPositive, kIsInfNegative, kIsInf,
   // binary, numeric

@@ -33,7 +33,8 @@ bool CpuHasVectorIsa(VectorIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case VectorIsa::kBaseline: return true;
-    case VectorIsa::kAvx2: return __builtin_cpu_supports("avx2");
+    // The AVX2 builds also use FMA (elementwise/ops.cc); every AVX2 CPU from Intel and AMD has it.
+    case VectorIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case VectorIsa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
