@@ -1,10 +1,10 @@
-#include "cli/fail_safe.h"
+#include "api/fail_safe.h"
 
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 
-namespace fusionopt::cli {
+namespace fusionopt::api {
 namespace {
 
 std::string Joined(const std::vector<std::string>& names) {
@@ -76,4 +76,4 @@ Status StillDiffers(const passes::FusionCheckReport& report) {
                                           report.remaining_difference + stuck);
 }
 
-}  // namespace fusionopt::cli
+}  // namespace fusionopt::api

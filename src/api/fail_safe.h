@@ -1,5 +1,6 @@
-// The CLI side of the fail-safe check (passes/fusion_check.h), shared by `optimize --verify`
-// and `bench`: running it, logging what it found and undid, and the test hook.
+// Running the fail-safe check (passes/fusion_check.h), shared by optimizing with verification
+// (the CLI's `--verify`, the C API's and Python's `verify`) and `bench`: running it, logging
+// what it found and undid, and the test hook.
 #pragma once
 
 #include <string>
@@ -9,7 +10,7 @@
 #include "ir/graph.h"
 #include "passes/fusion_check.h"
 
-namespace fusionopt::cli {
+namespace fusionopt::api {
 
 // Environment variable naming a fused call whose CPU kernel output is deliberately perturbed
 // (+1 on every element of its first output). A test hook: it lets the test suite plant a wrong
@@ -29,4 +30,4 @@ Result<passes::FusionCheckReport> RunFailSafeCheck(const Model& original, Model&
 // difference, how many fusions were undone, and the offending calls that could not be.
 Status StillDiffers(const passes::FusionCheckReport& report);
 
-}  // namespace fusionopt::cli
+}  // namespace fusionopt::api

@@ -1,9 +1,9 @@
-#include "cli/measured_fusions.h"
+#include "api/measured_fusions.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-namespace fusionopt::cli {
+namespace fusionopt::api {
 
 std::string DescribeSlowerFusion(const passes::TimedFusion& fusion) {
   return fmt::format("{} ({}, {:.3f} ms fused vs {:.3f} ms op by op)", fusion.node, fusion.function, fusion.fused_ms,
@@ -25,4 +25,4 @@ Result<passes::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::
   return report;
 }
 
-}  // namespace fusionopt::cli
+}  // namespace fusionopt::api

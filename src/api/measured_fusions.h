@@ -1,6 +1,6 @@
-// The CLI side of the measured fusion decisions (passes/fusion_timing.h), shared by
-// `optimize --target cpu` and `bench` on the CPU backend: timing the fused calls on this CPU,
-// undoing the slower ones, and saying so in one line.
+// The measured fusion decisions (passes/fusion_timing.h) as optimizing for `--target cpu` and
+// `bench` on the CPU backend use them: timing the fused calls on this CPU, undoing the slower
+// ones, and saying so in one line.
 #pragma once
 
 #include <vector>
@@ -9,7 +9,7 @@
 #include "ir/graph.h"
 #include "passes/fusion_timing.h"
 
-namespace fusionopt::cli {
+namespace fusionopt::api {
 
 // Undoes the fusions of `optimized` whose fused kernels run slower here than their members,
 // logging one summary line (how many, and whether measured or read from the cache: info when
@@ -20,4 +20,4 @@ Result<passes::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::
 // "node (function, 1.23 ms fused vs 0.98 ms op by op)" for reports.
 std::string DescribeSlowerFusion(const passes::TimedFusion& fusion);
 
-}  // namespace fusionopt::cli
+}  // namespace fusionopt::api

@@ -17,7 +17,8 @@
 
 #include "cli/bench.h"
 #include "cpu_runtime/engine/host_cpu.h"
-#include "cli/fail_safe.h"
+#include "api/fail_safe.h"
+#include "api/session.h"
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
@@ -27,7 +28,7 @@
 #include "onnx_io/model_io.h"
 #include "passes/cost_model.h"
 #include "passes/target_profiles.h"
-#include "cli/measured_fusions.h"
+#include "api/measured_fusions.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -77,28 +78,26 @@ double LoopFraction(const BenchOptions& options, int i, std::chrono::steady_cloc
   return static_cast<double>(i) / options.iters;
 }
 
-// One side of the comparison on the CPU runtime (`session`) or the CUDA backend (`on_cuda`).
+// One side of the comparison: a session on the CPU runtime or the CUDA backend, and what its
+// runs measured.
 struct Side {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<cpu::Session> session;
-  std::unique_ptr<cuda::CudaSession> on_cuda;
+  std::unique_ptr<api::Session> session;
   std::vector<double> latencies_ms;
   cpu::RunStats stats;            // CPU: of the last timed inference
-  cuda::CudaRunStats cuda_stats;  // CUDA: of the last inference
+  api::RunCounts counts;          // of the last inference (CUDA: its GPU time too)
   cuda::CudaPlanSummary cuda_plan;
   std::optional<uint64_t> kernels_executed;  // CUDA: CUPTI's count for one inference
 
-  const std::vector<const Value*>& inputs() const { return on_cuda ? on_cuda->inputs() : session->inputs(); }
+  const Model& model() const { return session->model(); }
+  bool on_cuda() const { return session->backend() == api::Backend::kCuda; }
+  const std::vector<const Value*>& inputs() const {
+    return on_cuda() ? session->cuda_session()->inputs() : session->cpu_session()->inputs();
+  }
 };
 
 Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu::NamedTensor>& feeds,
                                               cpu::RunStats& stats) {
-  if (side.on_cuda) return side.on_cuda->Run(feeds, &side.cuda_stats);
-  cpu::RunStats fresh;  // counts per inference; the timing sinks carry over
-  fresh.node_times = stats.node_times;
-  fresh.kernel_events = stats.kernel_events;
-  stats = fresh;
-  return side.session->Run(feeds, &stats);
+  return side.session->Run(feeds, &side.counts, &stats);  // the CPU's counts are per inference
 }
 
 // `actual` (what `subject` computed) against `expected` (the `reference`'s outputs) with verify's
@@ -134,8 +133,8 @@ Status CompareOutputs(const std::vector<cpu::NamedTensor>& expected, const std::
 Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
   cpu::RunStats stats;
   FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
-  if (original.on_cuda) {
-    FUSIONOPT_ASSIGN_OR_RETURN(auto oracle, cpu::Session::Create(*original.model));
+  if (original.on_cuda()) {
+    FUSIONOPT_ASSIGN_OR_RETURN(auto oracle, cpu::Session::Create(original.model()));
     FUSIONOPT_ASSIGN_OR_RETURN(auto on_cpu, oracle->Run(feeds));
     FUSIONOPT_RETURN_IF_ERROR(CompareOutputs(on_cpu, expected, "the original on CUDA", "the CPU runtime"));
   }
@@ -188,28 +187,23 @@ void PredictSpeedup(const Model& optimized, const std::string& target, const pas
 }
 
 Result<Side> PrepareSide(std::unique_ptr<Model> model, const BenchOptions& options, bool cuda) {
+  api::SessionConfig config;
+  config.backend = cuda ? api::Backend::kCuda : api::Backend::kCpu;
+  config.threads = options.threads;
+  config.cuda_graph = options.cuda_graph;
   Side side;
-  side.model = std::move(model);
-  if (cuda) {
-    cuda::CudaSessionOptions session_options;
-    session_options.cuda_graph = options.cuda_graph;
-    FUSIONOPT_ASSIGN_OR_RETURN(side.on_cuda, cuda::CudaSession::Create(*side.model, session_options));
-  } else {
-    cpu::SessionOptions session_options;
-    session_options.threads = options.threads;
-    FUSIONOPT_ASSIGN_OR_RETURN(side.session, cpu::Session::Create(*side.model, session_options));
-  }
+  FUSIONOPT_ASSIGN_OR_RETURN(side.session, api::Session::Create(std::move(model), config));
   return side;
 }
 
 // CUDA: the plan's figures, and CUPTI's count of the kernels one inference executes (a
 // separate counting session, so the timed runs carry no CUPTI overhead).
 Status PlanAndCount(Side& side, const std::vector<cpu::NamedTensor>& feeds) {
-  if (!side.on_cuda) return Status::Ok();
-  FUSIONOPT_ASSIGN_OR_RETURN(side.cuda_plan, side.on_cuda->Plan(feeds));
+  if (!side.on_cuda()) return Status::Ok();
+  FUSIONOPT_ASSIGN_OR_RETURN(side.cuda_plan, side.session->cuda_session()->Plan(feeds));
   cuda::CudaSessionOptions counting;
   counting.count_executed_kernels = true;
-  FUSIONOPT_ASSIGN_OR_RETURN(auto counter, cuda::CudaSession::Create(*side.model, counting));
+  FUSIONOPT_ASSIGN_OR_RETURN(auto counter, cuda::CudaSession::Create(side.model(), counting));
   cuda::CudaRunStats stats;
   FUSIONOPT_RETURN_IF_ERROR(counter->Run(feeds, &stats).status());
   side.kernels_executed = stats.kernels_executed;
@@ -222,7 +216,7 @@ Status TimeOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, bool reco
   auto start = std::chrono::steady_clock::now();
   FUSIONOPT_ASSIGN_OR_RETURN(auto outputs, RunOnce(side, feeds, side.stats));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (side.on_cuda) ms = side.cuda_stats.device_ms;
+  if (side.on_cuda()) ms = side.counts.device_ms;
   if (record) side.latencies_ms.push_back(ms);
   return Status::Ok();
 }
@@ -256,8 +250,8 @@ Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& opt
 
 SideFigures FiguresOf(const Side& side) {
   SideFigures figures;
-  if (side.on_cuda) {
-    figures.kernels = side.cuda_stats.kernels_launched;
+  if (side.on_cuda()) {
+    figures.kernels = side.counts.kernels_launched;
     figures.kernels_executed = side.kernels_executed;
     figures.nodes = static_cast<int64_t>(side.cuda_plan.nodes.size());
     figures.peak_intermediate_bytes = side.cuda_plan.peak_intermediate_bytes;
@@ -328,7 +322,7 @@ Status WriteRoofline(const BenchOptions& options, const ProfiledSide& original, 
   for (const auto& [label, profiled] : {std::pair{"original", original}, std::pair{"optimized", optimized}}) {
     RooflineSeries one;
     one.label = label;
-    one.points = RooflinePoints(*profiled.side.model, profile, symbols, profiled.times, runs, one.unplaced);
+    one.points = RooflinePoints(profiled.side.model(), profile, symbols, profiled.times, runs, one.unplaced);
     series.push_back(std::move(one));
   }
   std::string title = std::filesystem::path(options.model).filename().string() + ": kernels on the roofline (" +
@@ -389,9 +383,9 @@ Status UndoSlowerFusionsForBench(const BenchOptions& options, int level, Model& 
   if (options.no_fusion_timing || level < 2) return Status::Ok();
   FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(optimized, options.feeds));
   FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report,
-                             UndoSlowerFusionsHere(optimized, std::move(feeds), options.threads));
+                             api::UndoSlowerFusionsHere(optimized, std::move(feeds), options.threads));
   if (undone != nullptr) {
-    for (const passes::TimedFusion& fusion : report.undone) undone->push_back(DescribeSlowerFusion(fusion));
+    for (const passes::TimedFusion& fusion : report.undone) undone->push_back(api::DescribeSlowerFusion(fusion));
   }
   return Status::Ok();
 }
@@ -403,10 +397,10 @@ Status CheckAndRepair(const BenchOptions& options, const Model& original, Model&
   FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(original, options.feeds));
   cpu::Tolerance tolerance;  // verify's defaults, as CompareOutputs
   FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport report,
-                             RunFailSafeCheck(original, optimized, {std::move(feeds)}, tolerance, options.threads,
+                             api::RunFailSafeCheck(original, optimized, {std::move(feeds)}, tolerance, options.threads,
                                               /*announce_match=*/false));
   if (!report.matches) {
-    Status differs = StillDiffers(report);
+    Status differs = api::StillDiffers(report);
     return Status(differs.code(), differs.message() + "; no speed-up reported (--no-verify benches anyway)");
   }
   for (const auto& undone : report.undone) result.undone_fusions.push_back(undone.node + " (" + undone.function + ")");
@@ -469,7 +463,7 @@ int RunCompareLevels(const BenchOptions& options) {
   for (int level = 0; level < kLevels; ++level) {
     const Side& side = sides[static_cast<size_t>(level)];
     BenchResult prediction;
-    if (level > 0) PredictSpeedup(*side.model, options.target, SymbolsFromFeeds(sides[0], *feeds), prediction);
+    if (level > 0) PredictSpeedup(side.model(), options.target, SymbolsFromFeeds(sides[0], *feeds), prediction);
     rows.push_back({level, FiguresOf(side), prediction.predicted_speedup});
   }
   PrintLevelRows(options, rows, !options.no_verify, sides[0].latencies_ms.size());
@@ -625,7 +619,7 @@ int RunBench(const BenchOptions& given) {
   result.speedup = result.optimized.latency.p50_ms > 0 ? result.original.latency.p50_ms / result.optimized.latency.p50_ms
                                                        : 0;
   result.fail_if_slower = options.fail_if_slower;
-  PredictSpeedup(*optimized->model, options.target, SymbolsFromFeeds(*original, *feeds), result);
+  PredictSpeedup(optimized->model(), options.target, SymbolsFromFeeds(*original, *feeds), result);
 
   if (cuda) {
     Status counted = PlanAndCount(*original, *feeds);
@@ -633,13 +627,13 @@ int RunBench(const BenchOptions& given) {
     if (!counted.ok()) return ReportError(options.model, counted);
     result.original = FiguresOf(*original);
     result.optimized = FiguresOf(*optimized);
-    result.device = original->on_cuda->DeviceDescription();
+    result.device = original->session->Description();
     return Report(options, result);
   }
   const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
   auto optimized_profile = ProfileNodes(*optimized, *feeds, profiled_runs);
   if (!optimized_profile.ok()) return ReportError(optimized_label, optimized_profile.status());
-  result.breakdown = BreakdownByKind(*optimized->model->graph, optimized_profile->mean_ms,
+  result.breakdown = BreakdownByKind(*optimized->model().graph, optimized_profile->mean_ms,
                                      optimized_profile->inference_mean_ms, kinds);
   result.breakdown_runs = profiled_runs;
   if (!options.roofline.empty()) {

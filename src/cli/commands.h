@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/optimize.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/engine/compare.h"
 #include "ir/status.h"
@@ -26,36 +27,15 @@ namespace fusionopt::cli {
 struct OptimizeOptions {
   std::string input;
   std::string output;
-  int level = 2;
   bool external_data = false;
   uint64_t external_threshold = 1024;
   std::string external_name;
   bool dump = false;
   bool write_shapes = false;
-  std::vector<std::string> only;
-  std::vector<std::string> disabled;
-  std::vector<std::string> pass_options;  // PASS.NAME=VALUE
-  // --max-horizontal: max_members of both horizontal passes (an explicit --pass-option wins).
-  std::optional<int64_t> max_horizontal;
-  std::string dump_after;
-  std::string dump_dir;
   std::string report;
-  bool check_each_pass = false;
-  std::string target = "h100";    // the cost model's profile (passes/target_profiles.h)
-  // With target cpu: keep every fusion untimed (passes/fusion_timing.h).
-  bool no_fusion_timing = false;
-  std::vector<std::string> dims;  // SYMBOL=N sizes of symbolic dims for the cost model
-  bool strict_dims = false;       // a --dim symbol the model lacks is an error, not a warning
   std::string emit_cuda;          // --emit-cuda: folder for the generated CUDA sources
   int cuda_arch = 0;              // --cuda-arch: the device --emit-cuda generates for (0: any)
-  // --verify: the fail-safe check (passes/fusion_check.h) before anything is written.
-  bool verify = false;
-  int verify_runs = 2;            // seeded input sets (value-range sets come on top)
-  uint64_t verify_seed = 0;
-  cpu::Tolerance tolerance;       // --rtol / --atol
-  // --runtime: "portable" (fused groups as ai.fusionopt functions any runtime can inline) or
-  // "ort" (the groups ONNX Runtime has kernels for written as those; passes/lower_for_ort.h).
-  std::string runtime = "portable";
+  api::OptimizeRequest request;   // the level, passes, target, dims, --verify and --runtime
 };
 
 struct InspectOptions {
@@ -151,10 +131,8 @@ std::string OneLine(const std::string& text);
 // Prints `error: <file>: <message>` and returns the exit code for the status.
 int ReportError(const std::string& file, const Status& status);
 
-// The --dim sizes for the symbols `model` has. A symbol it lacks is a usage error with
-// --strict-dims; otherwise a warning naming `file`, and the setting is dropped (a CI job passes
-// one list of dims to every model it optimizes).
-using DimSizes = std::map<std::string, int64_t, std::less<>>;  // passes::SymbolSizes
+// The --dim sizes for the symbols `model` has (api::DimsForModel, `file` named in its warning).
+using DimSizes = api::DimSizes;
 Result<DimSizes> DimsForModel(const std::string& file, const Model& model, DimSizes dims, bool strict);
 // The --strict-dims flag, for commands that take --dim.
 void AddStrictDimsOption(CLI::App& command, bool& strict);

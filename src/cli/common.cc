@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "passes/cost_model.h"
 #include "passes/registry.h"
 
 namespace fusionopt::cli {
@@ -61,23 +60,7 @@ int ListPasses() {
 }
 
 Result<DimSizes> DimsForModel(const std::string& file, const Model& model, DimSizes dims, bool strict) {
-  if (strict) {
-    FUSIONOPT_RETURN_IF_ERROR(passes::CheckDimSymbols(model, dims));
-    return dims;
-  }
-  const std::set<std::string> symbols = passes::SymbolsOf(model);
-  std::string known;
-  for (const std::string& name : symbols) known += (known.empty() ? "" : ", ") + name;
-  for (auto it = dims.begin(); it != dims.end();) {
-    if (symbols.count(it->first)) {
-      ++it;
-      continue;
-    }
-    spdlog::warn("{}: --dim {}: the model has no symbolic dim '{}' (its symbols: {}); ignored (--strict-dims makes "
-                 "this an error)", OneLine(file), it->first, it->first, known.empty() ? "none" : known);
-    it = dims.erase(it);
-  }
-  return dims;
+  return api::DimsForModel(OneLine(file), model, std::move(dims), strict);
 }
 
 void AddStrictDimsOption(CLI::App& command, bool& strict) {

@@ -10,11 +10,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/session.h"
+#include "cuda_runtime/backend/cuda_session.h"
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/contraction/winograd.h"
-#include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/tensor_files.h"
 
@@ -154,51 +155,51 @@ Result<Executed> TimeRuns(const RunOptions& options, RunOnce&& run_once) {
   return executed;
 }
 
-int RunOnCpu(const RunOptions& options, const Model& model) {
-  cpu::SessionOptions session_options;
-  session_options.threads = options.threads;
-  session_options.fused_kernels = !options.op_by_op;
-  auto session = cpu::Session::Create(model, session_options);
+// The kernels line: the CPU runtime's counts and layouts, or the CUDA device.
+std::string LaunchesLine(api::Session& session, const cpu::RunStats& stats, int64_t winograd_runs, int64_t runs,
+                         bool replayed_graph) {
+  if (session.backend() == api::Backend::kCuda) {
+    return fmt::format("{} kernels launched on {}{}", stats.kernels_launched, session.Description(),
+                       replayed_graph ? " (as one CUDA Graph)" : "");
+  }
+  return fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB, "
+                     "{} activations handed on in convolution layouts, {} convolutions by Winograd F(4x4,3x3); "
+                     "idle threads {}",
+                     stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
+                     stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs,
+                     winograd_runs / std::max<int64_t>(runs, 1), ThreadWaitDescription());
+}
+
+int RunOn(const RunOptions& options, std::unique_ptr<Model> model) {
+  const bool cuda = options.backend == "cuda";
+  if (cuda && (options.profile || options.op_by_op)) {
+    return ReportError(options.model, UsageError("--profile and --op-by-op are for the CPU runtime"));
+  }
+  api::SessionConfig config;
+  config.backend = cuda ? api::Backend::kCuda : api::Backend::kCpu;
+  config.threads = options.threads;
+  config.fused_kernels = !options.op_by_op;
+  config.cuda_graph = options.cuda_graph;
+  auto session = api::Session::Create(std::move(model), config);
   if (!session.ok()) return ReportError(options.model, session.status());
-  auto feeds = MakeFeeds(**session, options.feeds);
+  auto feeds = cuda ? MakeFeeds((*session)->cuda_session()->inputs(), options.feeds)
+                    : MakeFeeds(*(*session)->cpu_session(), options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   cpu::RunStats stats;
+  api::RunCounts counts;
   std::unordered_map<const Node*, cpu::NodeTiming> node_times;
   const int64_t winograd_before = cpu::winograd::RunsSoFar();
   auto executed = TimeRuns(options, [&](int i) {
     if (options.profile && i == options.warmup) stats.node_times = &node_times;
-    return (*session)->Run(*feeds, &stats);
+    return (*session)->Run(*feeds, &counts, &stats);
   });
   if (!executed.ok()) return ReportError(options.model, executed.status());
-  const int64_t runs = options.warmup + options.repeat;
-  executed->launches =
-      fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB, "
-                  "{} activations handed on in convolution layouts, {} convolutions by Winograd F(4x4,3x3); "
-                  "idle threads {}",
-                  stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
-                  stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs,
-                  (cpu::winograd::RunsSoFar() - winograd_before) / std::max<int64_t>(runs, 1), ThreadWaitDescription());
+  stats.kernels_launched = counts.kernels_launched;
+  executed->launches = LaunchesLine(**session, stats, cpu::winograd::RunsSoFar() - winograd_before,
+                                    options.warmup + options.repeat, counts.replayed_graph);
   int code = ReportOutputs(options, *executed);
-  if (code == 0 && options.profile) PrintProfile(node_times, *model.graph, options.repeat, options.profile_top);
+  if (code == 0 && options.profile) PrintProfile(node_times, *(*session)->model().graph, options.repeat, options.profile_top);
   return code;
-}
-
-int RunOnCuda(const RunOptions& options, const Model& model) {
-  if (options.profile || options.op_by_op) {
-    return ReportError(options.model, UsageError("--profile and --op-by-op are for the CPU runtime"));
-  }
-  cuda::CudaSessionOptions session_options;
-  session_options.cuda_graph = options.cuda_graph;
-  auto session = cuda::CudaSession::Create(model, session_options);
-  if (!session.ok()) return ReportError(options.model, session.status());
-  auto feeds = MakeFeeds((*session)->inputs(), options.feeds);
-  if (!feeds.ok()) return ReportError(options.model, feeds.status());
-  cuda::CudaRunStats stats;
-  auto executed = TimeRuns(options, [&](int) { return (*session)->Run(*feeds, &stats); });
-  if (!executed.ok()) return ReportError(options.model, executed.status());
-  executed->launches = fmt::format("{} kernels launched on {}{}", stats.kernels_launched, (*session)->DeviceDescription(),
-                                   stats.replayed_graph ? " (as one CUDA Graph)" : "");
-  return ReportOutputs(options, *executed);
 }
 
 }  // namespace
@@ -206,7 +207,7 @@ int RunOnCuda(const RunOptions& options, const Model& model) {
 int RunRun(const RunOptions& options) {
   auto model = LoadModel(options.model);
   if (!model.ok()) return ReportError(options.model, model.status());
-  return options.backend == "cuda" ? RunOnCuda(options, **model) : RunOnCpu(options, **model);
+  return RunOn(options, std::move(*model));
 }
 
 }  // namespace fusionopt::cli

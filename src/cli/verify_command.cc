@@ -4,11 +4,11 @@
 
 #include <cmath>
 
+#include "api/session.h"
 #include "cli/commands.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/engine/compare.h"
-#include "cuda_runtime/backend/cuda_session.h"
 #include "onnx_io/model_io.h"
 
 namespace fusionopt::cli {
@@ -22,27 +22,12 @@ double RoundedUp(double value) {
   return std::ceil(value / scale) * scale;
 }
 
-struct Prepared {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<cpu::Session> session;       // the CPU runtime, or
-  std::unique_ptr<cuda::CudaSession> on_cuda;  // the CUDA backend
-
-  Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds) {
-    return on_cuda ? on_cuda->Run(feeds) : session->Run(feeds);
-  }
-};
-
-Result<Prepared> Prepare(const std::string& path, int threads, bool cuda) {
-  Prepared prepared;
-  FUSIONOPT_ASSIGN_OR_RETURN(prepared.model, LoadModel(path));
-  if (cuda) {
-    FUSIONOPT_ASSIGN_OR_RETURN(prepared.on_cuda, cuda::CudaSession::Create(*prepared.model, {}));
-  } else {
-    cpu::SessionOptions session_options;
-    session_options.threads = threads;
-    FUSIONOPT_ASSIGN_OR_RETURN(prepared.session, cpu::Session::Create(*prepared.model, session_options));
-  }
-  return prepared;
+Result<std::unique_ptr<api::Session>> Prepare(const std::string& path, int threads, bool cuda) {
+  FUSIONOPT_ASSIGN_OR_RETURN(auto model, LoadModel(path));
+  api::SessionConfig config;
+  config.backend = cuda ? api::Backend::kCuda : api::Backend::kCpu;
+  config.threads = threads;
+  return api::Session::Create(std::move(model), config);
 }
 
 std::string OutputNames(const std::vector<cpu::NamedTensor>& outputs) {
@@ -76,11 +61,11 @@ int RunVerify(const VerifyOptions& options) {
   if (!candidate.ok()) return ReportError(options.candidate, candidate.status());
   bool all_passed = true;
   for (int run = 0; run < options.runs; ++run) {
-    auto feeds = MakeFeeds(*reference->session, options.feeds, static_cast<uint64_t>(run));
+    auto feeds = MakeFeeds(*(*reference)->cpu_session(), options.feeds, static_cast<uint64_t>(run));
     if (!feeds.ok()) return ReportError(options.reference, feeds.status());
-    auto expected = reference->Run(*feeds);
+    auto expected = (*reference)->Run(*feeds);
     if (!expected.ok()) return ReportError(options.reference, expected.status());
-    auto actual = candidate->Run(*feeds);
+    auto actual = (*candidate)->Run(*feeds);
     if (!actual.ok()) return ReportError(options.candidate, actual.status());
     if (OutputNames(*expected) != OutputNames(*actual)) {
       return ReportError(options.candidate, Status(ErrorCode::kMismatch, "outputs (" + OutputNames(*actual) +

@@ -83,23 +83,29 @@ Status CheckFeed(const Value& declared, const RtTensor& tensor) {
 
 }  // namespace
 
+Result<std::vector<size_t>> MatchFeeds(const std::vector<const Value*>& inputs, const std::vector<NamedTensor>& feeds) {
+  std::vector<size_t> positions;
+  std::vector<bool> fed(inputs.size(), false);
+  for (const NamedTensor& feed : feeds) {
+    size_t index = 0;
+    while (index < inputs.size() && inputs[index]->name() != feed.name) ++index;
+    if (index == inputs.size()) return InvalidModel("the model has no input named '" + feed.name + "'");
+    if (fed[index]) return InvalidModel("input '" + feed.name + "' was given twice");
+    FUSIONOPT_RETURN_IF_ERROR(CheckFeed(*inputs[index], feed.tensor));
+    fed[index] = true;
+    positions.push_back(index);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!fed[i] && !inputs[i]->is_initializer()) return InvalidModel("input '" + inputs[i]->name() + "' was not given");
+  }
+  return positions;
+}
+
 Result<std::vector<NamedTensor>> Session::Run(const std::vector<NamedTensor>& feeds, RunStats* stats) {
   Plan& plan = *plan_;
   std::vector<RtTensor> inputs(plan.executor->graph().inputs().size());
-  std::vector<bool> fed(plan.inputs.size(), false);
-  for (const NamedTensor& feed : feeds) {
-    size_t index = 0;
-    while (index < plan.inputs.size() && plan.inputs[index]->name() != feed.name) ++index;
-    if (index == plan.inputs.size()) return InvalidModel("the model has no input named '" + feed.name + "'");
-    FUSIONOPT_RETURN_IF_ERROR(CheckFeed(*plan.inputs[index], feed.tensor));
-    inputs[plan.input_positions[index]] = feed.tensor;
-    fed[index] = true;
-  }
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    if (!fed[i] && !plan.inputs[i]->is_initializer()) {
-      return InvalidModel("input '" + plan.inputs[i]->name() + "' was not given");
-    }
-  }
+  FUSIONOPT_ASSIGN_OR_RETURN(std::vector<size_t> positions, MatchFeeds(plan.inputs, feeds));
+  for (size_t i = 0; i < feeds.size(); ++i) inputs[plan.input_positions[positions[i]]] = feeds[i].tensor;
 
   plan.allocator.ResetPeak();
   RunStats run_stats;

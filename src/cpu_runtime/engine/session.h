@@ -40,6 +40,13 @@ struct NamedTensor {
   RtTensor tensor;
 };
 
+// Matches `feeds` by name to `inputs`, the graph inputs a caller may feed (initializers among
+// them: a feed overrides one): the position in `inputs` of each feed, in feed order. A name the
+// model lacks, a name fed twice, a dtype, rank or known dim that contradicts the declaration,
+// and an input neither fed nor an initializer are errors naming the input. Every runtime's
+// session checks its feeds with this.
+Result<std::vector<size_t>> MatchFeeds(const std::vector<const Value*>& inputs, const std::vector<NamedTensor>& feeds);
+
 class Session {
  public:
   // The session refers to the model's nodes and values: the Model must outlive it.
