@@ -156,6 +156,17 @@ FUSIONOPT_API const int64_t* fusionopt_value_dims(const fusionopt_value* value);
 /* Host memory, dense and row-major; NULL for an empty tensor. */
 FUSIONOPT_API const void* fusionopt_value_data(const fusionopt_value* value);
 FUSIONOPT_API size_t fusionopt_value_bytes(const fusionopt_value* value);
+/* All of the above in one call (language bindings pay per call). Pointers stay valid until
+ * fusionopt_value_free. */
+typedef struct fusionopt_value_view {
+  const char* name;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* dims;
+  const void* data; /* NULL for an empty tensor */
+  size_t bytes;
+} fusionopt_value_view;
+FUSIONOPT_API void fusionopt_value_view_of(const fusionopt_value* value, fusionopt_value_view* view);
 /* NULL is ignored. */
 FUSIONOPT_API void fusionopt_value_free(fusionopt_value* value);
 

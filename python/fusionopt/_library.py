@@ -41,6 +41,11 @@ class TensorStruct(ctypes.Structure):
                 ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
 
 
+class ValueViewStruct(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
+
+
 def _candidates():
     explicit = os.environ.get("FUSIONOPT_LIBRARY")
     if explicit:
@@ -88,6 +93,7 @@ def _declare(lib):
         "fusionopt_value_dims": (ctypes.POINTER(ctypes.c_int64), [ctypes.POINTER(ValueHandle)]),
         "fusionopt_value_data": (ctypes.c_void_p, [ctypes.POINTER(ValueHandle)]),
         "fusionopt_value_bytes": (size_t, [ctypes.POINTER(ValueHandle)]),
+        "fusionopt_value_view_of": (None, [ctypes.POINTER(ValueHandle), ctypes.POINTER(ValueViewStruct)]),
         "fusionopt_value_free": (None, [ctypes.POINTER(ValueHandle)]),
     }
     for name, (restype, argtypes) in signatures.items():

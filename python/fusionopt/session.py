@@ -111,6 +111,10 @@ class InferenceSession:
                         for i in range(lib.fusionopt_session_input_count(handle))]
         self._outputs = [self._info(lib.fusionopt_session_output, i)
                          for i in range(lib.fusionopt_session_output_count(handle))]
+        self._all_output_names = (ctypes.c_char_p * max(len(self._outputs), 1))(*[o.name.encode() for o in self._outputs])
+        self._tensors, self._values, self._names = {}, {}, {}
+        self._dims = {}
+        self._view = _library.ValueViewStruct()
 
     def _info(self, getter, index):
         info = _library.ValueInfoStruct()
@@ -144,40 +148,61 @@ class InferenceSession:
         `output_names` (None: all, in the model's order) as numpy arrays."""
         if not isinstance(input_feed, dict):
             raise InvalidArgumentError("input_feed must be a dict of input name to array")
-        keep = []
-        tensors = (_library.TensorStruct * max(len(input_feed), 1))()
+        # The C structs are kept from call to call (a session runs on one thread at a time): what
+        # a call into the library costs from Python is mostly building them.
+        count = len(input_feed)
+        tensors = self._tensors.get(count)
+        if tensors is None:
+            tensors = self._tensors[count] = (_library.TensorStruct * max(count, 1))()
+        keep = []  # the arrays the C structs point into, alive until the call returns
         for index, (name, value) in enumerate(input_feed.items()):
-            array = np.ascontiguousarray(value)
+            array = value if isinstance(value, np.ndarray) and value.flags.c_contiguous else np.ascontiguousarray(value)
             code = _CODE_BY_NUMPY.get(array.dtype)
             if code is None:
                 raise InvalidArgumentError(f"input {name!r}: numpy dtype {array.dtype} has no ONNX tensor type here")
-            dims = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
-            encoded = str(name).encode()
-            keep += [array, dims, encoded]
-            tensors[index] = _library.TensorStruct(encoded, code, array.ndim, dims, array.ctypes.data)
-        names = [o.name for o in self._outputs] if output_names is None else list(output_names)
-        name_array = (ctypes.c_char_p * max(len(names), 1))(*[str(n).encode() for n in names])
-        values = (ctypes.POINTER(_library.ValueHandle) * max(len(names), 1))()
-        check(lib.fusionopt_session_run(self._handle, tensors, len(input_feed), name_array, len(names), values))
-        return [_take_value(values[i]) for i in range(len(names))]
+            shape = array.shape
+            dims = self._dims.get(shape)
+            if dims is None:
+                dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+                if len(self._dims) < 1024:  # shapes that keep changing are not kept
+                    self._dims[shape] = dims
+            keep.append(array)
+            tensor = tensors[index]
+            tensor.name = self._names.get(name) or self._encoded(name)
+            tensor.dtype = code
+            tensor.rank = len(shape)
+            tensor.dims = dims
+            tensor.data = array.__array_interface__["data"][0]
+        if output_names is None:
+            name_array, wanted = self._all_output_names, len(self._outputs)
+        else:
+            wanted = len(output_names)
+            name_array = (ctypes.c_char_p * max(wanted, 1))(*[str(n).encode() for n in output_names])
+        values = self._values.get(wanted)
+        if values is None:
+            values = self._values[wanted] = (ctypes.POINTER(_library.ValueHandle) * max(wanted, 1))()
+        check(lib.fusionopt_session_run(self._handle, tensors, count, name_array, wanted, values))
+        return [_take_value(values[i], self._view) for i in range(wanted)]
+
+    def _encoded(self, name):
+        encoded = str(name).encode()
+        if len(self._names) < 1024:
+            self._names[name] = encoded
+        return encoded
 
 
-def _take_value(handle):
+def _take_value(handle, view):
+    """The value as a new numpy array (the caller's to keep, as onnxruntime's outputs are); the
+    library's value is freed. `view` is scratch for its description."""
     try:
-        code = lib.fusionopt_value_dtype(handle)
-        rank = lib.fusionopt_value_rank(handle)
-        dims_pointer = lib.fusionopt_value_dims(handle)
-        shape = tuple(dims_pointer[i] for i in range(rank))
-        dtype = _NUMPY_BY_CODE.get(code)
+        lib.fusionopt_value_view_of(handle, view)
+        dtype = _NUMPY_BY_CODE.get(view.dtype)
         if dtype is None:
-            name = lib.fusionopt_value_name(handle).decode()
-            raise InvalidArgumentError(f"output {name!r} is {_TYPE_NAMES.get(code, code)}, which numpy cannot hold")
-        size = lib.fusionopt_value_bytes(handle)
-        data = lib.fusionopt_value_data(handle)
-        if not data or size == 0:
-            return np.zeros(shape, dtype=dtype)
-        array = np.empty(shape, dtype=dtype)
-        ctypes.memmove(array.ctypes.data, data, size)
+            raise InvalidArgumentError(f"output {view.name.decode()!r} is {_TYPE_NAMES.get(view.dtype, view.dtype)}, "
+                                       "which numpy cannot hold")
+        array = np.empty(tuple(view.dims[:view.rank]), dtype=dtype)
+        if view.bytes:
+            ctypes.memmove(array.__array_interface__["data"][0], view.data, view.bytes)
         return array
     finally:
         lib.fusionopt_value_free(handle)

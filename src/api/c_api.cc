@@ -418,6 +418,11 @@ const void* fusionopt_value_data(const fusionopt_value* value) {
   return value == nullptr || value->tensor.NumElements() == 0 ? nullptr : value->tensor.raw();
 }
 size_t fusionopt_value_bytes(const fusionopt_value* value) { return value == nullptr ? 0 : value->tensor.nbytes(); }
+void fusionopt_value_view_of(const fusionopt_value* value, fusionopt_value_view* view) {
+  if (view == nullptr) return;
+  *view = fusionopt_value_view{fusionopt_value_name(value),  fusionopt_value_dtype(value), fusionopt_value_rank(value),
+                               fusionopt_value_dims(value),  fusionopt_value_data(value),  fusionopt_value_bytes(value)};
+}
 void fusionopt_value_free(fusionopt_value* value) { delete value; }
 
 fusionopt_status fusionopt_session_run(fusionopt_session* session, const fusionopt_tensor* inputs, size_t input_count,

@@ -45,6 +45,11 @@ static float* Logits(fusionopt_session* session, const float* input, size_t* cou
   EXPECT(strcmp(fusionopt_value_name(output), "logits") == 0, "output name %s", fusionopt_value_name(output));
   EXPECT(fusionopt_value_dtype(output) == 1 && fusionopt_value_rank(output) == 2, "logits float rank 2");
   EXPECT(fusionopt_value_dims(output)[0] == 2, "batch 2, got %lld", (long long)fusionopt_value_dims(output)[0]);
+  fusionopt_value_view view;
+  fusionopt_value_view_of(output, &view);
+  EXPECT(view.data == fusionopt_value_data(output) && view.bytes == fusionopt_value_bytes(output) &&
+             view.rank == 2 && view.dims[1] == fusionopt_value_dims(output)[1] && strcmp(view.name, "logits") == 0,
+         "the view says what the single calls say");
   *count = fusionopt_value_bytes(output) / sizeof(float);
   float* values = malloc(fusionopt_value_bytes(output));
   memcpy(values, fusionopt_value_data(output), fusionopt_value_bytes(output));
