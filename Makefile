@@ -8,6 +8,7 @@
 #   make install        build, then install the CLI, plugin, header and docs under PREFIX (default /usr/local)
 #   make package        build, then the Debian packages fusionopt_<version>_amd64.deb (and fusionopt-cuda_...)
 #                       in $(BUILD)/packages (CPack; docs/install.md)
+#   make wheel          the Python package as a wheel in $(BUILD)/dist (pyproject.toml; docs/python.md)
 #   make real-models    the real-export corpus (models/real/README.md): torch, transformers,
 #                       torchvision, timm, ultralytics in .venv-export; fixtures, then full size
 
@@ -50,7 +51,7 @@ PYTEST := PYTHONUNBUFFERED=1 FUSIONOPT_BIN=$(abspath $(BUILD))/fusionopt $(PYTHO
   -q -p no:cacheprovider --timeout=900 --durations=10
 
 .PHONY: all deps build build-cli demo test unit-test py-test hardening-build sanitize-test fuzz-smoke clean \
-  real-models install package
+  real-models install package wheel
 
 all: build
 
@@ -125,7 +126,7 @@ py-test: deps build
 # failed, and the run closes with one line per stage and the totals (scripts/test_summary.sh),
 # so a failing CI log still ends with the counts; the exit status is non-zero if any failed.
 TEST_LOGS := $(BUILD)/test-logs
-test: deps build
+test: deps build wheel
 	@rm -rf $(TEST_LOGS) && mkdir -p $(TEST_LOGS)
 	@set -o pipefail; status=0; \
 	(cd $(BUILD) && ctest --output-on-failure -j $(JOBS)) 2>&1 | tee $(TEST_LOGS)/ctest.txt || status=1; \
@@ -148,3 +149,11 @@ fuzz-smoke: deps build hardening-build
 
 clean:
 	rm -rf $(BUILD) $(BUILD_HARDENING)
+
+# The Python package as a wheel in $(BUILD)/dist (pyproject.toml, docs/python.md): scikit-build-core
+# builds in $(BUILD) with the Makefile generator that folder was made with, after `make build` only
+# linking and installing. Without pip's build isolation (the backend is in .venv): an isolated
+# build configures from a new temporary folder each time, and every object file recompiled.
+wheel: $(VENV_STAMP) build
+	PATH="$(abspath $(VENV))/bin:$$PATH" CMAKE_GENERATOR="Unix Makefiles" $(PYTHON) -m pip wheel -q --no-build-isolation --no-deps -w $(BUILD)/dist .
+	@ls $(BUILD)/dist/fusionopt-*.whl
