@@ -141,8 +141,10 @@ hardening-build: $(APT_STAMP)
 	cmake --build $(BUILD_HARDENING) -j $(JOBS) --target fusionopt_unit_tests $(FUZZ_TARGETS)
 
 # The unit tests and the fuzz regression corpus; the ONNX conformance driver is not built here.
+# The hardening build makes the unit tests and fuzzers only: the conformance driver and the C
+# API's test program (tests/c_api, a C client of libfusionopt.so) run in the main build's ctest.
 sanitize-test: hardening-build
-	cd $(BUILD_HARDENING) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -E '^onnx_node_conformance$$'
+	cd $(BUILD_HARDENING) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -E '^(onnx_node_conformance|C API on .*)$$'
 
 fuzz-smoke: deps build hardening-build
 	BUILD_HARDENING=$(BUILD_HARDENING) FUSIONOPT_BIN=$(BUILD)/fusionopt PYTHON=$(PYTHON) scripts/fuzz.sh smoke

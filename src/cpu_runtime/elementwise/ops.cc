@@ -16,6 +16,7 @@
 // baseline build, which runs only on CPUs without AVX2.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -89,7 +90,8 @@ inline float ExpFloat(float x) {
   constexpr float kLow = -87.3365447f;  // ln(FLT_MIN): n = -126 there, whose scale below is 0
   const float clamped = std::min(std::max(x, kLow), kHigh);  // NaN passes through both
   const float rounding = 12582912.0f;                         // 1.5·2^23: adding it rounds to an integer
-  const float n = FusedMultiplyAdd(clamped, 1.44269504f, rounding) - rounding;
+  const float shifted = FusedMultiplyAdd(clamped, 1.44269504f, rounding);  // 1.5·2^23 + n: n in the low bits
+  const float n = shifted - rounding;
   const float r = FusedMultiplyAdd(n, 2.12194440e-4f, FusedMultiplyAdd(n, -0.693359375f, clamped));
   // Written out: a loop over the coefficients keeps GCC from vectorizing the caller.
   float p = FusedMultiplyAdd(1.0f / 5040, r, 1.0f / 720);
@@ -99,9 +101,13 @@ inline float ExpFloat(float x) {
   p = FusedMultiplyAdd(p, r, 0.5f);
   p = FusedMultiplyAdd(p, r, 1.0f);
   p = FusedMultiplyAdd(p, r, 1.0f);
-  // 2^(n-1)·2 covers n in [-125, 128] without a special case for 2^128; n = -126 gives 0. A
-  // NaN's n converts to garbage bits, but p is NaN and so is the product.
-  const int32_t bits = (static_cast<int32_t>(n) + 126) << 23;
+  // 2^(n-1)·2 covers n in [-125, 128] without a special case for 2^128; n = -126 gives 0. The
+  // integer n is read from `shifted`'s bits, in unsigned arithmetic: a float-to-int conversion
+  // would be undefined for NaN, and guarding it cost a quarter of the function. A NaN's bits
+  // make some scale; p is NaN, and so is the product.
+  uint32_t shifted_bits;
+  std::memcpy(&shifted_bits, &shifted, sizeof shifted_bits);
+  const uint32_t bits = (shifted_bits - 0x4B400000u + 126u) << 23;
   float half_scale;
   std::memcpy(&half_scale, &bits, sizeof half_scale);
   const float result = p * half_scale * 2.0f;
