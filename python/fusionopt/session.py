@@ -78,12 +78,15 @@ class InferenceSession:
         options = sess_options or SessionOptions()
         names = [_provider_name(p) for p in (providers or ["CPUExecutionProvider"])]
         chosen = names[0]
-        device_id = 0
-        if provider_options:
-            first = provider_options[0] or {}
-            device_id = int(first.get("device_id", 0))
-        elif isinstance((providers or [None])[0], tuple):
-            device_id = int(providers[0][1].get("device_id", 0))
+        first = (provider_options or [None])[0]
+        if first is None and isinstance((providers or [None])[0], tuple):
+            first = providers[0][1]
+        first = dict(first or {})
+        unknown = sorted(set(first) - {"device_id"})
+        if unknown:
+            raise InvalidArgumentError(f"provider options {', '.join(map(repr, unknown))} are not supported: "
+                                       "fusionopt takes device_id")
+        device_id = int(first.get("device_id", 0))
         raw = lib.fusionopt_session_options_default()
         raw.device = 1 if chosen == "CUDAExecutionProvider" else 0
         threads = int(getattr(options, "intra_op_num_threads", 0) or 0)
@@ -148,6 +151,8 @@ class InferenceSession:
         `output_names` (None: all, in the model's order) as numpy arrays."""
         if not isinstance(input_feed, dict):
             raise InvalidArgumentError("input_feed must be a dict of input name to array")
+        if run_options is not None:
+            raise InvalidArgumentError("run_options are not supported: fusionopt's run takes none")
         # The C structs are kept from call to call (a session runs on one thread at a time): what
         # a call into the library costs from Python is mostly building them.
         count = len(input_feed)

@@ -129,6 +129,8 @@ def test_feeds_that_contradict_the_model_are_named(session):
         session.run(None, {"input": np.zeros((1, 3, 32, 32), np.complex64)})
     with pytest.raises(fusionopt.InvalidArgumentError, match="dict"):
         session.run(None, [x])
+    with pytest.raises(fusionopt.InvalidArgumentError, match="run_options"):
+        session.run(None, {"input": x}, run_options=object())
     # Still usable after the errors, and still right.
     np.testing.assert_allclose(session.run(None, {"input": x})[0], _ort_outputs(SMALL_CNN, {"input": x})[0],
                                rtol=1e-4, atol=1e-5)
@@ -142,6 +144,9 @@ def test_bad_models_and_options_raise_their_category(tmp_path):
         fusionopt.InferenceSession(b"not a model")
     with pytest.raises(fusionopt.InvalidArgumentError, match="TensorrtExecutionProvider"):
         fusionopt.InferenceSession(str(SMALL_CNN), providers=["TensorrtExecutionProvider"])
+    with pytest.raises(fusionopt.InvalidArgumentError, match="arena_extend_strategy"):
+        fusionopt.InferenceSession(str(SMALL_CNN), providers=["CUDAExecutionProvider"],
+                                   provider_options=[{"device_id": 0, "arena_extend_strategy": "kSameAsRequested"}])
     with pytest.raises(fusionopt.InvalidArgumentError, match="level"):
         fusionopt.optimize(SMALL_CNN, level=7)
     with pytest.raises(fusionopt.InvalidArgumentError, match="no-such-pass"):
