@@ -24,7 +24,7 @@ DEMO_OUT := $(BUILD)/demo
 # is built with its OpenCL runtime and its CMake config requires OpenCL, which libdnnl-dev only
 # recommends: without ocl-icd-opencl-dev a bare machine's --no-install-recommends build fails.
 APT_BUILD_PACKAGES := build-essential cmake pkg-config libprotobuf-dev protobuf-compiler \
-  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libdnnl-dev \
+  libonnx-dev libcli11-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libdnnl-dev libdlpack-dev \
   ocl-icd-opencl-dev
 APT_PACKAGES := $(APT_BUILD_PACKAGES) libonnx-testdata python3 python3-venv python3-pip clang \
   libclang-rt-14-dev libomp-14-dev
@@ -34,8 +34,8 @@ PREFIX ?= /usr/local
 # The hardening build: clang (libFuzzer), ASan + UBSan and the fuzzers in one folder, CUDA off;
 # -O1 with line tables only, the cheapest flags that keep reports readable (2-core CI).
 BUILD_HARDENING ?= build-hardening
-HARDENING_CMAKE_FLAGS := -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" \
+HARDENING_CMAKE_FLAGS := -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only" \
   -DFUSIONOPT_SANITIZE=ON -DFUSIONOPT_FUZZ=ON -DFUSIONOPT_WITH_CUDA=OFF
 FUZZ_TARGETS := loader_fuzzer shape_inference_fuzzer text_format_fuzzer pipeline_fuzzer
 # Any sanitizer report fails the test that triggered it (the code is built with
@@ -138,13 +138,14 @@ test: deps build wheel
 
 hardening-build: $(APT_STAMP)
 	cmake -S . -B $(BUILD_HARDENING) $(HARDENING_CMAKE_FLAGS) >/dev/null
-	cmake --build $(BUILD_HARDENING) -j $(JOBS) --target fusionopt_unit_tests $(FUZZ_TARGETS)
+	cmake --build $(BUILD_HARDENING) -j $(JOBS) --target fusionopt_unit_tests fusionopt_c_api_test $(FUZZ_TARGETS)
 
 # The unit tests and the fuzz regression corpus; the ONNX conformance driver is not built here.
-# The hardening build makes the unit tests and fuzzers only: the conformance driver and the C
-# API's test program (tests/c_api, a C client of libfusionopt.so) run in the main build's ctest.
+# The hardening build makes the unit tests, the C API's test program (a C client of
+# libfusionopt.so, so the library's boundary runs under the sanitizers too) and the fuzzers; the
+# conformance driver runs in the main build's ctest.
 sanitize-test: hardening-build
-	cd $(BUILD_HARDENING) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -E '^(onnx_node_conformance|C API on .*)$$'
+	cd $(BUILD_HARDENING) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -E '^onnx_node_conformance$$'
 
 fuzz-smoke: deps build hardening-build
 	BUILD_HARDENING=$(BUILD_HARDENING) FUSIONOPT_BIN=$(BUILD)/fusionopt PYTHON=$(PYTHON) scripts/fuzz.sh smoke

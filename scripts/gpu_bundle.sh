@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares .gpubundle.tar.xz for scripts/gpu_check.sh on a GPU machine that cannot install
 # packages (the device machines lent to sessions reach no registry): optimized builds (the
-# build folder `make` uses, RelWithDebInfo, or BUILD=DIR) of fusionopt, the plugin, the CUDA
-# tests and the bandwidth benchmark, stripped, with the non-CUDA shared libraries they need
+# build folder `make` uses, RelWithDebInfo, or BUILD=DIR) of fusionopt, libfusionopt.so.1 (the
+# Python package's library), the plugin, the CUDA tests and the bandwidth benchmark, stripped, with the non-CUDA shared libraries they need
 # (protobuf, onnx, oneDNN, spdlog, fmt), compressed (~20 MB) to travel with the working tree.
 # The CUDA libraries (cudart, cuBLASLt, cuDNN, NVRTC, CUPTI) are the GPU machine's own; the
 # benchmark-size models are generated there (models/generate.py needs only numpy and onnx).
@@ -14,10 +14,11 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 bundle=.gpubundle
 cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth
+cmake --build "$build" -j"$(nproc)" --target fusionopt fusionopt_shared fusionopt_cuda fusionopt_cuda_tests \
+  fusionopt_bench_cuda_bandwidth
 rm -rf "$bundle" "$bundle.tar.xz"
 mkdir -p "$bundle/bin" "$bundle/lib"
-for target in fusionopt libfusionopt_cuda.so fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth; do
+for target in fusionopt libfusionopt.so.1 libfusionopt_cuda.so fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth; do
   cp "$build/$target" "$bundle/bin/"
   strip --strip-unneeded "$bundle/bin/$target"
 done

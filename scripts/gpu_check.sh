@@ -4,7 +4,8 @@
 #   2. the GPU tests (every fused and standard-op kernel against the CPU runtime),
 #   3. every model in models/ at O0 and O3: `fusionopt verify --backend cuda` against the CPU
 #      runtime, and `fusionopt bench --backend cuda` (plain and --cuda-graph) with JSON,
-#   4. a fused elementwise kernel's bandwidth against a device copy,
+#   4. the Python API's CUDA provider (numpy, DLPack with torch, CUDA Graphs) on models/,
+#   5. a fused elementwise kernel's bandwidth against a device copy,
 # writing a summary (summary.md) and every log and JSON (logs.tar.gz) into RESULTS_DIR
 # (default gpu_results/). On a lent device machine:
 #   scripts/gpu_bundle.sh    (here, first; carry .gpubundle.tar.xz)
@@ -31,7 +32,7 @@ if [[ -n "${FUSIONOPT_GPU_BUNDLE:-}" ]]; then
   [[ -f models/bench/bert_style.onnx ]] || python3 models/generate.py --bench > "$results/models.log" 2>&1
   models_bench=$(realpath models/bench)
 else
-  step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
+  step build 300 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu -j"$(nproc)" --target fusionopt fusionopt_shared fusionopt_cuda fusionopt_cuda_tests fusionopt_bench_cuda_bandwidth' || exit 1
   bin=$(realpath build-gpu)
   models_bench=$(realpath models/bench)
 fi
@@ -95,6 +96,12 @@ else:
 PY
   done
 done
+say ""
+say "Python API, CUDAExecutionProvider against the CPU runtime (scripts/gpu_python_check.py):"
+PYTHONPATH=python FUSIONOPT_LIBRARY="$bin/libfusionopt.so.1" timeout 120 python3 scripts/gpu_python_check.py models/*.onnx \
+  > "$results/python_api.log" 2> "$results/python_api.err"
+say "- python_api: exit $?"
+cat "$results/python_api.log" >> "$summary"
 say ""
 step bandwidth 60 "$bin/fusionopt_bench_cuda_bandwidth" 256 20
 cat "$results/bandwidth.log" >> "$summary"

@@ -89,6 +89,11 @@ FO_API void fo_context_destroy(fo_context* context);
 /* One line naming the device, its compute capability and the library versions in use. */
 FO_API const char* fo_context_describe(const fo_context* context);
 
+/* The cudaStream_t the context's kernels and copies run on (the one fo_context_options gave,
+ * or the context's own): a host that hands the context memory another stream writes makes
+ * this stream wait for that work first. NULL for a compile-only context or NULL. */
+FO_API void* fo_context_stream(const fo_context* context);
+
 typedef struct fo_counters {
   uint64_t launches;         /* kernel launches this library issued (every enqueue adds its kernel's
                                 count; enqueues while capturing a graph count nothing, and each

@@ -137,8 +137,8 @@ FUSIONOPT_API fusionopt_status fusionopt_session_input(const fusionopt_session* 
 FUSIONOPT_API fusionopt_status fusionopt_session_output(const fusionopt_session* session, size_t index,
                                                         fusionopt_value_info* info);
 
-/* A tensor the caller owns: `data` holds the elements in host memory, dense and row-major (a
- * CUDA session copies them to its device). */
+/* A tensor the caller owns: `data` holds the elements, dense and row-major, in host memory (a
+ * CUDA session copies them to its device) unless fusionopt_run_options says otherwise. */
 typedef struct fusionopt_tensor {
   const char* name;
   int32_t dtype;
@@ -146,6 +146,9 @@ typedef struct fusionopt_tensor {
   const int64_t* dims;
   const void* data;
 } fusionopt_tensor;
+
+/* Where a tensor's bytes lie: host memory, or the CUDA device of a CUDA session. */
+typedef enum fusionopt_memory { FUSIONOPT_MEMORY_HOST = 0, FUSIONOPT_MEMORY_CUDA = 1 } fusionopt_memory;
 
 /* A result the library owns until fusionopt_value_free. */
 typedef struct fusionopt_value fusionopt_value;
@@ -167,8 +170,17 @@ typedef struct fusionopt_value_view {
   size_t bytes;
 } fusionopt_value_view;
 FUSIONOPT_API void fusionopt_value_view_of(const fusionopt_value* value, fusionopt_value_view* view);
-/* NULL is ignored. */
+/* FUSIONOPT_MEMORY_HOST, or FUSIONOPT_MEMORY_CUDA for an output a CUDA session left on its
+ * device (fusionopt_run_options.output_memory): `data` is then a device pointer. */
+FUSIONOPT_API int32_t fusionopt_value_memory(const fusionopt_value* value);
+/* NULL is ignored. A device value's memory stays valid after its session is destroyed. */
 FUSIONOPT_API void fusionopt_value_free(fusionopt_value* value);
+
+/* The value as a DLPack tensor (dlpack/dlpack.h, DLPACK_VERSION 0.6 and later: a
+ * DLManagedTensor*), sharing the value's memory without a copy: host memory is kDLCPU, a CUDA
+ * value kDLCUDA on its session's device. The tensor holds its own reference to the memory —
+ * `value` stays the caller's to free, before or after — and its deleter releases it. */
+FUSIONOPT_API fusionopt_status fusionopt_value_to_dlpack(const fusionopt_value* value, void** dl_managed_tensor);
 
 /* One inference. Every declared input is fed once, by name (a feed may also override an
  * initializer that is a graph input). `output_names` selects outputs (NULL: all, in the
@@ -179,6 +191,32 @@ FUSIONOPT_API void fusionopt_value_free(fusionopt_value* value);
 FUSIONOPT_API fusionopt_status fusionopt_session_run(fusionopt_session* session, const fusionopt_tensor* inputs,
                                                      size_t input_count, const char* const* output_names,
                                                      size_t output_count, fusionopt_value** outputs);
+
+/* Where fusionopt_session_run_with_options finds its inputs and leaves its outputs. Device
+ * memory (FUSIONOPT_MEMORY_CUDA) is accepted by CUDA sessions only: inputs on the session's
+ * device are copied device to device (they must be dense and row-major, and whatever writes
+ * them on another stream must be ordered before fusionopt_session_cuda_stream), and device
+ * outputs are fresh device buffers the values own. A CPU session refuses device memory with
+ * FUSIONOPT_USAGE. */
+typedef struct fusionopt_run_options {
+  uint32_t struct_size;         /* sizeof(fusionopt_run_options) */
+  const int32_t* input_memory;  /* one fusionopt_memory per entry of `inputs`; NULL: all host */
+  int32_t output_memory;        /* a fusionopt_memory for every output */
+} fusionopt_run_options;
+
+/* The defaults: every input and output in host memory. */
+FUSIONOPT_API fusionopt_run_options fusionopt_run_options_default(void);
+
+/* fusionopt_session_run with inputs or outputs in device memory; `options` NULL is
+ * fusionopt_session_run. The run has finished on the device when it returns. */
+FUSIONOPT_API fusionopt_status fusionopt_session_run_with_options(fusionopt_session* session,
+                                                                  const fusionopt_run_options* options,
+                                                                  const fusionopt_tensor* inputs, size_t input_count,
+                                                                  const char* const* output_names, size_t output_count,
+                                                                  fusionopt_value** outputs);
+
+/* The cudaStream_t a CUDA session copies and computes on; NULL for a CPU session. */
+FUSIONOPT_API void* fusionopt_session_cuda_stream(const fusionopt_session* session);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@ from ._library import lib as _lib
 from .errors import (FileError, FusionoptError, InvalidArgumentError, InvalidModelError, UnsupportedModelError,
                      VerificationError)
 from .optimize import optimize
+from .dlpack import Tensor
 from .session import InferenceSession, NodeArg, SessionOptions
 
 __version__ = _lib.fusionopt_version().decode()
@@ -21,5 +22,5 @@ def set_log_level(level):
     _lib.fusionopt_set_log_level(int(level))
 
 
-__all__ = ["optimize", "InferenceSession", "SessionOptions", "NodeArg", "FusionoptError", "InvalidModelError",
+__all__ = ["optimize", "InferenceSession", "SessionOptions", "NodeArg", "Tensor", "FusionoptError", "InvalidModelError",
            "InvalidArgumentError", "FileError", "UnsupportedModelError", "VerificationError", "set_log_level"]

@@ -41,6 +41,11 @@ class TensorStruct(ctypes.Structure):
                 ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p)]
 
 
+class RunOptionsStruct(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("input_memory", ctypes.POINTER(ctypes.c_int32)),
+                ("output_memory", ctypes.c_int32)]
+
+
 class ValueViewStruct(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
                 ("dims", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p), ("bytes", ctypes.c_size_t)]
@@ -95,6 +100,14 @@ def _declare(lib):
         "fusionopt_value_bytes": (size_t, [ctypes.POINTER(ValueHandle)]),
         "fusionopt_value_view_of": (None, [ctypes.POINTER(ValueHandle), ctypes.POINTER(ValueViewStruct)]),
         "fusionopt_value_free": (None, [ctypes.POINTER(ValueHandle)]),
+        "fusionopt_value_memory": (ctypes.c_int32, [ctypes.POINTER(ValueHandle)]),
+        "fusionopt_value_to_dlpack": (status, [ctypes.POINTER(ValueHandle), ctypes.POINTER(ctypes.c_void_p)]),
+        "fusionopt_run_options_default": (RunOptionsStruct, []),
+        "fusionopt_session_run_with_options": (status, [ctypes.POINTER(SessionHandle), ctypes.POINTER(RunOptionsStruct),
+                                                        ctypes.POINTER(TensorStruct), size_t,
+                                                        ctypes.POINTER(ctypes.c_char_p), size_t,
+                                                        ctypes.POINTER(ctypes.POINTER(ValueHandle))]),
+        "fusionopt_session_cuda_stream": (ctypes.c_void_p, [ctypes.POINTER(SessionHandle)]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)

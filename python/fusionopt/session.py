@@ -5,14 +5,15 @@
 
 `providers` picks the runtime: "CPUExecutionProvider" (the default) or "CUDAExecutionProvider"
 (the CUDA backend, which needs libfusionopt_cuda.so and a GPU; provider options
-{"device_id": N}). Inputs and outputs are numpy arrays in host memory.
+{"device_id": N}). Inputs are numpy arrays or any DLPack array (fusionopt.dlpack); `run` returns
+numpy arrays, `run_dlpack` tensors that stay on the session's device.
 """
 import ctypes
 import os
 
 import numpy as np
 
-from . import _library
+from . import _library, dlpack
 from ._library import check, lib
 from .errors import InvalidArgumentError
 
@@ -108,6 +109,8 @@ class InferenceSession:
         else:
             raise InvalidArgumentError(f"expected a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
         self._handle = handle
+        self._device_id = device_id if chosen == "CUDAExecutionProvider" else 0
+        self._stream = lib.fusionopt_session_cuda_stream(handle)  # None on the CPU
         self._providers = [chosen]
         self._sess_options = options
         self._inputs = [self._info(lib.fusionopt_session_input, i)
@@ -147,8 +150,21 @@ class InferenceSession:
         return lib.fusionopt_session_describe(self._handle).decode()
 
     def run(self, output_names, input_feed, run_options=None):
-        """Runs once: `input_feed` maps input names to arrays; returns the outputs named by
-        `output_names` (None: all, in the model's order) as numpy arrays."""
+        """Runs once: `input_feed` maps input names to arrays — numpy arrays, or any array that
+        speaks DLPack (torch, CuPy, JAX; on a CUDA session also on its GPU) — and returns the
+        outputs named by `output_names` (None: all, in the model's order) as numpy arrays."""
+        values = self._run(output_names, input_feed, run_options, on_device=False)
+        return _each_value(values, lambda value: _take_value(value, self._view))
+
+    def run_dlpack(self, output_names, input_feed, run_options=None):
+        """`run`, returning fusionopt.Tensor outputs that stay where the session computed them — on
+        a CUDA session, its GPU — for torch.from_dlpack, cupy.from_dlpack or numpy.from_dlpack to
+        take without a copy, or to feed another session."""
+        on_device = self._providers[0] == "CUDAExecutionProvider"
+        values = self._run(output_names, input_feed, run_options, on_device=on_device)
+        return _each_value(values, lambda value: dlpack.Tensor(value, self._device_id))
+
+    def _run(self, output_names, input_feed, run_options, on_device):
         if not isinstance(input_feed, dict):
             raise InvalidArgumentError("input_feed must be a dict of input name to array")
         if run_options is not None:
@@ -159,25 +175,26 @@ class InferenceSession:
         tensors = self._tensors.get(count)
         if tensors is None:
             tensors = self._tensors[count] = (_library.TensorStruct * max(count, 1))()
-        keep = []  # the arrays the C structs point into, alive until the call returns
+        keep = []  # what the C structs point into, alive until the call returns
+        memory = None
         for index, (name, value) in enumerate(input_feed.items()):
-            array = value if isinstance(value, np.ndarray) and value.flags.c_contiguous else np.ascontiguousarray(value)
-            code = _CODE_BY_NUMPY.get(array.dtype)
-            if code is None:
-                raise InvalidArgumentError(f"input {name!r}: numpy dtype {array.dtype} has no ONNX tensor type here")
-            shape = array.shape
+            feed = self._feed(name, value)
+            keep.append(feed.keep)
+            if feed.on_device:
+                memory = memory or (ctypes.c_int32 * count)()
+                memory[index] = 1
+            shape = feed.shape
             dims = self._dims.get(shape)
             if dims is None:
                 dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
                 if len(self._dims) < 1024:  # shapes that keep changing are not kept
                     self._dims[shape] = dims
-            keep.append(array)
             tensor = tensors[index]
             tensor.name = self._names.get(name) or self._encoded(name)
-            tensor.dtype = code
+            tensor.dtype = feed.onnx_type
             tensor.rank = len(shape)
             tensor.dims = dims
-            tensor.data = array.__array_interface__["data"][0]
+            tensor.data = feed.data
         if output_names is None:
             name_array, wanted = self._all_output_names, len(self._outputs)
         else:
@@ -186,14 +203,56 @@ class InferenceSession:
         values = self._values.get(wanted)
         if values is None:
             values = self._values[wanted] = (ctypes.POINTER(_library.ValueHandle) * max(wanted, 1))()
-        check(lib.fusionopt_session_run(self._handle, tensors, count, name_array, wanted, values))
-        return [_take_value(values[i], self._view) for i in range(wanted)]
+        if memory is None and not on_device:
+            check(lib.fusionopt_session_run(self._handle, tensors, count, name_array, wanted, values))
+        else:
+            options = lib.fusionopt_run_options_default()
+            options.input_memory = memory
+            options.output_memory = 1 if on_device else 0
+            check(lib.fusionopt_session_run_with_options(self._handle, ctypes.byref(options), tensors, count,
+                                                         name_array, wanted, values))
+        # Copies of the handles: an element of the cached array is a view of it, which the next
+        # run overwrites.
+        handle_type = ctypes.POINTER(_library.ValueHandle)
+        return [handle_type.from_buffer_copy(values[i]) for i in range(wanted)]
+
+    def _feed(self, name, value):
+        """One input as the C API takes it (dlpack.Feed)."""
+        if isinstance(value, dlpack.Tensor):
+            return dlpack.Feed(value._onnx_type, value.shape, value._data, value._on_device, value)
+        if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack_device__"):
+            device_type, _ = value.__dlpack_device__()
+            if device_type == dlpack.CUDA:
+                return dlpack.from_dlpack_device(name, value, self._stream, self._device_id)
+            if device_type != dlpack.CPU:
+                raise InvalidArgumentError(f"input {name!r} is on DLPack device type {device_type}; fusionopt reads "
+                                           "host memory and CUDA devices")
+            value = np.from_dlpack(value)
+        array = value if isinstance(value, np.ndarray) and value.flags.c_contiguous else np.ascontiguousarray(value)
+        code = _CODE_BY_NUMPY.get(array.dtype)
+        if code is None:
+            raise InvalidArgumentError(f"input {name!r}: numpy dtype {array.dtype} has no ONNX tensor type here")
+        return dlpack.Feed(code, array.shape, array.__array_interface__["data"][0], False, array)
 
     def _encoded(self, name):
         encoded = str(name).encode()
         if len(self._names) < 1024:
             self._names[name] = encoded
         return encoded
+
+
+def _each_value(handles, convert):
+    """`convert` of each library value, which takes it over; should one fail, the values not yet
+    taken are freed before the exception goes on."""
+    results = []
+    for index, handle in enumerate(handles):
+        try:
+            results.append(convert(handle))
+        except BaseException:
+            for rest in handles[index + 1:]:
+                lib.fusionopt_value_free(rest)
+            raise
+    return results
 
 
 def _take_value(handle, view):

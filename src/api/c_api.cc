@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "api/c_handles.h"
 #include "api/optimize.h"
 #include "api/session.h"
 #include "onnx_io/model_io.h"
@@ -28,10 +29,6 @@ struct fusionopt_buffer {
   std::string bytes;
 };
 
-struct fusionopt_value {
-  std::string name;
-  fusionopt::cpu::RtTensor tensor;
-};
 
 namespace {
 
@@ -73,6 +70,7 @@ struct ValueInfoStore {
 
 struct fusionopt_session {
   std::unique_ptr<fusionopt::api::Session> session;
+  int32_t cuda_device = 0;  // the device ordinal of a CUDA session (for its values)
   std::string description;
   std::vector<std::unique_ptr<ValueInfoStore>> inputs;
   std::vector<std::unique_ptr<ValueInfoStore>> outputs;
@@ -201,6 +199,7 @@ Result<fusionopt::api::Session*> CreateSession(std::unique_ptr<fusionopt::Model>
   for (const auto& info : session->inputs()) handle->inputs.push_back(std::make_unique<ValueInfoStore>(info));
   for (const auto& info : session->outputs()) handle->outputs.push_back(std::make_unique<ValueInfoStore>(info));
   handle->session = std::move(session);
+  handle->cuda_device = chosen.cuda_device;
   fusionopt::api::Session* created = handle->session.get();
   *out = handle.release();
   return created;
@@ -237,19 +236,25 @@ Result<fusionopt::cpu::NamedTensor> Feed(const fusionopt_tensor& tensor) {
   return fusionopt::cpu::NamedTensor{name, fusionopt::cpu::RtTensor(dtype, std::move(dims), std::move(storage))};
 }
 
-// An output that shares memory with a feed (a model that returns an input, or a view of one)
-// is copied: the caller's buffers may go away before the value does.
-fusionopt::cpu::RtTensor Owned(const fusionopt::cpu::RtTensor& output, const std::vector<fusionopt::cpu::NamedTensor>& feeds) {
+// Whether `output` shares its bytes with anything but itself: a feed (a model that returns an
+// input, or a view of one) or another holder of its storage (a constant, another output).
+bool SharesMemory(const fusionopt::cpu::RtTensor& output, const std::vector<fusionopt::cpu::NamedTensor>& feeds) {
+  if (output.storage().use_count() > 1) return true;
   for (const auto& feed : feeds) {
     const uint8_t* begin = feed.tensor.raw();
     if (begin == nullptr || output.raw() == nullptr) continue;
-    if (output.raw() >= begin && output.raw() < begin + feed.tensor.nbytes()) {
-      fusionopt::cpu::RtTensor copy = fusionopt::cpu::RtTensor::Allocate(output.dtype(), output.dims());
-      std::memcpy(copy.raw(), output.raw(), output.nbytes());
-      return copy;
-    }
+    if (output.raw() >= begin && output.raw() < begin + feed.tensor.nbytes()) return true;
   }
-  return output;
+  return false;
+}
+
+// A host output the caller owns outright, so it may write into it (through DLPack) and keep it
+// after the feeds are gone: one that shares memory is copied.
+fusionopt::cpu::RtTensor Owned(const fusionopt::cpu::RtTensor& output, const std::vector<fusionopt::cpu::NamedTensor>& feeds) {
+  if (!SharesMemory(output, feeds)) return output;
+  fusionopt::cpu::RtTensor copy = fusionopt::cpu::RtTensor::Allocate(output.dtype(), output.dims());
+  if (output.nbytes() > 0) std::memcpy(copy.raw(), output.raw(), output.nbytes());
+  return copy;
 }
 
 // Fills `info` with the declared input or output at `index` of `values`.
@@ -261,6 +266,50 @@ Status DescribeValue(const std::vector<std::unique_ptr<ValueInfoStore>>& values,
   }
   values[index]->Fill(info);
   return Status::Ok();
+}
+
+// Which graph output each requested one is (all of them, in order, for NULL names), checked
+// before anything runs.
+Result<std::vector<size_t>> PickOutputs(const fusionopt::api::Session& session, const char* const* output_names,
+                                        size_t output_count) {
+  const auto& declared = session.outputs();
+  if (output_names == nullptr && output_count != declared.size()) {
+    return UsageError("the model has " + std::to_string(declared.size()) + " outputs, not " + std::to_string(output_count));
+  }
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < output_count; ++i) {
+    if (output_names == nullptr) {
+      picked.push_back(i);
+      continue;
+    }
+    if (output_names[i] == nullptr) return UsageError("output name " + std::to_string(i) + " is NULL");
+    size_t at = 0;
+    while (at < declared.size() && declared[at].name != output_names[i]) ++at;
+    if (at == declared.size()) return UsageError(std::string("the model has no output named '") + output_names[i] + "'");
+    picked.push_back(at);
+  }
+  return picked;
+}
+
+Result<fusionopt::api::Memory> MemoryOf(int32_t code, const std::string& what) {
+  if (code == FUSIONOPT_MEMORY_HOST) return fusionopt::api::Memory::kHost;
+  if (code == FUSIONOPT_MEMORY_CUDA) return fusionopt::api::Memory::kCuda;
+  return UsageError(what + " has memory kind " + std::to_string(code) + ", neither FUSIONOPT_MEMORY_HOST nor _CUDA");
+}
+
+Result<fusionopt::api::Placement> PlacementOf(const fusionopt_run_options* options, size_t input_count) {
+  fusionopt::api::Placement placement;
+  if (options == nullptr) return placement;
+  if (options->struct_size < offsetof(fusionopt_run_options, output_memory) + sizeof(int32_t)) {
+    return UsageError("fusionopt_run_options.struct_size " + std::to_string(options->struct_size) +
+                      " is smaller than the fields this library reads");
+  }
+  for (size_t i = 0; options->input_memory != nullptr && i < input_count; ++i) {
+    FUSIONOPT_ASSIGN_OR_RETURN(auto memory, MemoryOf(options->input_memory[i], "input " + std::to_string(i)));
+    placement.feeds.push_back(memory);
+  }
+  FUSIONOPT_ASSIGN_OR_RETURN(placement.outputs, MemoryOf(options->output_memory, "output_memory"));
+  return placement;
 }
 
 }  // namespace
@@ -423,42 +472,62 @@ void fusionopt_value_view_of(const fusionopt_value* value, fusionopt_value_view*
   *view = fusionopt_value_view{fusionopt_value_name(value),  fusionopt_value_dtype(value), fusionopt_value_rank(value),
                                fusionopt_value_dims(value),  fusionopt_value_data(value),  fusionopt_value_bytes(value)};
 }
+int32_t fusionopt_value_memory(const fusionopt_value* value) {
+  return value == nullptr ? FUSIONOPT_MEMORY_HOST : value->memory;
+}
 void fusionopt_value_free(fusionopt_value* value) { delete value; }
+
+fusionopt_status fusionopt_value_to_dlpack(const fusionopt_value* value, void** dl_managed_tensor) {
+  return Guarded([&]() -> Status {
+    FUSIONOPT_RETURN_IF_ERROR(NotNull(value, "value"));
+    FUSIONOPT_RETURN_IF_ERROR(NotNull(dl_managed_tensor, "dl_managed_tensor"));
+    return fusionopt::api::LendAsDlpack(*value, dl_managed_tensor);
+  });
+}
+
+fusionopt_run_options fusionopt_run_options_default(void) {
+  fusionopt_run_options options{};
+  options.struct_size = sizeof(fusionopt_run_options);
+  options.input_memory = nullptr;
+  options.output_memory = FUSIONOPT_MEMORY_HOST;
+  return options;
+}
+
+void* fusionopt_session_cuda_stream(const fusionopt_session* session) {
+  return session == nullptr ? nullptr : session->session->CudaStream();
+}
 
 fusionopt_status fusionopt_session_run(fusionopt_session* session, const fusionopt_tensor* inputs, size_t input_count,
                                        const char* const* output_names, size_t output_count, fusionopt_value** outputs) {
+  return fusionopt_session_run_with_options(session, nullptr, inputs, input_count, output_names, output_count, outputs);
+}
+
+fusionopt_status fusionopt_session_run_with_options(fusionopt_session* session, const fusionopt_run_options* options,
+                                                    const fusionopt_tensor* inputs, size_t input_count,
+                                                    const char* const* output_names, size_t output_count,
+                                                    fusionopt_value** outputs) {
   return Guarded([&]() -> Status {
     FUSIONOPT_RETURN_IF_ERROR(NotNull(session, "session"));
     if (input_count > 0) FUSIONOPT_RETURN_IF_ERROR(NotNull(inputs, "inputs"));
     if (output_count > 0) FUSIONOPT_RETURN_IF_ERROR(NotNull(outputs, "outputs"));
-    const auto& declared = session->session->outputs();
-    if (output_names == nullptr && output_count != declared.size()) {
-      return UsageError("the model has " + std::to_string(declared.size()) + " outputs, not " +
-                        std::to_string(output_count));
-    }
-    // Which graph output each requested one is, checked before anything runs.
-    std::vector<size_t> picked;
-    for (size_t i = 0; i < output_count; ++i) {
-      if (output_names == nullptr) {
-        picked.push_back(i);
-        continue;
-      }
-      if (output_names[i] == nullptr) return UsageError("output name " + std::to_string(i) + " is NULL");
-      size_t at = 0;
-      while (at < declared.size() && declared[at].name != output_names[i]) ++at;
-      if (at == declared.size()) return UsageError(std::string("the model has no output named '") + output_names[i] + "'");
-      picked.push_back(at);
-    }
+    FUSIONOPT_ASSIGN_OR_RETURN(fusionopt::api::Placement placement, PlacementOf(options, input_count));
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<size_t> picked, PickOutputs(*session->session, output_names, output_count));
     std::vector<fusionopt::cpu::NamedTensor> feeds;
     for (size_t i = 0; i < input_count; ++i) {
       FUSIONOPT_ASSIGN_OR_RETURN(auto feed, Feed(inputs[i]));
       feeds.push_back(std::move(feed));
     }
-    FUSIONOPT_ASSIGN_OR_RETURN(auto results, session->session->Run(feeds));
+    FUSIONOPT_ASSIGN_OR_RETURN(auto results, session->session->Run(feeds, placement));
+    const bool on_device = placement.outputs == fusionopt::api::Memory::kCuda;
     std::vector<std::unique_ptr<fusionopt_value>> values;
     for (size_t at : picked) {
-      values.push_back(std::make_unique<fusionopt_value>(
-          fusionopt_value{results[at].name, Owned(results[at].tensor, feeds)}));
+      auto value = std::make_unique<fusionopt_value>();
+      value->name = results[at].name;
+      // Device outputs are fresh buffers of their own (CudaSession::Run).
+      value->tensor = on_device ? results[at].tensor : Owned(results[at].tensor, feeds);
+      value->memory = on_device ? FUSIONOPT_MEMORY_CUDA : FUSIONOPT_MEMORY_HOST;
+      value->device = session->cuda_device;
+      values.push_back(std::move(value));
     }
     for (size_t i = 0; i < values.size(); ++i) outputs[i] = values[i].release();
     return Status::Ok();

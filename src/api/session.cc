@@ -54,21 +54,47 @@ std::string Session::Description() const {
   return config_.threads == 0 ? std::string("CPU runtime, every core") : fmt::format("CPU runtime, {} threads", config_.threads);
 }
 
+void* Session::CudaStream() const { return cuda_ != nullptr ? cuda_->Stream() : nullptr; }
+
 Result<std::vector<cpu::NamedTensor>> Session::Run(const std::vector<cpu::NamedTensor>& feeds, RunCounts* counts,
                                                    cpu::RunStats* cpu_stats) {
-  if (cpu_ != nullptr) {
-    cpu::RunStats stats;
-    if (cpu_stats != nullptr) stats = *cpu_stats;  // carries the profile hooks in
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<cpu::NamedTensor> outputs, cpu_->Run(feeds, &stats));
-    if (counts != nullptr) counts->kernels_launched = stats.kernels_launched;
-    if (cpu_stats != nullptr) *cpu_stats = stats;
-    return outputs;
+  if (cpu_ == nullptr) return Run(feeds, Placement{}, counts);
+  cpu::RunStats stats;
+  if (cpu_stats != nullptr) stats = *cpu_stats;  // carries the profile hooks in
+  FUSIONOPT_ASSIGN_OR_RETURN(std::vector<cpu::NamedTensor> outputs, cpu_->Run(feeds, &stats));
+  if (counts != nullptr) counts->kernels_launched = stats.kernels_launched;
+  if (cpu_stats != nullptr) *cpu_stats = stats;
+  return outputs;
+}
+
+Status Session::CheckPlacement(const std::vector<cpu::NamedTensor>& feeds, const Placement& placement) const {
+  if (placement.feeds.size() > feeds.size()) {
+    return UsageError(fmt::format("{} feed placements for {} feeds", placement.feeds.size(), feeds.size()));
   }
+  if (cuda_ != nullptr) return Status::Ok();
+  for (size_t i = 0; i < placement.feeds.size(); ++i) {
+    if (placement.feeds[i] == Memory::kCuda) {
+      return UsageError("input '" + feeds[i].name + "' is in CUDA memory; a CPU session reads host memory");
+    }
+  }
+  if (placement.outputs == Memory::kCuda) {
+    return UsageError("a CPU session returns its outputs in host memory, not CUDA memory");
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<cpu::NamedTensor>> Session::Run(const std::vector<cpu::NamedTensor>& feeds, const Placement& placement,
+                                                   RunCounts* counts) {
+  FUSIONOPT_RETURN_IF_ERROR(CheckPlacement(feeds, placement));
+  if (cpu_ != nullptr) return Run(feeds, counts, nullptr);
   // The CUDA backend plans from the feeds' shapes: check them against the declarations first,
-  // with the CPU runtime's words.
+  // with the CPU runtime's words (only dtypes and dims are read: feeds may be device memory).
   FUSIONOPT_RETURN_IF_ERROR(cpu::MatchFeeds(cuda_->inputs(), feeds).status());
+  cuda::RunPlacement where;
+  for (Memory memory : placement.feeds) where.feeds_on_device.push_back(memory == Memory::kCuda);
+  where.outputs_on_device = placement.outputs == Memory::kCuda;
   cuda::CudaRunStats stats;
-  FUSIONOPT_ASSIGN_OR_RETURN(std::vector<cpu::NamedTensor> outputs, cuda_->Run(feeds, &stats));
+  FUSIONOPT_ASSIGN_OR_RETURN(std::vector<cpu::NamedTensor> outputs, cuda_->Run(feeds, &stats, where));
   if (counts != nullptr) {
     counts->kernels_launched = stats.kernels_launched;
     counts->replayed_graph = stats.replayed_graph;

@@ -43,6 +43,16 @@ struct ValueInfo {
   bool has_shape = false;            // false: the graph declares no shape at all
 };
 
+// Where a tensor's bytes lie: host memory, or the CUDA session's device.
+enum class Memory { kHost, kCuda };
+
+// Where Run finds its feeds (by feed index; missing entries are host memory) and leaves its
+// outputs. Only a CUDA session takes device memory; device outputs own their buffers.
+struct Placement {
+  std::vector<Memory> feeds;
+  Memory outputs = Memory::kHost;
+};
+
 // What one inference did, as either runtime counts it.
 struct RunCounts {
   int64_t kernels_launched = 0;
@@ -69,6 +79,12 @@ class Session {
   // Outputs come in graph-output order.
   Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds, RunCounts* counts = nullptr,
                                             cpu::RunStats* cpu_stats = nullptr);
+  // The same with feeds or outputs in device memory (a CPU session refuses any).
+  Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds, const Placement& placement,
+                                            RunCounts* counts = nullptr);
+  // The CUDA stream a CUDA session works on (nullptr on the CPU): device feeds written on
+  // another stream must be ordered before it.
+  void* CudaStream() const;
 
   // The runtime underneath, for what only one of them has (the CPU's per-node profile).
   cpu::Session* cpu_session() { return cpu_.get(); }
@@ -76,7 +92,7 @@ class Session {
 
  private:
   Session(std::unique_ptr<Model> model, SessionConfig config);
-  Status CheckFeeds(const std::vector<cpu::NamedTensor>& feeds) const;
+  Status CheckPlacement(const std::vector<cpu::NamedTensor>& feeds, const Placement& placement) const;
 
   std::unique_ptr<Model> model_;
   SessionConfig config_;

@@ -1,12 +1,14 @@
 /* The C API of include/fusionopt/runtime.h from a C program, as an application would use it:
  * a session over a model file, its metadata, a run checked against the same model run op by
- * op, optimizing in memory and running the result, and every kind of bad input answered with
- * its status and a one-line message. Usage: c_api_test MODEL.onnx (float input "input", N
+ * op, optimizing in memory and running the result, an output lent out as DLPack, and every
+ * kind of bad input answered with its status and a one-line message. Usage: c_api_test MODEL.onnx (float input "input", N
  * symbolic, output "logits"). Prints one line per check; exits 1 at the first failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dlpack/dlpack.h>
 
 #include "fusionopt/runtime.h"
 
@@ -57,6 +59,65 @@ static float* Logits(fusionopt_session* session, const float* input, size_t* cou
   return values;
 }
 
+/* The run options and DLPack on a CPU session: device memory is refused either way, and an
+ * output lent out as a DLManagedTensor outlives both its value and its session. */
+static void CheckDlpackAndPlacement(const char* model, const float* input, const float* expected, size_t count) {
+  fusionopt_session* session = NULL;
+  EXPECT(fusionopt_session_create(model, NULL, &session) == FUSIONOPT_OK, "session for DLPack");
+  EXPECT(fusionopt_session_cuda_stream(session) == NULL, "a CPU session has no CUDA stream");
+  int64_t dims[4] = {2, 3, 32, 32};
+  fusionopt_tensor feed = {"input", 1, 4, dims, input};
+  fusionopt_value* output = NULL;
+  fusionopt_run_options options = fusionopt_run_options_default();
+  int32_t on_device[1] = {FUSIONOPT_MEMORY_CUDA};
+  options.input_memory = on_device;
+  EXPECT(fusionopt_session_run_with_options(session, &options, &feed, 1, NULL, 1, &output) == FUSIONOPT_USAGE &&
+             strstr(fusionopt_last_error(), "'input' is in CUDA memory") != NULL && output == NULL,
+         "a CPU session refuses an input in device memory");
+  options.input_memory = NULL;
+  options.output_memory = FUSIONOPT_MEMORY_CUDA;
+  EXPECT(fusionopt_session_run_with_options(session, &options, &feed, 1, NULL, 1, &output) == FUSIONOPT_USAGE &&
+             strstr(fusionopt_last_error(), "host memory") != NULL,
+         "a CPU session refuses to leave outputs in device memory");
+  options.output_memory = 7;
+  EXPECT(fusionopt_session_run_with_options(session, &options, &feed, 1, NULL, 1, &output) == FUSIONOPT_USAGE &&
+             strstr(fusionopt_last_error(), "memory kind 7") != NULL,
+         "an unknown memory kind is named");
+  options.output_memory = FUSIONOPT_MEMORY_HOST;
+  options.struct_size = 4;
+  EXPECT(fusionopt_session_run_with_options(session, &options, &feed, 1, NULL, 1, &output) == FUSIONOPT_USAGE &&
+             strstr(fusionopt_last_error(), "struct_size 4") != NULL,
+         "a struct_size older than the fields read is refused");
+  options = fusionopt_run_options_default();
+  EXPECT(fusionopt_session_run_with_options(session, &options, &feed, 1, NULL, 1, &output) == FUSIONOPT_OK &&
+             fusionopt_value_memory(output) == FUSIONOPT_MEMORY_HOST,
+         "host in, host out");
+
+  DLManagedTensor* lent = NULL;
+  EXPECT(fusionopt_value_to_dlpack(output, (void**)&lent) == FUSIONOPT_OK && lent != NULL, "lent as DLPack");
+  DLManagedTensor* second = NULL;
+  EXPECT(fusionopt_value_to_dlpack(output, (void**)&second) == FUSIONOPT_OK, "lent twice");
+  EXPECT(lent->dl_tensor.device.device_type == kDLCPU && lent->dl_tensor.ndim == 2 &&
+             lent->dl_tensor.shape[0] == 2 && lent->dl_tensor.dtype.code == kDLFloat &&
+             lent->dl_tensor.dtype.bits == 32 && lent->dl_tensor.dtype.lanes == 1 && lent->dl_tensor.strides == NULL,
+         "a 2-D float32 host tensor, dense");
+  EXPECT(lent->dl_tensor.data == fusionopt_value_data(output) && second->dl_tensor.data == lent->dl_tensor.data,
+         "the same memory, no copy");
+  /* The value and the session go first; the lent tensor still reads the results. */
+  fusionopt_value_free(output);
+  fusionopt_session_destroy(session);
+  size_t lent_count = (size_t)(lent->dl_tensor.shape[0] * lent->dl_tensor.shape[1]);
+  EXPECT(lent_count == count, "lent tensor size");
+  const float* lent_values = (const float*)((const char*)lent->dl_tensor.data + lent->dl_tensor.byte_offset);
+  for (size_t i = 0; i < count; ++i) {
+    EXPECT(fabs((double)lent_values[i] - (double)expected[i]) <= 1e-5 + 1e-4 * fabs((double)expected[i]),
+           "lent value %zu", i);
+  }
+  second->deleter(second);
+  lent->deleter(lent);
+  EXPECT(fusionopt_value_to_dlpack(NULL, (void**)&lent) == FUSIONOPT_USAGE, "a NULL value");
+}
+
 static void ExpectClose(const float* a, const float* b, size_t count, const char* what) {
   double worst = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -94,6 +155,8 @@ int main(int argc, char** argv) {
   float* reference = Logits(op_by_op, input, &reference_count);
   EXPECT(count == reference_count && count > 0, "same output size");
   ExpectClose(logits, reference, count, "fused against op by op");
+
+  CheckDlpackAndPlacement(argv[1], input, logits, count);
 
   /* Optimized in memory at -O3, then run from the bytes. */
   size_t size = 0;

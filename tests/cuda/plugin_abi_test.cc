@@ -185,6 +185,7 @@ TEST_CASE("plugin: every entry point rejects NULL arguments with a message", "[p
   api.fo_kernel_destroy(nullptr);
   api.fo_graph_destroy(nullptr);
   CHECK(std::string(api.fo_context_describe(nullptr)).empty());
+  CHECK(api.fo_context_stream(nullptr) == nullptr);
   CHECK(std::string(api.fo_kernel_describe(nullptr)).empty());
   // A successful call leaves no message behind.
   REQUIRE(api.fo_context_counters(ctx, &counters) == FO_OK);
@@ -216,6 +217,7 @@ TEST_CASE("plugin: a device context fails cleanly without a GPU", "[plugin]") {
   if (have_device) {
     REQUIRE(status == FO_OK);
     CHECK(std::string(api.fo_context_describe(context.context)).find("sm_") != std::string::npos);
+    CHECK(api.fo_context_stream(context.context) != nullptr);
     return;
   }
   CHECK(status == FO_CUDA_ERROR);
@@ -234,6 +236,7 @@ TEST_CASE("plugin: a compile-only context touches no device", "[plugin]") {
   const std::string description = api.fo_context_describe(ctx);
   INFO(description);
   CHECK(description.find("compile-only") != std::string::npos);
+  CHECK(api.fo_context_stream(ctx) == nullptr);  // no device, no stream
   CHECK(description.find("sm_80") != std::string::npos);
   CHECK(description.find("NVRTC") != std::string::npos);
   CHECK(description.find("cuDNN") != std::string::npos);

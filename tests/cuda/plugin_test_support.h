@@ -29,7 +29,7 @@ namespace fusionopt::plugin_test {
 
 #define FO_PLUGIN_FUNCTIONS(X)                                                                                     \
   X(fo_abi_version) X(fo_status_name) X(fo_last_error_message) X(fo_context_create) X(fo_context_destroy)         \
-  X(fo_context_describe) X(fo_context_counters) X(fo_context_reset_counters) X(fo_context_build_stats) X(fo_node_supported)                 \
+  X(fo_context_describe) X(fo_context_stream) X(fo_context_counters) X(fo_context_reset_counters) X(fo_context_build_stats) X(fo_node_supported)                 \
   X(fo_kernel_build) X(fo_kernel_destroy) X(fo_kernel_workspace_size) X(fo_kernel_launch_count)                   \
   X(fo_kernel_describe) X(fo_kernel_enqueue) X(fo_device_alloc) X(fo_device_free) X(fo_copy_to_device)            \
   X(fo_copy_to_host) X(fo_copy_device_to_device) X(fo_synchronize) X(fo_timer_start) X(fo_timer_stop)             \

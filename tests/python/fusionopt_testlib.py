@@ -20,6 +20,20 @@ SHARED_MODELS_MISSING = (f"{SHARED_MODELS} is absent: the model-zoo models live 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_IO, EXIT_UNSUPPORTED, EXIT_MISMATCH = 0, 1, 2, 3, 4, 5
 
 
+# ---------------------------------------------------------------- the Python package
+
+def import_fusionopt():
+    """The fusionopt package from the sources (python/), over the library of the build under
+    test ($FUSIONOPT_BIN's folder, or build/), unless FUSIONOPT_LIBRARY names another."""
+    import sys
+    build = Path(os.environ.get("FUSIONOPT_BIN", REPO_ROOT / "build" / "fusionopt")).parent
+    os.environ.setdefault("FUSIONOPT_LIBRARY", str(build / "libfusionopt.so.1"))
+    if str(REPO_ROOT / "python") not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT / "python"))
+    import fusionopt
+    return fusionopt
+
+
 # ---------------------------------------------------------------- model files
 
 def project_models():

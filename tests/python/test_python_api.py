@@ -21,12 +21,10 @@ import pytest
 
 import fusionopt_testlib as lib
 
-_BUILD = Path(os.environ.get("FUSIONOPT_BIN", lib.REPO_ROOT / "build" / "fusionopt")).parent
-os.environ.setdefault("FUSIONOPT_LIBRARY", str(_BUILD / "libfusionopt.so.1"))
-sys.path.insert(0, str(lib.REPO_ROOT / "python"))
 sys.path.insert(0, str(lib.REPO_ROOT / "models" / "real"))
 import corpus  # noqa: E402
-import fusionopt  # noqa: E402
+
+fusionopt = lib.import_fusionopt()
 
 ENTRIES = corpus.load()
 FP32_TOLERANCE = (1e-3, 1e-4)

@@ -170,7 +170,7 @@ CudaSession::~CudaSession() {
     }
     if (plan->workspace != nullptr) api_.device_free(context_, plan->workspace);
   }
-  api_.context_destroy(context_);
+  context_owner_.reset();
 }
 
 Result<std::unique_ptr<CudaSession>> CudaSession::Create(const Model& model, const CudaSessionOptions& options) {
@@ -184,10 +184,13 @@ Result<std::unique_ptr<CudaSession>> CudaSession::Create(const Model& model, con
   context_options.count_executed_kernels = options.count_executed_kernels ? 1 : 0;
   FUSIONOPT_RETURN_IF_ERROR(api->Check(api->context_create(&context_options, &session->context_),
                                        "no CUDA device to run on (" + api->path + ")"));
+  session->context_owner_.reset(session->context_, [api](fo_context* context) { api->context_destroy(context); });
   return session;
 }
 
 std::string CudaSession::DeviceDescription() const { return api_.context_describe(context_); }
+
+void* CudaSession::Stream() const { return api_.context_stream(context_); }
 
 namespace {
 
@@ -491,7 +494,50 @@ Status CudaSession::Enqueue(Prepared& plan) {
   return Status::Ok();
 }
 
-Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::NamedTensor>& feeds, CudaRunStats* stats) {
+Status CudaSession::CopyFeedsIn(Prepared& plan, const std::vector<cpu::NamedTensor>& feeds,
+                                const RunPlacement& placement) {
+  const Graph& graph = *plan.model->graph;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) {
+    for (size_t f = 0; f < feeds.size(); ++f) {
+      const cpu::NamedTensor& feed = feeds[f];
+      if (feed.name != graph.inputs()[i]->name()) continue;
+      Storage& storage = plan.storages[plan.input_storages[i]];
+      if (feed.tensor.nbytes() != storage.bytes) return InvalidModel("input '" + feed.name + "' changed size");
+      const bool on_device = f < placement.feeds_on_device.size() && placement.feeds_on_device[f];
+      const fo_status copied =
+          on_device ? api_.copy_device_to_device(context_, storage.pointer, feed.tensor.raw(), storage.bytes)
+                    : api_.copy_to_device(context_, storage.pointer, feed.tensor.raw(), storage.bytes);
+      FUSIONOPT_RETURN_IF_ERROR(api_.Check(copied, "copying input '" + feed.name + "'"));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<cpu::NamedTensor> CudaSession::CopyOutputOut(const Prepared& plan, size_t index, bool to_device) {
+  const Value& output = *plan.model->graph->outputs()[index];
+  const Storage& storage = plan.storages[plan.output_storages[index]];
+  const void* source = static_cast<const char*>(storage.pointer) + plan.output_offsets[index];
+  const std::string what = "copying output '" + output.name() + "'";
+  if (!to_device) {
+    cpu::RtTensor tensor = cpu::RtTensor::Allocate(output.dtype(), plan.output_dims[index]);
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_host(context_, tensor.raw(), source, tensor.nbytes()), what));
+    return cpu::NamedTensor{output.name(), std::move(tensor)};
+  }
+  // The plan's buffers are overwritten by the next inference: a device output gets its own.
+  const uint64_t bytes = BytesOf(output, plan.output_dims[index]);
+  void* pointer = nullptr;
+  if (bytes > 0) FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, bytes, &pointer), what));
+  std::shared_ptr<uint8_t> memory(static_cast<uint8_t*>(pointer), [api = &api_, owner = context_owner_](uint8_t* p) {
+    if (p != nullptr) api->device_free(owner.get(), p);
+  });
+  if (bytes > 0) {
+    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_device_to_device(context_, pointer, source, bytes), what));
+  }
+  return cpu::NamedTensor{output.name(), cpu::RtTensor(output.dtype(), plan.output_dims[index], std::move(memory))};
+}
+
+Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::NamedTensor>& feeds, CudaRunStats* stats,
+                                                       const RunPlacement& placement) {
   if (options_.device < 0) return Unsupported("a compile-only CUDA session plans but does not run");
   FUSIONOPT_ASSIGN_OR_RETURN(Prepared* plan, PlanFor(feeds));
   if (plan->summary.unsupported > 0) {
@@ -503,15 +549,7 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
     }
   }
   const Graph& graph = *plan->model->graph;
-  for (size_t i = 0; i < graph.inputs().size(); ++i) {
-    for (const auto& feed : feeds) {
-      if (feed.name != graph.inputs()[i]->name()) continue;
-      Storage& storage = plan->storages[plan->input_storages[i]];
-      if (feed.tensor.nbytes() != storage.bytes) return InvalidModel("input '" + feed.name + "' changed size");
-      FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_device(context_, storage.pointer, feed.tensor.raw(), storage.bytes),
-                                           "copying input '" + feed.name + "'"));
-    }
-  }
+  FUSIONOPT_RETURN_IF_ERROR(CopyFeedsIn(*plan, feeds, placement));
   fo_counters before{};
   if (stats != nullptr && options_.count_executed_kernels) {
     FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_counters(context_, &before), "counters"));
@@ -537,13 +575,8 @@ Result<std::vector<cpu::NamedTensor>> CudaSession::Run(const std::vector<cpu::Na
   FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.timer_stop(context_, &device_ms), "timer"));
   std::vector<cpu::NamedTensor> outputs;
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
-    const Value& output = *graph.outputs()[i];
-    cpu::RtTensor tensor = cpu::RtTensor::Allocate(output.dtype(), plan->output_dims[i]);
-    const Storage& storage = plan->storages[plan->output_storages[i]];
-    const void* source = static_cast<const char*>(storage.pointer) + plan->output_offsets[i];
-    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.copy_to_host(context_, tensor.raw(), source, tensor.nbytes()),
-                                         "copying output '" + output.name() + "'"));
-    outputs.push_back({output.name(), std::move(tensor)});
+    FUSIONOPT_ASSIGN_OR_RETURN(cpu::NamedTensor output, CopyOutputOut(*plan, i, placement.outputs_on_device));
+    outputs.push_back(std::move(output));
   }
   FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.synchronize(context_), "running the model"));
   if (stats != nullptr) {

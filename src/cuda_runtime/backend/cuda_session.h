@@ -85,6 +85,14 @@ Result<std::unique_ptr<Model>> SpecializeForFeeds(const Model& model, const std:
 Result<std::unique_ptr<Model>> SpecializeForShapes(const Model& model,
                                                    const std::map<std::string, std::vector<int64_t>>& shapes);
 
+// Where Run finds its feeds and leaves its outputs. Device memory is this session's device:
+// a device feed is copied on the device (no trip through the host), and device outputs are
+// fresh buffers the returned tensors own — they stay valid after the session is gone.
+struct RunPlacement {
+  std::vector<bool> feeds_on_device;  // by feed index; empty: every feed in host memory
+  bool outputs_on_device = false;
+};
+
 class CudaSession {
  public:
   static Result<std::unique_ptr<CudaSession>> Create(const Model& model, const CudaSessionOptions& options);
@@ -94,15 +102,19 @@ class CudaSession {
 
   const std::vector<const Value*>& inputs() const { return inputs_; }
   std::string DeviceDescription() const;
+  // The cudaStream_t this session's copies and kernels run on: a caller whose device feeds
+  // another stream writes makes this one wait for that work (DLPack's `stream` argument).
+  void* Stream() const;
 
   // Plans for the feeds' dims (once per distinct dims). Planning fails only for a model that
   // cannot be specialized (an inconsistent or data-dependent shape); nodes without a kernel are
   // listed in the summary, and Run refuses such a plan.
   Result<CudaPlanSummary> Plan(const std::vector<cpu::NamedTensor>& feeds);
 
-  // One inference: copies the feeds in, runs every kernel, copies the outputs back (graph-output
-  // order) and waits for the GPU.
-  Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds, CudaRunStats* stats = nullptr);
+  // One inference: copies the feeds in, runs every kernel, copies the outputs out (graph-output
+  // order; to the host unless `placement` says otherwise) and waits for the GPU.
+  Result<std::vector<cpu::NamedTensor>> Run(const std::vector<cpu::NamedTensor>& feeds, CudaRunStats* stats = nullptr,
+                                            const RunPlacement& placement = {});
 
   // GPU milliseconds of one device-to-device copy of `bytes` on this session's stream: the
   // bandwidth yardstick for elementwise kernels (bench/cuda_bandwidth.cc).
@@ -114,11 +126,15 @@ class CudaSession {
   Result<Prepared*> PlanFor(const std::vector<cpu::NamedTensor>& feeds);
   Result<int64_t> InlineUnsupportedFusedNodes(Model& model, CudaPlanSummary& summary);
   Status Enqueue(Prepared& plan);
+  Status CopyFeedsIn(Prepared& plan, const std::vector<cpu::NamedTensor>& feeds, const RunPlacement& placement);
+  Result<cpu::NamedTensor> CopyOutputOut(const Prepared& plan, size_t index, bool to_device);
 
   const Model& model_;
   const PluginApi& api_;
   CudaSessionOptions options_;
   fo_context* context_ = nullptr;
+  // Owns context_: device outputs handed to callers hold it too, to free their memory.
+  std::shared_ptr<fo_context> context_owner_;
   std::vector<const Value*> inputs_;
   std::map<std::string, std::unique_ptr<Prepared>> plans_;  // by the feeds' dims
 };

@@ -50,6 +50,7 @@ Result<PluginApi> Bind(void* library, std::string path) {
   FUSIONOPT_RESOLVE(context_create);
   FUSIONOPT_RESOLVE(context_destroy);
   FUSIONOPT_RESOLVE(context_describe);
+  FUSIONOPT_RESOLVE(context_stream);
   FUSIONOPT_RESOLVE(context_counters);
   FUSIONOPT_RESOLVE(context_reset_counters);
   FUSIONOPT_RESOLVE(context_build_stats);

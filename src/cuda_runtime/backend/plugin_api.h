@@ -22,6 +22,7 @@ struct PluginApi {
   decltype(&fo_context_create) context_create = nullptr;
   decltype(&fo_context_destroy) context_destroy = nullptr;
   decltype(&fo_context_describe) context_describe = nullptr;
+  decltype(&fo_context_stream) context_stream = nullptr;
   decltype(&fo_context_counters) context_counters = nullptr;
   decltype(&fo_context_reset_counters) context_reset_counters = nullptr;
   decltype(&fo_context_build_stats) context_build_stats = nullptr;

@@ -208,6 +208,10 @@ const char* fo_context_describe(const fo_context* context) {
   return context == nullptr ? "" : context->impl->description().c_str();
 }
 
+void* fo_context_stream(const fo_context* context) {
+  return context == nullptr || context->impl->compile_only() ? nullptr : static_cast<void*>(context->impl->stream());
+}
+
 fo_status fo_context_counters(fo_context* context, fo_counters* counters) {
   return Guarded(__func__, UsesDevice(context), [&]() -> Status {
     if (context == nullptr) return NullArgument("context");
