@@ -43,6 +43,11 @@ std::vector<Node*> AnchorsBelow(const Value& x) {
 
 }  // namespace
 
+std::string ActivationName(const CompositeMatch& match) {
+  if (match.kind == CompositeKind::kGelu) return "Gelu";
+  return match.alpha == 1.0 ? "Silu" : "QuickGelu";
+}
+
 bool IsStandardOp(const Node& node, std::string_view op_type) {
   return (node.domain().empty() || node.domain() == "ai.onnx") && node.op_type() == op_type;
 }
@@ -68,7 +73,7 @@ std::optional<EpilogueStep> MatchActivationPattern(Value& x, int64_t opset) {
     const CompositeMatch& match = *search.match;
     bool activation = match.kind == CompositeKind::kGelu || match.kind == CompositeKind::kSilu;
     if (!activation || match.standard_op || match.x != &x || !AllUsesBy(x, match.nodes)) continue;
-    return EpilogueStep{match.nodes, match.output, match.kind == CompositeKind::kGelu ? "Gelu" : "Silu"};
+    return EpilogueStep{match.nodes, match.output, ActivationName(match)};
   }
   return std::nullopt;
 }

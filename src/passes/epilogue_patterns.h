@@ -1,5 +1,5 @@
 // Activations that exporters spell as several nodes, matched where they read one value %x:
-// the decomposed GELU (erf and tanh forms) and SiLU, recognised by the same composite matchers
+// the decomposed GELU (erf and tanh forms) and SiLU (with its QuickGELU scaling), recognised by the same composite matchers
 // the fuse-composites pass and the CPU runtime use (patterns/composite.h: forms, operand orders
 // and constant tolerance are defined there, once). Every value inside a pattern is read only
 // by the pattern and is no graph output; %x must be read by the pattern's nodes only.
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "patterns/composite.h"
 
 namespace fusionopt::passes {
 
@@ -18,8 +19,12 @@ namespace fusionopt::passes {
 struct EpilogueStep {
   std::vector<Node*> nodes;
   Value* result = nullptr;
-  std::string name;  // for the function name: "Add", "Relu", "Silu", "Gelu"
+  std::string name;  // for the function name: "Add", "Relu", "Silu", "QuickGelu", "Gelu"
 };
+
+// A GELU or SiLU composite's name in function names: "Gelu", "Silu", or "QuickGelu" for a
+// swish whose alpha is not 1.
+std::string ActivationName(const CompositeMatch& match);
 
 // The multi-node activation reading `x` under the default domain's `opset`, or nullopt.
 std::optional<EpilogueStep> MatchActivationPattern(Value& x, int64_t opset);

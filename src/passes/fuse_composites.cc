@@ -12,7 +12,7 @@
 //
 //   FusedLayerNorm / FusedAddLayerNorm, FusedRMSNorm / FusedAddRMSNorm, FusedSoftmax
 //   (Softmax(x·s + mask), Softmax(x/s), Softmax(Where(c, x·s, fill))), FusedGelu (erf and tanh
-//   forms), FusedSilu (x·sigmoid(x)).
+//   forms), FusedSilu (x·sigmoid(x)), FusedQuickGelu (x·sigmoid(alpha·x), CLIP's 1.702).
 //
 // Checked for every candidate (a near miss is reported as a rejection with its reason):
 // default-domain ops; constants the caller cannot override (epsilon, scales, GELU's constants
@@ -39,6 +39,7 @@
 #include "ir/constant_value.h"
 #include "patterns/composite.h"
 #include "passes/composite_legality.h"
+#include "passes/epilogue_patterns.h"
 #include "passes/outline.h"
 
 namespace fusionopt::passes {
@@ -57,7 +58,7 @@ std::string FunctionStem(const CompositeMatch& match) {
     case CompositeKind::kRmsNorm: return residual ? "FusedAddRMSNorm" : "FusedRMSNorm";
     case CompositeKind::kSoftmax: return "FusedSoftmax";
     case CompositeKind::kGelu: return "FusedGelu";
-    case CompositeKind::kSilu: return "FusedSilu";
+    case CompositeKind::kSilu: return "Fused" + ActivationName(match);
   }
   return "FusedComposite";
 }

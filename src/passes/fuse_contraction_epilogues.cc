@@ -20,7 +20,8 @@
 //   "The output's shape" is proven, not assumed (shape_facts.h RuntimeShapes: equal dims or
 //   symbols, or derived through the graph when inference left '?' dims);
 // - an activation: Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu (opset 20),
-//   Clip with constant bounds; and the exporters' multi-node SiLU and GELU (erf and tanh
+//   Clip with constant bounds; and the exporters' multi-node SiLU (QuickGELU's x·σ(1.702x) too,
+//   "FusedMatMulAddQuickGelu") and GELU (erf and tanh
 //   forms, epilogue_patterns.h), whose inner values are read only inside the pattern.
 // Every step keeps the contraction's dtype and output shape (a scalar of higher rank would
 // broadcast it: refused). The chain stops before anything else; the result is the last value,

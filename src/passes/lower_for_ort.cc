@@ -37,28 +37,36 @@ std::optional<std::pair<Value*, Value*>> BiasOperands(const Value& x, const std:
   return std::nullopt;
 }
 
-// The GELU `node` anchors (an Erf or Tanh of a decomposed one, or a Gelu op), if any.
-std::optional<CompositeMatch> GeluAt(Node& node, int64_t opset) {
-  if (node.op_type() != "Erf" && node.op_type() != "Tanh" && node.op_type() != "Gelu") return std::nullopt;
+// The activation with an ORT kernel that `node` anchors, if any: a GELU (an Erf or Tanh of a
+// decomposed one, or a Gelu op), or a QuickGELU's Sigmoid (a swish whose alpha is not 1; ORT
+// fuses plain SiLU itself).
+std::optional<CompositeMatch> ActivationAt(Node& node, int64_t opset) {
+  const std::string& op = node.op_type();
+  if (op != "Erf" && op != "Tanh" && op != "Gelu" && op != "Sigmoid") return std::nullopt;
   CompositeSearch search = MatchCompositeAt(node, opset);
-  if (!search.match || search.match->kind != CompositeKind::kGelu) return std::nullopt;
-  return search.match;
+  if (!search.match) return std::nullopt;
+  const CompositeMatch& match = *search.match;
+  if (match.kind == CompositeKind::kGelu || (match.kind == CompositeKind::kSilu && match.alpha != 1.0)) return match;
+  return std::nullopt;
 }
 
-// The GELU among `members` (inlined ops of one group), written as ORT's kernel; "" when there
-// is none or it does not qualify.
-std::string LowerGeluAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset) {
+// The GELU or QuickGELU among `members` (inlined ops of one group), written as ORT's kernel; ""
+// when there is none or it does not qualify.
+std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset) {
   for (Node* member : members) {
-    std::optional<CompositeMatch> found = GeluAt(*member, opset);
+    std::optional<CompositeMatch> found = ActivationAt(*member, opset);
     if (!found) continue;
     const CompositeMatch& gelu = *found;
     if (!IsKernelFloat(gelu.x) || gelu.output == nullptr || gelu.output->dtype() != gelu.x->dtype()) return {};
+    const bool quick = gelu.kind == CompositeKind::kSilu;
     const bool tanh = gelu.gelu_form == GeluForm::kTanh;
-    std::optional<std::pair<Value*, Value*>> biased = BiasOperands(*gelu.x, gelu.nodes);
-    std::string op = tanh ? "FastGelu" : biased ? "BiasGelu" : "Gelu";
+    std::optional<std::pair<Value*, Value*>> biased =
+        quick ? std::nullopt : BiasOperands(*gelu.x, gelu.nodes);  // QuickGelu takes no bias
+    std::string op = quick ? "QuickGelu" : tanh ? "FastGelu" : biased ? "BiasGelu" : "Gelu";
     std::vector<Value*> inputs = biased ? std::vector<Value*>{biased->first, biased->second} : std::vector<Value*>{gelu.x};
     Node* lowered = graph.CreateNode(op, kOrtDomain, inputs, {nullptr},
                                      graph.UniqueNodeName(gelu.nodes.front()->name() + "/" + op));
+    if (quick) lowered->SetAttribute(Attribute::Float("alpha", static_cast<float>(gelu.alpha)));
     graph.MoveBefore(lowered, gelu.output->producer());
     graph.TransferProducer(gelu.output, lowered, 0);
     std::vector<Node*> replaced = gelu.nodes;
@@ -72,11 +80,12 @@ std::string LowerGeluAmong(Graph& graph, const std::vector<Node*>& members, int6
   return {};
 }
 
-// Whether the body holds a GELU (the matcher needs no types, so the untyped body will do).
-bool HasGelu(const Function& function) {
+// Whether the body holds a GELU or QuickGELU (the matcher needs no types, so the untyped body
+// will do).
+bool HasOrtActivation(const Function& function) {
   const int64_t opset = function.OpsetFor("").value_or(0);
   return std::any_of(function.body->nodes().begin(), function.body->nodes().end(),
-                     [&](const auto& node) { return GeluAt(*node, opset).has_value(); });
+                     [&](const auto& node) { return ActivationAt(*node, opset).has_value(); });
 }
 
 // A group inlined for its GELU, lowered once the inlined values are typed.
@@ -98,7 +107,7 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
       return LowerNorm(model, graph, call, *composite, options.provider);
     }
   }
-  if (!HasGelu(*function)) return Kept("ORT has no kernel for this group (it inlines the function)");
+  if (!HasOrtActivation(*function)) return Kept("ORT has no kernel for this group (it inlines the function)");
   InlinedGelu gelu{call.name(), std::string(kFusionDomain) + "::" + call.op_type(), {}, {}, function->OpsetFor("").value_or(0)};
   InlinedCall inlined = InlineCall(graph, call, *function);
   if (!inlined.done()) return Kept("its body does not map back onto the nodes it replaced");
@@ -176,12 +185,12 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {
-    std::string written = LowerGeluAmong(graph, gelu.members, gelu.opset);
-    for (Node* constant : gelu.constants) {  // the scalars the GELU read, now read by nothing
+    std::string written = LowerActivationAmong(graph, gelu.members, gelu.opset);
+    for (Node* constant : gelu.constants) {  // the scalars the activation read, now read by nothing
       if (constant->output(0)->uses().empty() && !constant->output(0)->is_graph_output()) graph.RemoveNode(constant);
     }
     if (written.empty()) {
-      report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU is not float32 or float16"});
+      report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU or QuickGELU is not float32 or float16"});
     } else {
       report.lowered.push_back({gelu.node, gelu.function, written, {}, {}});
     }

@@ -26,6 +26,7 @@
 //   a GELU inside any fused group (alone or a contraction's epilogue): the group is inlined and
 //   its GELU written as com.microsoft::BiasGelu (erf, after a bias Add), Gelu (erf) or FastGelu
 //   (tanh, with its bias Add when there is one); the rest of the group's ops stay standard ops.
+//   A QuickGELU x·σ(αx) (α not 1: CLIP's 1.702) the same way, as com.microsoft::QuickGelu {alpha}.
 //
 // Every attribute ORT needs is derived from the recognised body (patterns/attention.h,
 // patterns/composite.h), never guessed: heads and head size from the head split's target (H

@@ -178,6 +178,7 @@ std::optional<FusedComposite> Describe(const Graph& body, const CompositeMatch& 
   described.fill = match.fill;
   described.fill_when_true = match.fill_when_true;
   described.gelu_form = match.gelu_form;
+  described.alpha = match.alpha;
   return described;
 }
 

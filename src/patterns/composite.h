@@ -67,6 +67,10 @@ struct CompositeMatch {
   Value* beta = nullptr;
   double epsilon = 0;
 
+  // SiLU: x·sigmoid(alpha·x); alpha 1 is SiLU itself, 1.702 QuickGELU (CLIP), as ONNX's Swish-24
+  // and ORT's QuickGelu write it.
+  double alpha = 1.0;
+
   // Norms and softmax: the normalized axis as written (the opset's default resolved). Only a
   // last axis is a row; the graph's ranks decide whether it is (see NormalizedAxis).
   int64_t axis = -1;
@@ -134,6 +138,7 @@ struct FusedComposite {
   std::optional<double> fill;  // Where mask: the value where the condition selects it
   bool fill_when_true = false;
   GeluForm gelu_form = GeluForm::kErf;
+  double alpha = 1.0;  // SiLU: x·sigmoid(alpha·x), see CompositeMatch
 };
 
 // The composite `body` computes, when its nodes are exactly one composite (plus the Constant

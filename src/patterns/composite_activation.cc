@@ -214,14 +214,29 @@ CompositeSearch MatchGeluOp(Node& gelu) {
   return Checked(std::move(match));
 }
 
+// x·sigmoid(x), or x·sigmoid(alpha·x) with alpha a scalar constant (x·alpha or x/alpha^-1 in
+// either operand order): QuickGELU's 1.702 in CLIP, or any other swish. The sigmoid's own
+// argument is tried as x first, so a SiLU of a scaled value stays a SiLU.
 CompositeSearch MatchSilu(Node& sigmoid) {
-  Value* x = sigmoid.input(0);
-  Node* mul = ReaderOpWith(sigmoid.output(0), "Mul", [&](const Value* other) { return other == x; });
-  if (x == nullptr || mul == nullptr) return {};
+  Value* argument = sigmoid.input(0);
+  if (argument == nullptr) return {};
+  auto times = [&](const Value* x) {
+    return ReaderOpWith(sigmoid.output(0), "Mul", [&](const Value* other) { return other == x; });
+  };
   CompositeMatch match;
   match.kind = CompositeKind::kSilu;
-  match.nodes = {&sigmoid, mul};
-  match.x = x;
+  if (Node* mul = times(argument)) {
+    match.nodes = {&sigmoid, mul};
+    match.x = argument;
+    match.output = mul->output(0);
+    return Checked(std::move(match));
+  }
+  std::optional<ScaledBy> scaled = ScaledByConstant(argument);
+  Node* mul = scaled ? times(scaled->x) : nullptr;
+  if (mul == nullptr) return {};
+  match.nodes = {argument->producer(), &sigmoid, mul};
+  match.x = scaled->x;
+  match.alpha = scaled->divides ? 1.0 / scaled->constant : scaled->constant;
   match.output = mul->output(0);
   return Checked(std::move(match));
 }

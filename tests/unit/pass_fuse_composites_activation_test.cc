@@ -198,6 +198,42 @@ function ai.fusionopt::FusedSilu_1 (%x0) -> (%y0) attributes [fused_nodes] opset
   CHECK(fused.Counter("silu") == 2);
 }
 
+TEST_CASE("fuse-composites: QuickGELU, x·sigmoid(1.702·x), in either operand order", "[passes]") {
+  Fused fused = ExpectFused(Header() + R"(graph main (float[N,8] %x, float[N,8] %z) -> (float[N,8] %y, float[N,8] %w)
+  init float[] %k = [1.702]
+{
+  %a = Mul(%k, %x) @scale
+  %s = Sigmoid(%a) @sigmoid
+  %y = Mul(%x, %s) @mul
+  %b = Mul(%z, %k) @scale_1
+  %t = Sigmoid(%b) @sigmoid_1
+  %w = Mul(%t, %z) @mul_1
+}
+)",
+                            Header() + R"(opset "ai.fusionopt" 1
+graph main (float[N,8] %x, float[N,8] %z) -> (float[N,8] %y, float[N,8] %w)
+{
+  %y = ai.fusionopt::FusedQuickGelu(%x) {fused_nodes: ["scale", "sigmoid", "mul"]} @FusedQuickGelu
+  %w = ai.fusionopt::FusedQuickGelu_1(%z) {fused_nodes: ["scale_1", "sigmoid_1", "mul_1"]} @FusedQuickGelu_1
+}
+
+function ai.fusionopt::FusedQuickGelu (%x0) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %c0 = Constant() {value: tensor float[] [1.702]}
+  %t0 = Mul(%c0, %x0)
+  %t1 = Sigmoid(%t0)
+  %y0 = Mul(%x0, %t1)
+}
+
+function ai.fusionopt::FusedQuickGelu_1 (%x0) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %c0 = Constant() {value: tensor float[] [1.702]}
+  %t0 = Mul(%x0, %c0)
+  %t1 = Sigmoid(%t0)
+  %y0 = Mul(%t1, %x0)
+}
+)");
+  CHECK(fused.Counter("silu") == 2);
+}
+
 TEST_CASE("fuse-composites: composites inside an If branch are fused in place", "[passes]") {
   ExpectFused(Header() + R"(graph main (bool[] %c, float[4] %x) -> (float[4] %y)
 {

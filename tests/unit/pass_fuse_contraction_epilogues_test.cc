@@ -236,6 +236,13 @@ TEST_CASE("fuse-contraction-epilogues: each activation oneDNN applies as a post-
        "FusedMatMulAddClip"},
       {"  %y = Clip(%h) {min: 0.0, max: 0.5} @act\n", "FusedMatMulAddClip", 10},
       {"  %s = Sigmoid(%h) @sigmoid\n  %y = Mul(%s, %h) @mul\n", "FusedMatMulAddSilu"},
+      // QuickGELU as CLIP's exports write it, and with the scale divided.
+      {"  %k = Constant() {value: tensor float[] [1.702]} @c_k\n"
+       "  %g = Mul(%k, %h) @scale\n  %s = Sigmoid(%g) @sigmoid\n  %y = Mul(%h, %s) @mul\n",
+       "FusedMatMulAddQuickGelu"},
+      {"  %k = Constant() {value: tensor float[] [0.5]} @c_k\n"
+       "  %g = Div(%h, %k) @scale\n  %s = Sigmoid(%g) @sigmoid\n  %y = Mul(%s, %h) @mul\n",
+       "FusedMatMulAddQuickGelu"},
   };
   for (const Case& c : cases) {
     std::string text = MatMulModel(c.tail, c.opset);
@@ -247,6 +254,18 @@ TEST_CASE("fuse-contraction-epilogues: each activation oneDNN applies as a post-
     CHECK(std::count(ops.begin(), ops.end(), "Constant") == static_cast<long>(ops.size()) - 1);
     ExpectSameNumbers(*ParseInferred(text), *model);
   }
+}
+
+TEST_CASE("fuse-contraction-epilogues: a swish whose scale is no scalar stays outside the chain", "[passes]") {
+  // x·sigmoid(k·x) with k per channel is no oneDNN swish (its alpha is one number): the chain
+  // ends at the bias, whose value the two Muls read.
+  ExpectOps(MatMulModel("  %k = Constant() {value: tensor float[3] [1.702, 1.0, 2.0]} @c_k\n"
+                        "  %g = Mul(%h, %k) @scale\n  %s = Sigmoid(%g) @sigmoid\n  %y = Mul(%h, %s) @mul\n"),
+            {"ai.fusionopt::FusedMatMulAdd", "Constant", "Mul", "Sigmoid", "Mul"});
+  // The outer Mul reads the scaled value: a SiLU of k·x, and k·x is a per-channel Mul post-op.
+  ExpectOps(MatMulModel("  %k = Constant() {value: tensor float[] [1.702]} @c_k\n"
+                        "  %g = Mul(%h, %k) @scale\n  %s = Sigmoid(%g) @sigmoid\n  %y = Mul(%g, %s) @mul\n"),
+            {"Constant", "ai.fusionopt::FusedMatMulAddMulSilu"});
 }
 
 TEST_CASE("fuse-contraction-epilogues: post-ops in any order, Gemm, per-channel Mul", "[passes]") {

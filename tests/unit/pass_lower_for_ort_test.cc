@@ -115,6 +115,39 @@ TEST_CASE("lower-for-ort: a tanh GELU epilogue becomes FastGelu with its bias", 
   for (const auto& node : model->graph->nodes()) CHECK(node->op_type() != "Constant");
 }
 
+TEST_CASE("lower-for-ort: a QuickGELU epilogue becomes QuickGelu with its alpha; a SiLU stays for ORT", "[passes][ort]") {
+  for (const char* alpha : {"1.702", "1.0"}) {
+    INFO(alpha);
+    auto model = OptimizedAtO3(Header() + R"(graph main (float[N,4,8] %x) -> (float[N,4,16] %y)
+  init float[8,16] %w = [)" + Weights() + R"(]
+  init float[16] %b = [0.5, -0.5, 0.25, 0, 1, -1, 2, -2, 0.5, -0.5, 0.25, 0, 1, -1, 2, -2]
+  init float[] %alpha = [)" + alpha + R"(]
+{
+  %m = MatMul(%x, %w) @matmul
+  %h = Add(%m, %b) @bias
+  %a = Mul(%h, %alpha) @scale
+  %s = Sigmoid(%a) @sigmoid
+  %y = Mul(%h, %s) @gate
+}
+)");
+    auto report = passes::LowerForOrt(*model);
+    REQUIRE(report.ok());
+    std::vector<std::string> ops = OpTypes(*model->graph);
+    if (std::string(alpha) == "1.0") {
+      // alpha 1 is SiLU (the Mul by one is folded away): ORT fuses that itself, the group stays.
+      CHECK(report->lowered.empty());
+      CHECK_FALSE(Has(ops, "com.microsoft::QuickGelu"));
+      continue;
+    }
+    REQUIRE(report->lowered.size() == 1);
+    CHECK(report->lowered[0].written == "com.microsoft::QuickGelu");
+    CHECK(Has(ops, "com.microsoft::QuickGelu"));
+    const Node& quick = Only(*model->graph, "QuickGelu");
+    CHECK(quick.GetFloat("alpha", 0.0f) == Approx(1.702f));
+    for (const auto& node : model->graph->nodes()) CHECK(node->op_type() != "Sigmoid");
+  }
+}
+
 TEST_CASE("lower-for-ort: a residual LayerNorm becomes SkipLayerNormalization with both results", "[passes][ort]") {
   auto model = OptimizedAtO3(Header() + R"(graph main (float[N,4,8] %h, float[N,4,8] %w) -> (float[N,4,8] %out)
   init float[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]

@@ -244,6 +244,29 @@ TEST_CASE("activation bodies: GELU in its exporter orders and forms, SiLU", "[fu
     REQUIRE(silu.has_value());
     CHECK(silu->kind == CompositeKind::kSilu);
     CHECK(silu->input_roles == std::vector<Role>{Role::kX});
+    CHECK(silu->alpha == 1.0);
+  }
+  SECTION("QuickGELU: a swish with its scale, multiplied or divided, in either order") {
+    for (const char* scaled : {"%t1 = Mul(%c0, %x0)", "%t1 = Mul(%x0, %c0)", "%t1 = Div(%x0, %c0)"}) {
+      INFO(scaled);
+      const bool divides = std::string(scaled).find("Div") != std::string::npos;
+      auto quick = Recognize(std::string("graph (%x0) -> (%y0) {\n %c0 = Constant() {value: tensor float[] [") +
+                             (divides ? "0.5" : "1.702") + "]}\n " + scaled +
+                             "\n %t2 = Sigmoid(%t1)\n %y0 = Mul(%x0, %t2)\n}");
+      REQUIRE(quick.has_value());
+      CHECK(quick->kind == CompositeKind::kSilu);
+      CHECK(quick->input_roles == std::vector<Role>{Role::kX});
+      CHECK(quick->alpha == Approx(divides ? 2.0 : 1.702).epsilon(1e-6));
+    }
+    // The outer Mul reads the scaled value: a plain SiLU of it, which leaves the scaling Mul
+    // outside (so the body is not one composite).
+    CHECK_FALSE(Recognize("graph (%x0) -> (%y0) {\n %c0 = Constant() {value: tensor float[] [1.702]}\n"
+                          " %t1 = Mul(%c0, %x0)\n %t2 = Sigmoid(%t1)\n %y0 = Mul(%t1, %t2)\n}")
+                     .has_value());
+    // A scale per element is no swish alpha.
+    CHECK_FALSE(Recognize("graph (%x0) -> (%y0) {\n %c0 = Constant() {value: tensor float[2] [1.702, 1.0]}\n"
+                          " %t1 = Mul(%c0, %x0)\n %t2 = Sigmoid(%t1)\n %y0 = Mul(%x0, %t2)\n}")
+                     .has_value());
   }
 }
 

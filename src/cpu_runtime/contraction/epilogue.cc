@@ -141,7 +141,7 @@ class ChainMatcher {
         if (!members.count(use.node)) return nullptr;
       }
       if (match.kind == CompositeKind::kSilu) {
-        Append({Eltwise(algorithm::eltwise_swish, 1.0f)});
+        Append({Eltwise(algorithm::eltwise_swish, static_cast<float>(match.alpha))});
       } else if (match.kind == CompositeKind::kGelu) {
         const bool erf = match.gelu_form == GeluForm::kErf;
         Append({Eltwise(erf ? algorithm::eltwise_gelu_erf : algorithm::eltwise_gelu_tanh)});

@@ -3,7 +3,7 @@
 //
 //   Relu, LeakyRelu, Elu, Sigmoid, Tanh, HardSwish, Gelu, Clip    → eltwise post-op
 //   HardSigmoid                                                   → eltwise linear, clip
-//   GELU (erf or tanh form), SiLU x·Sigmoid(x) decomposed         → eltwise gelu / swish
+//   GELU (erf or tanh form), SiLU x·Sigmoid(αx) decomposed        → eltwise gelu / swish(α)
 //   Add / Mul of a constant scalar                                → eltwise linear
 //   Add of a tensor (bias per output channel, a scalar, or a residual of the output's shape)
 //                                                                 → binary add (Conv: a
