@@ -84,6 +84,33 @@ void DropAffineTail(CompositeMatch& match) {
   match.gamma = nullptr;
 }
 
+// Why the norm's float32 Casts cannot join it ("" when they can): the row kernel reads and
+// writes x's type and computes in float32, which is what the Casts do when x is float16 or
+// bfloat16, the Cast back restores that type and gamma and beta have it too.
+std::string CheckCastTypes(const CompositeMatch& match) {
+  const DataType x = match.x->dtype();
+  if (x != DataType::kFloat16 && x != DataType::kBFloat16) return "the Cast to float32 widens no float16 or bfloat16";
+  if (match.cast_back_to != static_cast<int64_t>(x) || match.output->dtype() != x) {
+    return "the Cast back does not restore the input's type";
+  }
+  for (const Value* affine : {match.gamma, match.beta}) {
+    if (affine != nullptr && affine->dtype() != x) return "gamma or beta is not of the input's type";
+  }
+  return "";
+}
+
+// The norm without its Casts (and the affine tail after them): the float32 core alone.
+void DropCasts(CompositeMatch& match) {
+  if (match.gamma_mul != nullptr) DropAffineTail(match);
+  RemoveNode(match, match.cast_in);
+  RemoveNode(match, match.cast_out);
+  match.x = match.cast_in->output(0);
+  match.output = match.cast_out->input(0);
+  match.cast_in = nullptr;
+  match.cast_out = nullptr;
+  match.cast_back_to = 0;
+}
+
 std::string Prefixed(const CompositeMatch& match, const std::string& reason) {
   return std::string(NameOf(match.kind)) + ": " + reason;
 }
@@ -139,9 +166,14 @@ std::string CheckSoftmax(CompositeMatch& match, int64_t opset) {
 
 std::string MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor, PassContext& context) {
   std::string reason = CheckStandardOp(match, opset);
-  if (reason.empty() && (match.x->dtype() != DataType::kFloat || match.output->dtype() != DataType::kFloat)) {
-    reason = "dtype is not float32";
+  if (reason.empty() && match.cast_in != nullptr) {
+    if (std::string casts = CheckCastTypes(match); !casts.empty()) {
+      context.Rejected(anchor, Prefixed(match, casts + " (fused without its Casts)"));
+      DropCasts(match);
+    }
   }
+  const bool float32 = match.x->dtype() == DataType::kFloat && match.output->dtype() == DataType::kFloat;
+  if (reason.empty() && match.cast_in == nullptr && !float32) reason = "dtype is not float32";
   if (reason.empty()) {
     switch (match.kind) {
       case CompositeKind::kLayerNorm:

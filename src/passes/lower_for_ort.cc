@@ -103,6 +103,7 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
     return LowerAttention(model, graph, call, *attention, shared_values, trials, options);
   }
   if (std::optional<FusedComposite> composite = RecognizeComposite(*function)) {
+    if (composite->cast_back_to != 0) return Kept("a norm between float32 Casts: ORT inlines it and fuses that form itself");
     if (composite->kind == CompositeKind::kLayerNorm || composite->kind == CompositeKind::kRmsNorm) {
       return LowerNorm(model, graph, call, *composite, options.provider);
     }

@@ -179,6 +179,7 @@ std::optional<FusedComposite> Describe(const Graph& body, const CompositeMatch& 
   described.fill_when_true = match.fill_when_true;
   described.gelu_form = match.gelu_form;
   described.alpha = match.alpha;
+  described.cast_back_to = match.cast_back_to;
   return described;
 }
 

@@ -66,6 +66,12 @@ struct CompositeMatch {
   Value* gamma = nullptr;
   Value* beta = nullptr;
   double epsilon = 0;
+  // Norms computed in float32 on a 16-bit input, as float16 exports write them: Cast(x, to=float)
+  // before the normalization and a Cast back (to cast_back_to, an ONNX type) after it, before
+  // the affine tail. Both Casts or neither; 0 when there are none.
+  Node* cast_in = nullptr;
+  Node* cast_out = nullptr;
+  int64_t cast_back_to = 0;
 
   // SiLU: x·sigmoid(alpha·x); alpha 1 is SiLU itself, 1.702 QuickGELU (CLIP), as ONNX's Swish-24
   // and ORT's QuickGelu write it.
@@ -139,6 +145,9 @@ struct FusedComposite {
   bool fill_when_true = false;
   GeluForm gelu_form = GeluForm::kErf;
   double alpha = 1.0;  // SiLU: x·sigmoid(alpha·x), see CompositeMatch
+  // Norms between float32 Casts (see CompositeMatch): the type the result is cast back to, which
+  // a kernel must find equal to x's (it computes in float32 and writes x's type); 0: no Casts.
+  int64_t cast_back_to = 0;
 };
 
 // The composite `body` computes, when its nodes are exactly one composite (plus the Constant

@@ -90,8 +90,28 @@ void ExtendAffineTail(CompositeMatch& match) {
   match.output = add->output(0);
 }
 
-// x = Add(a, b) before the norm: the row kernel adds the rows it normalizes.
+// Cast(x16, to=float) → normalization → Cast back: both Casts join the norm, whose affine tail
+// then follows the Cast back (float16 LLaMA/Qwen exports). A norm that only widens, or only
+// narrows, keeps its Cast outside. Whether the Cast back restores x16's type is the caller's to
+// check (bodies are untyped): CompositeMatch::cast_back_to.
+void ExtendFloat32Casts(CompositeMatch& match) {
+  Node* widen = ProducerOp(match.x, "Cast");
+  Node* narrow = SoleReader(match.output);
+  if (widen == nullptr || !IsOp(narrow, "Cast") || widen->input(0) == nullptr || narrow->output(0) == nullptr) return;
+  if (widen->GetInt("to", 0) != static_cast<int64_t>(DataType::kFloat)) return;
+  match.cast_in = widen;
+  match.cast_out = narrow;
+  match.cast_back_to = narrow->GetInt("to", 0);
+  match.nodes.push_back(widen);
+  match.nodes.push_back(narrow);
+  match.x = widen->input(0);
+  match.output = narrow->output(0);
+}
+
+// x = Add(a, b) before the norm: the row kernel adds the rows it normalizes. Not before a
+// Cast to float32: the sum would be rounded to the 16-bit type first, which the kernel does not.
 void ExtendResidualPrologue(CompositeMatch& match) {
+  if (match.cast_in != nullptr) return;
   Node* add = ProducerOp(match.x, "Add");
   if (add == nullptr || add->inputs().size() != 2 || add->input(0) == nullptr || add->input(1) == nullptr) return;
   match.residual_add = add;
@@ -143,6 +163,7 @@ CompositeSearch MatchDecomposedNorm(Node& sqrt, int64_t opset) {
     if (node != nullptr) match.nodes.push_back(node);
   }
   match.output = normalize->output(0);
+  ExtendFloat32Casts(match);
   ExtendAffineTail(match);
   ExtendResidualPrologue(match);
   return Checked(std::move(match));

@@ -8,6 +8,70 @@
 using namespace fusionopt;
 using namespace fusionopt::fuse_composites_test;
 
+namespace {
+
+// LLaMA's RMSNorm as the float16 exports write it: widened to float32, normalized, cast back to
+// `back`, then × gamma of `gamma_type`.
+std::string Float16RmsNorm(const std::string& x_type = "float16", const std::string& back = "10",
+                           const std::string& gamma_type = "float16") {
+  return Header() + "graph main (" + x_type + "[2,4,8] %x) -> (" + gamma_type + "[2,4,8] %y)\n" +
+         "  init " + gamma_type + "[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]\n" + R"(  init float[] %two = [2.0]
+  init float[] %eps = [1e-06]
+{
+  %w = Cast(%x) {to: 1} @widen
+  %p = Pow(%w, %two) @pow
+  %v = ReduceMean(%p) {axes: [-1], keepdims: 1} @mean
+  %a = Add(%v, %eps) @add_eps
+  %r = Sqrt(%a) @sqrt
+  %i = Reciprocal(%r) @reciprocal
+  %n = Mul(%w, %i) @normalize
+  %b = Cast(%n) {to: )" + back + R"(} @narrow
+  %y = Mul(%g, %b) @gamma
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-composites: a float16 RMSNorm computed in float32 takes its Casts and gamma in", "[passes]") {
+  for (const std::string type : {"float16", "bfloat16"}) {
+    INFO(type);
+    const std::string code = type == "float16" ? "10" : "16";
+    Rewritten fused = Rewrite(Float16RmsNorm(type, code, type), kPass);
+    CHECK(OpTypes(*fused.model->graph) == std::vector<std::string>{"ai.fusionopt::FusedRMSNorm"});
+    ExpectBodiesRecognised(*fused.model, fused.run.fusions);
+    const Function* function = fused.model->FindFunction(kFusionDomain, "FusedRMSNorm");
+    REQUIRE(function != nullptr);
+    std::optional<FusedComposite> composite = RecognizeComposite(*function);
+    REQUIRE(composite.has_value());
+    CHECK(composite->cast_back_to == std::stoi(code));
+    CHECK(composite->gamma.input >= 0);
+    // The kernel rounds once where the ops round twice (after the Cast back, after × gamma).
+    const cpu::Tolerance tolerance = type == "float16" ? cpu::Tolerance{2e-3, 1e-3} : cpu::Tolerance{2e-2, 1e-2};
+    ExpectClose(RunOnCpu(*fused.model), RunOnCpu(*fused.original), tolerance);
+  }
+}
+
+TEST_CASE("fuse-composites: float32 Casts that would change the result stay outside the norm", "[passes]") {
+  struct Case {
+    std::string x_type, back, gamma_type, reason;
+  };
+  const std::vector<Case> cases = {
+      // Cast back to bfloat16 from a float16 input: the row kernel writes x's type.
+      {"float16", "16", "bfloat16", "rmsnorm: the Cast back does not restore the input's type (fused without its Casts)"},
+      // A float32 input "widened" to float32 and cast to float16: no 16-bit row.
+      {"float", "10", "float16", "rmsnorm: the Cast to float32 widens no float16 or bfloat16 (fused without its Casts)"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.reason);
+    Rewritten fused = Rewrite(Float16RmsNorm(c.x_type, c.back, c.gamma_type), kPass);
+    // The float32 core alone is fused; both Casts and × gamma stay where they were.
+    CHECK(OpTypes(*fused.model->graph) == std::vector<std::string>{"Cast", "ai.fusionopt::FusedRMSNorm", "Cast", "Mul"});
+    CHECK(RejectionCount(fused.run.statistics, c.reason) == 1);
+    ExpectClose(RunOnCpu(*fused.model), RunOnCpu(*fused.original), cpu::Tolerance{1e-3, 1e-3});
+  }
+}
+
 TEST_CASE("fuse-composites: BERT's residual Add + decomposed LayerNorm become one FusedAddLayerNorm", "[passes]") {
   Fused fused = ExpectFused(BertLayerNorm(kBertSignature), Header() + R"(opset "ai.fusionopt" 1
 graph main (float[N,4,8] %a, float[N,4,8] %b) -> (float[N,4,8] %y))" + kGammaBeta + R"({

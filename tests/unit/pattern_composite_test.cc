@@ -163,6 +163,33 @@ TEST_CASE("norm bodies: Mul(d, d), reciprocal forms, scalar gamma, opset-18 axes
   }
 }
 
+TEST_CASE("an RMSNorm between a Cast to float32 and a Cast back takes both Casts in", "[fused_pattern]") {
+  const std::string core = R"(
+  %c0 = Constant() {value: tensor float[] [2.0]}
+  %t1 = Pow(%t0, %c0)
+  %c1 = Constant() {value: tensor int64[1] [-1]}
+  %t2 = ReduceMean(%t1, %c1) {keepdims: 1}
+  %c2 = Constant() {value: tensor float[] [1e-06]}
+  %t3 = Add(%t2, %c2)
+  %t4 = Sqrt(%t3)
+  %t5 = Reciprocal(%t4)
+  %t6 = Mul(%t0, %t5))";
+  auto both = Recognize("graph (%x0, %x1) -> (%y0) {\n  %t0 = Cast(%x0) {to: 1}" + core +
+                            "\n  %t7 = Cast(%t6) {to: 10}\n  %y0 = Mul(%x1, %t7)\n}",
+                        18);
+  REQUIRE(both.has_value());
+  CHECK(both->kind == CompositeKind::kRmsNorm);
+  CHECK(both->cast_back_to == 10);
+  CHECK(both->input_roles == std::vector<Role>{Role::kX, Role::kGamma});
+  // Widened only: the Cast stays outside the norm, so a body holding it is not one composite.
+  CHECK_FALSE(Recognize("graph (%x0) -> (%y0) {\n  %t0 = Cast(%x0) {to: 1}" + core + "\n  %y0 = Identity(%t6)\n}", 18)
+                  .has_value());
+  // A float32 norm has no Casts to restore.
+  auto plain = Recognize("graph (%t0) -> (%t6) {" + core + "\n}", 18);
+  REQUIRE(plain.has_value());
+  CHECK(plain->cast_back_to == 0);
+}
+
 TEST_CASE("softmax bodies: scale and additive mask, Where mask, the opset's default axis", "[fused_pattern]") {
   SECTION("Softmax(x / 4 + mask)") {
     auto composite = Recognize(R"(graph (%x0, %x1) -> (%y0) {

@@ -174,6 +174,9 @@ class FusedNormKernel final : public FusedBodyKernel {
     for (const RtTensor* operand : {residual, gamma, beta}) {
       if (operand != nullptr && operand->dtype() != dtype) return 0;
     }
+    // Between float32 Casts: the row is computed in float32 and written in x's type, which is
+    // what the Casts do only when they cast back to that type.
+    if (composite_.cast_back_to != 0 && composite_.cast_back_to != static_cast<int64_t>(dtype)) return 0;
     if (!IsFloatType(dtype)) return 0;
     std::optional<std::vector<int64_t>> sum_dims = Broadcast({x, residual});
     if (!sum_dims || sum_dims->empty()) return 0;

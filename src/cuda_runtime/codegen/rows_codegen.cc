@@ -262,6 +262,11 @@ Result<GeneratedProgram> GenerateNorm(const Graph& body, const Graph& unfolded, 
   FUSIONOPT_ASSIGN_OR_RETURN(Operand beta, OperandOf(composite.beta, unfolded, parameters));
   const DataType dtype = x.value->dtype();
   if (!IsRowFloat(dtype)) return Unsupported("a norm of " + std::string(NameOf(dtype)));
+  // Between float32 Casts (a float16 export's norm), the kernel computes in float32 as it always
+  // does and stores x's type, which is what the Casts do only when they cast back to it.
+  if (composite.cast_back_to != 0 && composite.cast_back_to != static_cast<int64_t>(dtype)) {
+    return Unsupported("the norm's Cast back is not to its input's type");
+  }
   FUSIONOPT_RETURN_IF_ERROR(CheckDtype(residual, dtype, "residual"));
   FUSIONOPT_RETURN_IF_ERROR(CheckDtype(gamma, dtype, "gamma"));
   FUSIONOPT_RETURN_IF_ERROR(CheckDtype(beta, dtype, "beta"));
