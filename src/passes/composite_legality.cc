@@ -59,8 +59,9 @@ bool MayHaveShapeOf(const Value& operand, const Value& result) {
 void KeepResidualPrologueIfRowwise(CompositeMatch& match) {
   if (match.residual_add == nullptr) return;
   const Value& sum = *match.residual_sum;
+  // One type for both addends and the sum: the kernel rounds the sum to it, as the Add does.
   bool rowwise = MayHaveShapeOf(*match.x, sum) && MayHaveShapeOf(*match.residual, sum) &&
-                 match.x->dtype() == DataType::kFloat && match.residual->dtype() == DataType::kFloat;
+                 match.x->dtype() == sum.dtype() && match.residual->dtype() == sum.dtype();
   if (rowwise) return;
   RemoveNode(match, match.residual_add);
   match.x = match.residual_sum;
@@ -97,6 +98,22 @@ std::string CheckCastTypes(const CompositeMatch& match) {
     if (affine != nullptr && affine->dtype() != x) return "gamma or beta is not of the input's type";
   }
   return "";
+}
+
+// A LayerNormalization or RMSNormalization op of float16 or bfloat16 that computes in float32
+// (stash_type 1, the default), gamma and beta of its type: what the row kernel computes.
+bool SixteenBitStandardNorm(const CompositeMatch& match) {
+  if (!match.standard_op || (match.kind != CompositeKind::kLayerNorm && match.kind != CompositeKind::kRmsNorm)) return false;
+  const DataType x = match.x->dtype();
+  if ((x != DataType::kFloat16 && x != DataType::kBFloat16) || match.output->dtype() != x) return false;
+  for (const Value* operand : {match.residual, match.gamma, match.beta}) {
+    if (operand != nullptr && operand->dtype() != x) return false;
+  }
+  for (const Node* node : match.nodes) {
+    const bool norm = node->op_type() == "LayerNormalization" || node->op_type() == "RMSNormalization";
+    if (norm && node->GetInt("stash_type", 1) != 1) return false;
+  }
+  return true;
 }
 
 // The norm without its Casts (and the affine tail after them): the float32 core alone.
@@ -173,7 +190,9 @@ std::string MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor
     }
   }
   const bool float32 = match.x->dtype() == DataType::kFloat && match.output->dtype() == DataType::kFloat;
-  if (reason.empty() && match.cast_in == nullptr && !float32) reason = "dtype is not float32";
+  if (reason.empty() && match.cast_in == nullptr && !float32 && !SixteenBitStandardNorm(match)) {
+    reason = "dtype is not float32";
+  }
   if (reason.empty()) {
     switch (match.kind) {
       case CompositeKind::kLayerNorm:

@@ -52,6 +52,27 @@ TEST_CASE("fuse-composites: a float16 RMSNorm computed in float32 takes its Cast
   }
 }
 
+TEST_CASE("fuse-composites: a float16 residual Add + LayerNormalization op becomes FusedAddLayerNorm", "[passes]") {
+  // GPT-2's float16 export: the op computes in float32 (stash_type 1), as the row kernel does,
+  // and the kernel rounds the residual sum to float16, as the Add does.
+  auto text = [](const std::string& stash) {
+    return Header() + R"(graph main (float16[2,4,8] %a, float16[2,4,8] %b) -> (float16[2,4,8] %y, float16[2,4,8] %s)
+  init float16[8] %g = [1.0, 0.5, -1.0, 2.0, 1.5, 0.25, -0.5, 3.0]
+  init float16[8] %be = [0.1, -0.2, 0.3, 0.0, 0.5, -1.0, 0.25, 2.0]
+{
+  %s = Add(%a, %b) @residual
+  %y = LayerNormalization(%s, %g, %be) {axis: -1, epsilon: 1e-05)" + stash + R"(} @ln
+}
+)";
+  };
+  Rewritten fused = Rewrite(text(""), kPass);
+  CHECK(OpTypes(*fused.model->graph) == std::vector<std::string>{"ai.fusionopt::FusedAddLayerNorm"});
+  ExpectBodiesRecognised(*fused.model, fused.run.fusions);
+  ExpectClose(RunOnCpu(*fused.model), RunOnCpu(*fused.original), cpu::Tolerance{2e-3, 1e-3});
+  // stash_type 0 computes in float16: not what the kernel does.
+  ExpectUnchanged(text(", stash_type: 0"), "layernorm: dtype is not float32");
+}
+
 TEST_CASE("fuse-composites: float32 Casts that would change the result stay outside the norm", "[passes]") {
   struct Case {
     std::string x_type, back, gamma_type, reason;
