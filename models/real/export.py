@@ -300,6 +300,20 @@ def vit_torchvision(full, attention):
                  {"layers": size["num_layers"], "heads": size["num_heads"]})
 
 
+def vit_timm(full, attention):
+    """timm's VisionTransformer: one qkv Linear reshaped to [B,N,3,H,D], permuted and unbound;
+    "sdpa" is timm's fused_attn (F.scaled_dot_product_attention), "eager" its explicit softmax."""
+    from timm.models.vision_transformer import VisionTransformer
+    size = dict(img_size=224, patch_size=16, embed_dim=768, depth=12, num_heads=12) if full else \
+        dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0, num_classes=10)
+    with_layers(size, "depth")
+    model = VisionTransformer(**size).eval()
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = attention == "sdpa"
+    return Built(model, image_input(size["img_size"]), ["logits"], {"layers": size["depth"], "heads": size["num_heads"]})
+
+
 # ---------------------------------------------------------------- CNNs and a detector
 
 def cnn(make_full, make_small, image_full=224, image_small=32):
@@ -365,6 +379,20 @@ def convnext(full):
     return lambda: ConvNeXt(depths=(1, 1, 1, 1), dims=(8, 16, 24, 32), num_classes=10)
 
 
+def timm_byobnet(name, blocks):
+    """timm's RepVGG / MobileOne as trained (before its own reparameterize): each block sums a
+    k×k conv + BN, a 1×1 conv + BN and an identity BN where the shapes allow, then the activation.
+    Full size: the named config; the fixture: the same config over `blocks` (narrow, shallow)."""
+    def make(full):
+        import dataclasses
+        from timm.models import byobnet
+        config = byobnet.model_cfgs[name]
+        if full:
+            return byobnet.ByobNet(config)
+        return byobnet.ByobNet(dataclasses.replace(config, blocks=blocks(byobnet), stem_chs=8), num_classes=10)
+    return cnn(lambda: make(True), lambda: make(False))
+
+
 def yolov8(full, attention):
     from ultralytics.nn.modules import Detect
     from ultralytics.nn.tasks import DetectionModel, yaml_model_load
@@ -425,6 +453,8 @@ FAMILIES = [
            [Variant("dynamo", 18, "sdpa")]),
     Family("vit_torchvision", "vision", "torchvision VisionTransformer (nn.MultiheadAttention)", vit_torchvision,
            plain_variants([D18, TS]), plain_variants([D18])),
+    Family("vit_timm", "vision", "timm VisionTransformer (packed qkv unbound)", vit_timm,
+           hf_variants([D18, TS], fp16=True), [Variant("dynamo", 18, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")]),
     Family("clip_vision", "vision", "transformers CLIPVisionModel", clip_vision, hf_variants([D18], ("sdpa",)),
            [Variant("dynamo", 18, "sdpa")]),
     Family("swin", "vision", "transformers SwinModel (windowed attention, relative position bias)", swin,
@@ -445,6 +475,13 @@ FAMILIES = [
            plain_variants([D18]), plain_variants([D18])),
     Family("convnext", "cnn", "timm ConvNeXt (LayerNorm over channels, depthwise 7x7, GELU)",
            cnn(convnext(True), convnext(False)), plain_variants([D18]), plain_variants([D18])),
+    Family("repvgg", "cnn", "timm RepVGG-A0 (3x3 + 1x1 + identity BN branches, summed)",
+           timm_byobnet("repvgg_a0", lambda b: b._rep_vgg_bcfg(d=(1, 2, 2, 1), wf=(0.125, 0.125, 0.25, 0.5))),
+           plain_variants([D18, TS]), plain_variants([D18])),
+    Family("mobileone", "cnn", "timm MobileOne-S0 (4 kxk branches + 1x1 scale + identity BN, depthwise/pointwise)",
+           timm_byobnet("mobileone_s0", lambda b: b._mobileone_bcfg(d=(1, 2, 2, 1), wf=(0.25, 0.25, 0.25, 0.25),
+                                                                   num_conv_branches=4)),
+           plain_variants([D18]), plain_variants([D18])),
     Family("yolov8n", "detector", "ultralytics DetectionModel from its bundled yolov8n.yaml", yolov8,
            plain_variants([D18, TS]), plain_variants([D18, TS])),
 ]

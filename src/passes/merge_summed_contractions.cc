@@ -16,7 +16,11 @@
 // are padded with zeros around their centre — pad + dilation·(K − k)/2 the same for every
 // member on every side (a 1×1 with pads 0 beside a 3×3 with pads 1). The input itself is a
 // member when the strides are 1 and the group's input and output channels agree (an identity
-// kernel). MatMul members: a constant 2-D B of one shape. Arithmetic in double, rounded once to
+// kernel) — and so is an inference BatchNormalization of the input with constant statistics
+// (the identity branch as RepVGG and MobileOne train it): a diagonal kernel of its scale
+// γ/√(σ² + ε) and a bias of its shift β − μ·scale. Such a BatchNormalization that does not fold
+// (training mode, statistics that are not constant [C], its statistics read) stays an addend,
+// reported. MatMul members: a constant 2-D B of one shape. Arithmetic in double, rounded once to
 // the weights' dtype: the result differs from the sum of the branches by float rounding only.
 //
 // One kernel and the FLOPs of one branch where there were n kernels, n − 1 additions and n
@@ -31,6 +35,7 @@
 #include <unordered_set>
 
 #include "passes/attribute_equality.h"
+#include "passes/channel_affine.h"
 #include "passes/constant_operand.h"
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"
@@ -73,6 +78,37 @@ struct ConvBranch {
   std::optional<ConstantOperand> bias;
   std::vector<int64_t> kernel, pads;  // pads: begins then ends
 };
+
+// The input itself, or a per-channel affine map of it, as a branch: a diagonal kernel.
+struct IdentityBranch {
+  Value* leaf = nullptr;
+  Node* batchnorm = nullptr;  // null when the leaf is the input itself
+  ChannelAffine affine;
+};
+
+// Whether `leaf` is `x` (scale 1) or an inference BatchNormalization of `x` read only by the sum
+// tree, over `channels` channels; why not in `why` when it is a BatchNormalization of `x` that
+// does not fold.
+std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channels, const Model& model,
+                                           std::string& why) {
+  if (&leaf == &x) {
+    return IdentityBranch{&leaf, nullptr, {std::vector<double>(static_cast<size_t>(channels), 1.0),
+                                           std::vector<double>(static_cast<size_t>(channels), 0.0)}};
+  }
+  Node* batchnorm = leaf.producer();
+  if (batchnorm == nullptr || !IsStandardDomain(*batchnorm) || batchnorm->op_type() != "BatchNormalization" ||
+      batchnorm->input(0) != &x || leaf.uses().size() != 1 || leaf.is_graph_output()) {
+    return std::nullopt;
+  }
+  why = WhyNotInferenceBatchNorm(*batchnorm, model.OpsetFor(batchnorm->domain()).value_or(0));
+  if (!why.empty()) return std::nullopt;
+  auto affine = BatchNormAffine(*batchnorm, model, channels);
+  if (auto* reason = std::get_if<std::string>(&affine)) {
+    why = *reason;
+    return std::nullopt;
+  }
+  return IdentityBranch{&leaf, batchnorm, std::get<ChannelAffine>(affine)};
+}
 
 // A Conv leaf that can join a merge on `x`, or nullopt.
 std::optional<ConvBranch> ConvLeaf(Value& leaf, const Model& model) {
@@ -155,9 +191,9 @@ void AddCentred(std::vector<double>& sum, const std::vector<int64_t>& dims, cons
   }
 }
 
-// The identity kernel of a Conv over `dims` [M, C/g, K...] (M = C): 1 at the centre where the
-// output channel reads its own input channel.
-void AddIdentity(std::vector<double>& sum, const std::vector<int64_t>& dims) {
+// The identity kernel of a Conv over `dims` [M, C/g, K...] (M = C), scaled per channel: the
+// scale at the centre where the output channel reads its own input channel.
+void AddIdentity(std::vector<double>& sum, const std::vector<int64_t>& dims, const std::vector<double>& scale) {
   const int64_t per_group = dims[1];
   size_t area = 1;
   size_t centre = 0;
@@ -167,26 +203,48 @@ void AddIdentity(std::vector<double>& sum, const std::vector<int64_t>& dims) {
   }
   for (int64_t m = 0; m < dims[0]; ++m) {
     const int64_t own = m % per_group;  // the output channel's input channel within its group
-    sum[(static_cast<size_t>(m) * static_cast<size_t>(per_group) + static_cast<size_t>(own)) * area + centre] += 1.0;
+    sum[(static_cast<size_t>(m) * static_cast<size_t>(per_group) + static_cast<size_t>(own)) * area + centre] +=
+        scale[static_cast<size_t>(m)];
   }
 }
 
 struct Merge {
   std::vector<ConvBranch> convs;
-  bool identity = false;
+  std::optional<IdentityBranch> identity;
   std::vector<Node*> matmuls;
 };
 
+// The leaf that joins `first`'s candidate as its identity branch, if any: unit strides, offsets
+// 0, as many output channels as the group reads. A BatchNormalization of the input that cannot
+// join is reported on `context`.
+std::optional<IdentityBranch> IdentityFor(const ConvBranch& first, const std::vector<int64_t>& offsets,
+                                          const std::vector<Value*>& leaves, const Model& model,
+                                          PassContext& context) {
+  const std::vector<int64_t> ones(first.kernel.size(), 1);
+  const int64_t channels = first.weight.dims[0];
+  if (IntsOr(*first.conv, "strides", ones) != ones ||
+      !std::all_of(offsets.begin(), offsets.end(), [](int64_t o) { return o == 0; }) ||
+      first.weight.dims[1] * first.conv->GetInt("group", 1) != channels) {
+    return std::nullopt;
+  }
+  for (Value* leaf : leaves) {
+    std::string why;
+    std::optional<IdentityBranch> identity = IdentityLeaf(*leaf, *first.conv->input(0), channels, model, why);
+    if (identity) return identity;
+    if (!why.empty()) context.Rejected(*leaf->producer(), "identity branch: " + why);
+  }
+  return std::nullopt;
+}
+
 // The largest set of Conv leaves that line up — one input, the same windows, channels and
-// dtype, equal centre offsets — with the input itself as an identity branch when it fits (unit
-// strides, offsets 0, as many output channels as the group reads); `input`, `kernel` and `pads`
-// of the merged Conv.
-std::optional<Merge> ConvMerge(const std::vector<Value*>& leaves, const Model& model, Value*& input,
-                               std::vector<int64_t>& kernel, std::vector<int64_t>& pads) {
+// dtype, equal centre offsets — with an identity branch when one fits (IdentityFor); `input`,
+// `kernel` and `pads` of the merged Conv.
+std::optional<Merge> ConvMerge(const std::vector<Value*>& leaves, const Model& model, PassContext& context,
+                               Value*& input, std::vector<int64_t>& kernel, std::vector<int64_t>& pads) {
   struct Candidate {
     std::vector<ConvBranch> branches;
     std::vector<int64_t> offsets, dilations;
-    bool identity = false;
+    std::optional<IdentityBranch> identity;
   };
   std::vector<Candidate> candidates;
   for (Value* leaf : leaves) {
@@ -205,19 +263,12 @@ std::optional<Merge> ConvMerge(const std::vector<Value*>& leaves, const Model& m
     if (fits != candidates.end()) {
       fits->branches.push_back(*branch);
     } else {
-      candidates.push_back({{*branch}, *offsets, dilations, false});
+      candidates.push_back({{*branch}, *offsets, dilations, std::nullopt});
     }
   }
   Candidate* best = nullptr;
   for (Candidate& candidate : candidates) {
-    const ConvBranch& first = candidate.branches[0];
-    const size_t spatial = first.kernel.size();
-    const std::vector<int64_t> ones(spatial, 1);
-    Value* x = first.conv->input(0);
-    candidate.identity = IntsOr(*first.conv, "strides", ones) == ones &&
-                         std::all_of(candidate.offsets.begin(), candidate.offsets.end(), [](int64_t o) { return o == 0; }) &&
-                         first.weight.dims[1] * first.conv->GetInt("group", 1) == first.weight.dims[0] &&
-                         std::find(leaves.begin(), leaves.end(), x) != leaves.end();
+    candidate.identity = IdentityFor(candidate.branches[0], candidate.offsets, leaves, model, context);
     const size_t size = candidate.branches.size() + (candidate.identity ? 1 : 0);
     if (size >= 2 && (best == nullptr || size > best->branches.size() + (best->identity ? 1 : 0))) best = &candidate;
   }
@@ -277,7 +328,11 @@ Node* WriteConv(Graph& graph, const Merge& merge, Value& x, const std::vector<in
       for (size_t m = 0; m < bias.size() && m < values.size(); ++m) bias[m] += values[m];
     }
   }
-  if (merge.identity) AddIdentity(weights, dims);
+  if (merge.identity) {
+    AddIdentity(weights, dims, merge.identity->affine.scale);
+    for (size_t m = 0; m < bias.size(); ++m) bias[m] += merge.identity->affine.shift[m];
+    any_bias = any_bias || merge.identity->batchnorm != nullptr;
+  }
   const DataType dtype = first.weight.dtype;
   const Node& like = *first.conv;
   std::vector<Value*> inputs = {&x, AddInitializer(graph, like.input(1)->name() + "_summed",
@@ -309,13 +364,13 @@ Node* WriteMatMul(Graph& graph, const Merge& merge, const Model& model, Value* o
 
 // Rewrites the tree ending at `root` when a merge applies: the merged contraction plus what
 // joined nothing, summed by one Add chain (or nothing more); returns the branches merged.
-int64_t MergeTree(Graph& graph, Node& root, const Model& model) {
+int64_t MergeTree(Graph& graph, Node& root, const Model& model, PassContext& context) {
   SumTree tree;
   CollectTree(root, tree);
   if (tree.leaves.size() < 2) return 0;
   Value* x = nullptr;
   std::vector<int64_t> kernel, pads;
-  std::optional<Merge> merge = ConvMerge(tree.leaves, model, x, kernel, pads);
+  std::optional<Merge> merge = ConvMerge(tree.leaves, model, context, x, kernel, pads);
   if (!merge) merge = MatMulMerge(tree.leaves, model);
   if (!merge) return 0;
   std::unordered_set<const Value*> merged_leaves;
@@ -328,12 +383,13 @@ int64_t MergeTree(Graph& graph, Node& root, const Model& model) {
     merged_leaves.insert(matmul->output(0));
     removed.push_back(matmul);
   }
+  if (merge->identity && merge->identity->batchnorm != nullptr) removed.push_back(merge->identity->batchnorm);
   // What joined nothing stays an addend of the merged contraction.
   std::vector<Value*> others;
   bool identity_taken = false;
   for (Value* leaf : tree.leaves) {
     if (merged_leaves.count(leaf)) continue;
-    if (merge->identity && leaf == x && !identity_taken) {
+    if (merge->identity && leaf == merge->identity->leaf && !identity_taken) {
       identity_taken = true;  // the identity kernel holds it now
       continue;
     }
@@ -376,7 +432,7 @@ Result<bool> MergeSummedContractions::RunOnGraph(Graph& graph, PassContext& cont
   }
   bool changed = false;
   for (Node* root : roots) {
-    const int64_t branches = MergeTree(graph, *root, context.model());
+    const int64_t branches = MergeTree(graph, *root, context.model(), context);
     if (branches == 0) continue;
     context.Matched();
     context.Count("branches_merged", branches);

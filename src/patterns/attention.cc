@@ -238,9 +238,11 @@ class OperandWalker {
   }
 
   static bool IsLayoutStep(const Node* node) {
-    if (node == nullptr || node->inputs().empty() || node->input(0) == nullptr || node->outputs().size() != 1) {
-      return false;
-    }
+    if (node == nullptr || node->inputs().empty() || node->input(0) == nullptr) return false;
+    // Each output of a Split is a slice of its input along the axis: a view, its sizes read at
+    // run time as a Reshape's target is.
+    if (IsOp(node, "Split")) return node->outputs().size() > 1;
+    if (node->outputs().size() != 1) return false;
     if (IsOp(node, "Transpose")) {
       std::optional<std::vector<int64_t>> perm = node->GetInts("perm");
       return perm.has_value() && IsPermutation(*perm);
@@ -270,6 +272,7 @@ class OperandWalker {
       Node* node = value->producer();
       ViewStepMatch step;
       step.node = node;
+      step.output = value->producer_output_index();
       if (IsOp(node, "Reshape")) step.reshape = ReadReshape(*node, opset_);
       steps.push_back(std::move(step));
       value = node->input(0);

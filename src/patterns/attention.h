@@ -104,10 +104,12 @@ struct RepeatMatch {
 };
 
 // One layout op of a kView operand: Transpose, Reshape (with its target), Squeeze, Unsqueeze,
-// or Gather of a constant scalar index (a packed projection's Q, K or V).
+// Gather of a constant scalar index, or one output of a Split of constant sizes (a packed
+// projection's Q, K or V: torchvision's Gather, timm's unbind).
 struct ViewStepMatch {
   Node* node = nullptr;
   std::optional<HeadReshapeMatch> reshape;
+  int output = 0;  // the Split's output read
 };
 
 struct AttentionOperandMatch {
@@ -222,11 +224,20 @@ struct AttentionRepeat {
   AttentionReshape expand_shape, reshape_shape;
 };
 
+// A body input or a constant the body holds.
+struct AttentionInput {
+  int input = -1;
+  TensorPtr constant;
+  bool present() const { return input >= 0 || constant != nullptr; }
+};
+
 struct AttentionViewStep {
-  enum class Kind { kTranspose, kReshape, kSqueeze, kUnsqueeze, kGather };
+  enum class Kind { kTranspose, kReshape, kSqueeze, kUnsqueeze, kGather, kSplit };
   Kind kind = Kind::kTranspose;
-  std::vector<int64_t> ints;  // Transpose's perm, Squeeze's / Unsqueeze's axes
-  int64_t axis = 0, index = 0;  // Gather
+  std::vector<int64_t> ints;  // Transpose's perm, Squeeze's / Unsqueeze's axes, Split's `split` attribute
+  int64_t axis = 0, index = 0;  // Gather's axis and index; Split's axis and the output read
+  int64_t outputs = 0;          // kSplit: its output count
+  AttentionInput sizes;         // kSplit: its sizes input (opset >= 13), when given
   AttentionReshape reshape;   // kReshape
 };
 
@@ -239,13 +250,6 @@ struct AttentionOperand {
   std::optional<AttentionRotary> rotary;
   std::optional<AttentionRepeat> repeat;
   double prescale = 1.0;
-};
-
-// A body input or a constant the body holds.
-struct AttentionInput {
-  int input = -1;
-  TensorPtr constant;
-  bool present() const { return input >= 0 || constant != nullptr; }
 };
 
 struct FusedAttention {

@@ -118,7 +118,8 @@ std::optional<AttentionRepeat> DescribeRepeat(const Graph& body, const Attention
 }
 
 // A layout step's constant arguments: a Transpose's perm, Squeeze / Unsqueeze axes (attribute
-// or constant input), a Gather's axis and scalar index, a Reshape's target.
+// or constant input), a Gather's axis and scalar index, a Split's axis, sizes (input from opset
+// 13, attribute before; none: even parts) and output read, a Reshape's target.
 std::optional<AttentionViewStep> DescribeViewStep(const Graph& body, const AttentionMatch& match,
                                                   const ViewStepMatch& step) {
   const Node& node = *step.node;
@@ -151,6 +152,18 @@ std::optional<AttentionViewStep> DescribeViewStep(const Graph& body, const Atten
     if (!index || index->size() != 1) return std::nullopt;
     described.axis = node.GetInt("axis", 0);
     described.index = index->front();
+  } else if (op == "Split") {
+    described.kind = AttentionViewStep::Kind::kSplit;
+    described.axis = node.GetInt("axis", 0);
+    described.index = step.output;
+    described.outputs = static_cast<int64_t>(node.outputs().size());
+    if (node.inputs().size() >= 2 && node.input(1) != nullptr) {
+      std::optional<AttentionInput> sizes = InputOf(body, node.input(1));
+      if (!sizes) return std::nullopt;
+      described.sizes = *sizes;
+    } else if (std::optional<std::vector<int64_t>> sizes = node.GetInts("split")) {
+      described.ints = *sizes;
+    }
   } else {
     return std::nullopt;
   }

@@ -1,6 +1,9 @@
 // The operand addressing of a recognised attention body for one run's sizes (attention_layout.h).
 #include "patterns/attention_layout.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "ir/permutation.h"
 #include "patterns/composite.h"
 
@@ -96,6 +99,35 @@ std::optional<StridedView> Reshaped(const StridedView& view, const std::vector<i
   return out;
 }
 
+// The sizes Split cuts an axis of `total` into: `given` (its input or attribute), which must be
+// `outputs` sizes adding up to it, or else even parts, the last one smaller when they do not
+// divide it (opset 18's num_outputs); nullopt where Split would fail.
+std::optional<std::vector<int64_t>> SplitSizes(std::vector<int64_t> given, int64_t outputs, int64_t total) {
+  if (given.empty()) {
+    const int64_t part = outputs > 0 ? (total + outputs - 1) / outputs : 0;
+    for (int64_t i = 0; i < outputs; ++i) given.push_back(std::max<int64_t>(0, std::min(part, total - i * part)));
+  }
+  int64_t sum = 0;
+  for (int64_t size : given) {
+    if (size < 0) return std::nullopt;
+    sum += size;
+  }
+  if (static_cast<int64_t>(given.size()) != outputs || sum != total) return std::nullopt;
+  return given;
+}
+
+// `dim` narrowed to [start, start + length): its outer factor's range, which must fall on the
+// inner factors' boundaries (a merged dim sliced across them is no strided view).
+bool Sliced(ViewDim& dim, int64_t start, int64_t length, int64_t& offset) {
+  if (length == SizeOf(dim)) return start == 0;
+  if (dim.empty()) return false;
+  const int64_t inner = SizeOf(dim) / dim.front().size;
+  if (start % inner != 0 || length % inner != 0) return false;
+  offset += start / inner * dim.front().stride;
+  dim.front().size = length / inner;
+  return true;
+}
+
 StridedView Permuted(const StridedView& view, const std::vector<int64_t>& perm) {
   StridedView out = view;
   for (size_t i = 0; i < perm.size(); ++i) out.dims[i] = view.dims[static_cast<size_t>(perm[i])];
@@ -144,25 +176,11 @@ class Planner {
     const auto rank = static_cast<int64_t>(combined->size());
     if (NormalizedAxis(a_.split_axis, rank) != rank - 1) return false;
     const int64_t total = combined->back();
-    const int64_t outputs = a_.split_outputs;
-    std::vector<int64_t> sizes = a_.split_attribute;
-    if (a_.split_sizes.input >= 0) {
-      std::optional<std::vector<int64_t>> given = in_.values(a_.split_sizes.input);
-      if (!given) return false;
-      sizes = *given;
-    } else if (a_.split_sizes.constant != nullptr) {
-      std::optional<std::vector<int64_t>> given = a_.split_sizes.constant->AsInt64s();
-      if (!given) return false;
-      sizes = *given;
-    }
-    if (sizes.empty()) {  // equal parts, the last one smaller when they do not divide (opset 18)
-      const int64_t part = (total + outputs - 1) / outputs;
-      for (int64_t i = 0; i < outputs; ++i) sizes.push_back(std::min(part, total - i * part));
-    }
-    if (static_cast<int64_t>(sizes.size()) != outputs) return false;
+    std::optional<std::vector<int64_t>> given = GivenSizes(a_.split_sizes, a_.split_attribute);
+    std::optional<std::vector<int64_t>> sizes = given ? SplitSizes(*given, a_.split_outputs, total) : std::nullopt;
+    if (!sizes) return false;
     int64_t offset = 0;
-    for (int64_t size : sizes) {
-      if (size < 0) return false;
+    for (int64_t size : *sizes) {
       std::vector<int64_t> dims = *combined;
       dims.back() = size;
       split_dims_.push_back(std::move(dims));
@@ -170,7 +188,15 @@ class Planner {
       offset += size;
     }
     combined_width_ = total;
-    return offset == total;
+    return true;
+  }
+
+  // A Split's sizes as written: its sizes input's values this run, else its attribute (empty
+  // for even parts); nullopt when an input's values are unknown.
+  std::optional<std::vector<int64_t>> GivenSizes(const AttentionInput& input, const std::vector<int64_t>& attribute) const {
+    if (input.input >= 0) return in_.values(input.input);
+    if (input.constant != nullptr) return input.constant->AsInt64s();
+    return attribute;
   }
 
   std::optional<std::vector<int64_t>> DimsOf(const AttentionDimSource& source) const {
@@ -334,6 +360,17 @@ class Planner {
         }
         view.dims.erase(view.dims.begin() + *axis);
         return true;
+      }
+      case AttentionViewStep::Kind::kSplit: {
+        std::optional<int64_t> axis = NormalizedAxis(step.axis, rank);
+        if (!axis) return false;
+        ViewDim& dim = view.dims[static_cast<size_t>(*axis)];
+        std::optional<std::vector<int64_t>> given = GivenSizes(step.sizes, step.ints);
+        std::optional<std::vector<int64_t>> sizes = given ? SplitSizes(*given, step.outputs, SizeOf(dim)) : std::nullopt;
+        if (!sizes || step.index < 0 || step.index >= step.outputs) return false;
+        int64_t start = 0;
+        for (int64_t i = 0; i < step.index; ++i) start += (*sizes)[static_cast<size_t>(i)];
+        return Sliced(dim, start, (*sizes)[static_cast<size_t>(step.index)], view.offset);
       }
       case AttentionViewStep::Kind::kReshape: {
         std::optional<std::vector<int64_t>> target = Target(step.reshape);

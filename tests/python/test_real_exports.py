@@ -61,7 +61,14 @@ EXPECTED = {
     "llama_dynamo18_sdpa_fp16": {"attention": 2, "kernels": 24},
     "llama_dynamo23_sdpa": {"attention": 2, "kernels": 22},
     "mistral_dynamo18_sdpa": {"attention": 2, "kernels": 24},
+    # timm's MobileOne: each block's k×k branches, 1×1 scale branch and identity BN are one
+    # convolution (merge-summed-contractions): one kernel a block, plus pooling and the head.
+    "mobileone_dynamo18": {"attention": 0, "kernels": 15},
     "qwen2_dynamo18_sdpa": {"attention": 2, "kernels": 24},
+    # timm's RepVGG: 3×3 + 1×1 + identity BN summed is one 3×3 per block, as its own
+    # reparameterize() would leave it.
+    "repvgg_dynamo18": {"attention": 0, "kernels": 9},
+    "repvgg_torchscript17": {"attention": 0, "kernels": 9},
     "roberta_dynamo18_eager": {"attention": 2, "kernels": 25},
     "roberta_dynamo18_sdpa": {"attention": 2, "kernels": 25},
     "swin_dynamo18_eager": {"attention": 3, "kernels": 50},
@@ -70,6 +77,13 @@ EXPECTED = {
     "vit_dynamo18_eager": {"attention": 2, "kernels": 21},
     "vit_dynamo18_sdpa": {"attention": 2, "kernels": 21},
     "vit_torchscript17_sdpa": {"attention": 2, "kernels": 20},
+    # timm's packed qkv: reshape to [B,N,3,H,D], permute, unbind (a Split along the slot axis)
+    # is read in place by the fused attention: 7 kernels a layer in every form.
+    "vit_timm_dynamo18_eager": {"attention": 2, "kernels": 22},
+    "vit_timm_dynamo18_sdpa": {"attention": 2, "kernels": 22},
+    "vit_timm_dynamo18_sdpa_fp16": {"attention": 2, "kernels": 22},
+    "vit_timm_torchscript17_eager": {"attention": 2, "kernels": 22},
+    "vit_timm_torchscript17_sdpa": {"attention": 2, "kernels": 22},
     "vit_torchvision_dynamo18": {"attention": 2, "kernels": 22},
     "vit_torchvision_torchscript17": {"attention": 2, "kernels": 22},
     "whisper_encoder_dynamo18_eager": {"attention": 2, "kernels": 19},

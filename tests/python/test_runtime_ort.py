@@ -78,6 +78,12 @@ EXPECTED_WRITTEN = {
     "vit_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     # torchvision's packed in-projection, reached through layout chains the lowering evaluates
     # (lower_for_ort_packed.cc); the TorchScript form's targets computed from the run's shapes too.
+    # timm's packed qkv unbound by a Split: the same packed form as torchvision's.
+    "vit_timm_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
+    "vit_timm_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
+    "vit_timm_dynamo18_sdpa_fp16": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
+    "vit_timm_torchscript17_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
+    "vit_timm_torchscript17_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchvision_dynamo18": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "vit_torchvision_torchscript17": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "whisper_encoder_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "Gelu": 2, "SkipLayerNormalization": 4},
@@ -308,11 +314,13 @@ def test_heads_split_outside_the_group_are_merged_back_for_multi_head_attention(
         np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
 
 
-@pytest.mark.parametrize("name", ["vit_torchvision_dynamo18", "vit_torchvision_torchscript17"])
+@pytest.mark.parametrize("name", ["vit_torchvision_dynamo18", "vit_torchvision_torchscript17",
+                                  "vit_timm_dynamo18_sdpa", "vit_timm_torchscript17_eager"])
 def test_packed_in_projection_becomes_attention(fusionopt, tmp_path, name):
     """torchvision's ViT: Q, K and V are Gathers of slots 0, 1, 2 of the in-projection reshaped to
     [S,B,3,E], each split into heads through [S,B·H,D] (TorchScript computes those targets from
-    Shape(x) with B·H as a Mul; they are evaluated at each trial size). At two batch sizes,
+    Shape(x) with B·H as a Mul; they are evaluated at each trial size); timm's: slots of a Split
+    of the projection reshaped to [B,N,3,H,D] and permuted to [3,B,H,N,D]. At two batch sizes,
     the chains read the projection's thirds split into 4 heads of 8, so the projection (-O3's
     FusedMatMulAdd) and the attention become one Attention; ORT on it equals ORT on the original
     at batch sizes 1 to 3."""
@@ -328,8 +336,12 @@ def test_packed_in_projection_becomes_attention(fusionopt, tmp_path, name):
         assert attributes["num_heads"] == 4 and attributes["scale"] == pytest.approx(1 / np.sqrt(8), rel=1e-6)
         assert initializers[node.input[1]] == [32, 96] and initializers[node.input[2]] == [96]
     ops = collections.Counter(node.op_type for node in model.graph.node)
-    gathers = sum(node.op_type == "Gather" for node in onnx.load(str(entry.path)).graph.node)
-    assert ops["Squeeze"] == 0 and ops["Gather"] <= gathers - 6  # the Q, K, V selects of both layers
+    original_ops = collections.Counter(node.op_type for node in onnx.load(str(entry.path)).graph.node)
+    assert ops["Squeeze"] == 0
+    if name.startswith("vit_timm"):  # the unbind of both layers: a Split, or Slices per slot
+        assert ops["Split"] == 0 and ops["Slice"] + 2 <= original_ops["Slice"] + original_ops["Split"]
+    else:  # the Q, K, V Gathers of both layers
+        assert ops["Gather"] <= original_ops["Gather"] - 6
     level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     original, optimized = session(entry.path, level), session(out, level)
     for batch in (1, 2, 3):

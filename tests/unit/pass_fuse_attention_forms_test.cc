@@ -7,11 +7,14 @@
 // computed at run time.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include "cpu_runtime/engine/compare.h"
 #include "fusion_test_util.h"
+#include "ir/constant_value.h"
 #include "patterns/attention.h"
+#include "patterns/attention_layout.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;
@@ -283,4 +286,99 @@ TEST_CASE("fuse-attention: layout views are only as good as the run's shapes; K 
   // K gathered from slot 0 as Q is: still attention (of Q with itself), read through views.
   auto [rewritten, attention] = ExpectAttention(PackedProjection("%zero"));
   CHECK(attention.k.layout == HeadLayout::kView);
+}
+
+namespace {
+
+// timm's ViT attention: one qkv projection [B,N,3E] reshaped to [B,N,3,H,D], permuted to
+// [3,B,H,N,D] and unbound — the dynamo exporter's Split along axis 0 and a Squeeze per slot.
+// `split` is the Split's line (its sizes, or none for even parts); `outputs` the graph outputs.
+std::string TimmUnbind(const std::string& split = "  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
+                       const std::string& outputs = "float[2,5,8] %context") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[2,5,24] %packed) -> ()" + outputs + R"()
+  init int64[5] %unflatten = [2, 5, 3, 2, 4]
+  init int64[1] %axis0 = [0]
+  init int64[3] %thirds = [1, 1, 1]
+  init int64[3] %merged = [2, 5, 8]
+  init float[] %scale = [0.5]
+{
+  %u = Reshape(%packed, %unflatten) @unflatten
+  %t = Transpose(%u) {perm: [2, 0, 3, 1, 4]} @move
+)" + split + R"(  %q = Squeeze(%qs0, %axis0) @q_squeeze
+  %k = Squeeze(%ks0, %axis0) @k_squeeze
+  %v = Squeeze(%vs0, %axis0) @v_squeeze
+  %qm = Mul(%q, %scale) @q_scale
+  %kt = Transpose(%k) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qm, %kt) @scores
+  %p = Softmax(%s) {axis: -1} @softmax
+  %o = MatMul(%p, %v) @context_product
+  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+// The addressing every runtime reads the fused node's operands with, at the call's static shapes.
+std::optional<AttentionLayout> LayoutOfCall(const Rewritten& rewritten, const FusedAttention& attention) {
+  const Node* call = nullptr;
+  for (const auto& node : rewritten.model->graph->nodes()) {
+    if (node->op_type() == "FusedAttention") call = node.get();
+  }
+  REQUIRE(call != nullptr);
+  AttentionInputs inputs;
+  inputs.dims = [call](int input) -> std::optional<std::vector<int64_t>> {
+    const auto& shape = call->input(static_cast<size_t>(input))->shape();
+    if (!shape) return std::nullopt;
+    std::vector<int64_t> dims;
+    for (const Dim& dim : *shape) dims.push_back(dim.value);
+    return dims;
+  };
+  inputs.values = [call](int input) -> std::optional<std::vector<int64_t>> {
+    TensorPtr tensor = ConstantValueOf(*call->input(static_cast<size_t>(input)), true);
+    return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
+  };
+  return LayOutAttention(attention, inputs);
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: timm's packed qkv unbound by a Split is read in place, one slot each", "[attention]") {
+  for (const std::string& split : {std::string("  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n"),
+                                   std::string("  %qs0, %ks0, %vs0 = Split(%t, %thirds) {axis: 0} @unbind\n")}) {
+    auto [rewritten, attention] = ExpectAttention(TimmUnbind(split));
+    CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+    CHECK(attention.q.layout == HeadLayout::kView);
+    REQUIRE(attention.v.view.size() == 4);  // unflatten, move, the Split's slot, squeeze
+    CHECK(attention.v.view[2].kind == AttentionViewStep::Kind::kSplit);
+    CHECK(attention.v.view[2].index == 2);
+    std::optional<AttentionLayout> layout = LayoutOfCall(rewritten, attention);
+    REQUIRE(layout.has_value());
+    // [B,N,3,H,D] = [2,5,3,2,4] in place: slot s at s·H·D, heads D apart, rows 3·H·D apart.
+    for (auto [operand, slot] : {std::pair{&layout->q, 0}, std::pair{&layout->k, 1}, std::pair{&layout->v, 2}}) {
+      CHECK(operand->offset == slot * 8);
+      CHECK(operand->head_stride == 4);
+      CHECK(operand->row_stride == 24);
+      CHECK(operand->batch_stride == 120);
+      CHECK(operand->column_stride == 1);
+    }
+  }
+}
+
+TEST_CASE("fuse-attention: a Split of the packed qkv read elsewhere stays outside; sizes fed at run time do not",
+          "[attention]") {
+  // A slot also read outside: the Split and its slots stay outside the fused node.
+  std::string shared = TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
+                                  "float[2,5,8] %context, float[1,2,2,5,4] %vs0");
+  Rewritten rewritten = Rewrite(shared, kPass);
+  REQUIRE(rewritten.Counter("attention") == 1);
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, {});
+  const std::vector<std::string> outside = OpsOutside(rewritten);
+  CHECK(std::count(outside.begin(), outside.end(), "Split") == 1);
+  // Sizes fed at run time are read then, as a Reshape's target is: still one fused node.
+  std::string fed = TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t, %sizes) {axis: 0} @unbind\n");
+  fed.replace(fed.find("(float[2,5,24] %packed)"), 23, "(float[2,5,24] %packed, int64[3] %sizes)");
+  rewritten = Rewrite(fed, kPass);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
 }

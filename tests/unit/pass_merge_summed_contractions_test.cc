@@ -104,3 +104,53 @@ graph main (float[2,5,4] %x) -> (float %y)
 )";
   ExpectRewriteOps(text, kPass, {"MatMul", "Add"});
 }
+
+namespace {
+
+// RepVGG / MobileOne as exported: the identity branch is a BatchNormalization of the input.
+std::string WithIdentityBatchNorm(const std::string& batchnorm) {
+  std::string text = Branches(R"(  %c0 = Conv(%x, %w0, %b0) {pads: [1, 1, 1, 1], kernel_shape: [3, 3]} @conv3x3
+  %c1 = Conv(%x, %p, %b1) {pads: [0, 0, 0, 0]} @conv1x1
+)" + batchnorm, "  %s = Add(%c0, %c1) @add0\n  %y = Add(%s, %n) @add1\n");
+  text.replace(text.find("{\n"), 2, R"(  init float[4] %gamma = [0.5, 1.25, -0.75, 2.0]
+  init float[4] %beta = [0.125, -0.25, 0.5, 0.0]
+  init float[4] %mean = [0.25, -0.5, 0.0, 1.5]
+  init float[4] %var = [1.0, 0.5, 2.0, 0.25]
+{
+)");
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("merge-summed-contractions: an identity BatchNormalization joins as a scaled identity kernel", "[passes]") {
+  const std::string text =
+      WithIdentityBatchNorm("  %n = BatchNormalization(%x, %gamma, %beta, %mean, %var) {epsilon: 0.001} @bn\n");
+  auto model = ExpectRewriteOps(text, kPass, {"Conv"});
+  const Node& conv = *model->graph->nodes().front();
+  CHECK(conv.inputs().size() == 3);  // the BatchNormalization's shift is in the bias
+  CHECK(conv.GetInts("pads") == std::vector<int64_t>{1, 1, 1, 1});
+  Rewritten rewritten = Rewrite(text, kPass);
+  CHECK(rewritten.Counter("branches_merged") == 3);
+  for (const char* statistic : {"gamma", "beta", "mean", "var"}) {  // folded away
+    CHECK(rewritten.model->graph->FindValue(statistic) == nullptr);
+  }
+}
+
+TEST_CASE("merge-summed-contractions: an identity BatchNormalization that does not fold stays an addend", "[passes]") {
+  // Training mode: its output is normalized by the batch's own statistics, not a fixed map.
+  std::string training = WithIdentityBatchNorm(
+      "  %n = BatchNormalization(%x, %gamma, %beta, %mean, %var) {training_mode: 1} @bn\n");
+  Rewritten rewritten = Rewrite(training, kPass);
+  CHECK(OpTypes(*rewritten.model->graph) == std::vector<std::string>{"BatchNormalization", "Conv", "Add"});
+  CHECK(rewritten.run.Rejections("identity branch: training mode") == 1);
+  // Statistics fed at run time are not constants.
+  std::string fed = WithIdentityBatchNorm("  %n = BatchNormalization(%x, %gamma, %beta, %mean, %v) @bn\n");
+  fed.replace(fed.find("(float[1,4,6,6] %x)"), 19, "(float[1,4,6,6] %x, float[4] %v)");
+  rewritten = Rewrite(fed, kPass);
+  CHECK(OpTypes(*rewritten.model->graph) == std::vector<std::string>{"BatchNormalization", "Conv", "Add"});
+  CHECK(rewritten.run.Rejections("identity branch: non-constant statistics") == 1);
+  // A BatchNormalization of another value is no identity branch (and not reported as one).
+  CHECK(ExpectUnchanged(WithIdentityBatchNorm("  %n = BatchNormalization(%c1, %gamma, %beta, %mean, %var) @bn\n"), kPass, "")
+            .statistics.rejections.empty());
+}
