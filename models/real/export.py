@@ -222,6 +222,17 @@ def gpt2(full, attention):
                     {"layers": size["n_layer"], "heads": size["n_head"]}, use_cache=False, **size)
 
 
+def mpt(full, attention):
+    """transformers' MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias
+    shared by every layer) added to the scaled scores, then the causal and padding mask."""
+    size = dict(vocab_size=50368, d_model=1024, n_heads=16, n_layers=4, expansion_ratio=4, max_seq_len=2048) if full else \
+        dict(vocab_size=96, d_model=32, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64)
+    with_layers(size, "n_layers")
+    return hf_model("MptConfig", "MptModel", attention, ["last_hidden_state"],
+                    text_inputs(size["vocab_size"], 128 if full else 16),
+                    {"layers": size["n_layers"], "heads": size["n_heads"]}, use_cache=False, **size)
+
+
 def llama_like(config_class, model_class, extra=None):
     def build(full, attention):
         size = dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
@@ -449,6 +460,9 @@ FAMILIES = [
     Family("mistral", "decoder", "transformers MistralModel (grouped-query attention)",
            llama_like("MistralConfig", "MistralModel", {"sliding_window": None}), hf_variants([D18], ("sdpa",)),
            [Variant("dynamo", 18, "sdpa")]),
+    Family("mpt", "decoder", "transformers MptModel (ALiBi position bias)", mpt,
+           hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
+           [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),
     Family("vit", "vision", "transformers ViTModel", vit_hf, hf_variants([D18]) + [Variant("torchscript", 17, "sdpa")],
            [Variant("dynamo", 18, "sdpa")]),
     Family("vit_torchvision", "vision", "torchvision VisionTransformer (nn.MultiheadAttention)", vit_torchvision,

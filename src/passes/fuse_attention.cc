@@ -18,10 +18,12 @@
 // before it (sdpa's √scale on each, any mix of the two), or none; an additive mask (BERT's
 // extended mask, T5's position bias), a Where with a boolean condition and a constant fill
 // (GPT-2's causal mask, recorded as causal when sliced from a constant lower-triangular
-// buffer), or none (ViT); the dynamo exporter's guard Where(IsNaN(p), 0, p) after the
-// Softmax; rotary embedding on Q and K (rotate_half by Slice or Split, or RotaryEmbedding-23);
-// grouped-query K and V repeated by Unsqueeze / Expand / Reshape; any other chain of layout ops
-// (Transpose, Reshape, Squeeze, Unsqueeze, Gather of a scalar) where those forms stop at one,
+// buffer), or none (ViT); beside a mask, an additive score bias before it (ALiBi) and 16-bit
+// scores cast to float32 with the probabilities cast back (MPT's upcast); the dynamo exporter's
+// guard Where(IsNaN(p), 0, p) after the Softmax; rotary embedding on Q and K (rotate_half by
+// Slice or Split, or RotaryEmbedding-23); grouped-query K and V repeated by Unsqueeze / Expand /
+// Reshape; any other chain of layout ops (Transpose, Reshape, Squeeze, Unsqueeze, Gather of a
+// scalar, a Split's output) where those forms stop at one,
 // composed by the kernel into a strided view (torchvision's packed in-projection); a head merge
 // by any perm that keeps the features innermost; and at opset 23 the core as one Attention node
 // with the same operand forms around it.
@@ -110,8 +112,8 @@ class DimProver {
   }
 
  private:
-  // The context [B,H,Sq,Dv]: Dv is V's; B, H and Sq are Q's unless the mask may widen them
-  // (a mask dim that is not provably 1 or that same dim).
+  // The context [B,H,Sq,Dv]: Dv is V's; B, H and Sq are Q's unless the mask or score bias may
+  // widen them (a dim that is not provably 1 or that same dim).
   std::optional<DimSource> ResolveContext(int64_t axis, int depth) const {
     const Node* core = match_.attention_op != nullptr ? match_.attention_op : match_.context_matmul;
     if (axis == 3) return Resolve(core->input(match_.attention_op != nullptr ? 2 : 1), 3, depth + 1);
@@ -127,12 +129,13 @@ class DimProver {
         }
       }
     }
-    if (match_.mask != nullptr) {
-      const auto& mask = match_.mask->shape();
-      if (!mask) return std::nullopt;
-      const int64_t offset = 4 - static_cast<int64_t>(mask->size());
+    for (const Value* term : {match_.mask, match_.bias}) {
+      if (term == nullptr) continue;
+      const auto& shape = term->shape();
+      if (!shape) return std::nullopt;
+      const int64_t offset = 4 - static_cast<int64_t>(shape->size());
       if (axis >= offset) {
-        const Dim& dim = (*mask)[static_cast<size_t>(axis - offset)];
+        const Dim& dim = (*shape)[static_cast<size_t>(axis - offset)];
         if (!(dim.is_known() && dim.value == 1) && !ProvablySameDim(dim, (*query)[static_cast<size_t>(axis)])) {
           return std::nullopt;
         }
@@ -287,6 +290,7 @@ void RewireShapeReads(Graph& graph, const std::vector<ShapeRead>& reads, const s
 std::string DtypeProblem(const AttentionMatch& match) {
   std::vector<const Value*> floats = {match.q.source, match.k.source, match.v.source};
   if (match.mask_kind == AttentionMaskKind::kAdditive) floats.push_back(match.mask);
+  if (match.bias != nullptr) floats.push_back(match.bias);
   for (const AttentionOperandMatch* operand : {&match.q, &match.k}) {
     if (operand->rotary) floats.insert(floats.end(), {operand->rotary->cos, operand->rotary->sin});
   }

@@ -93,6 +93,9 @@ class AttentionLowering {
  private:
   std::string WhyNot() {
     if (attention_.op) return "the core is a standard Attention node";
+    // MultiHeadAttention adds one attention_bias; a bias before a Where mask replaced by its fill
+    // is not one sum (the fill replaces the biased score), so the group stays portable.
+    if (attention_.bias.present()) return "a score bias before the mask (ALiBi)";
     if (call_.outputs().size() != 1) return "the group has more than one result";
     if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
     packed_ = attention_.q.layout == HeadLayout::kView;

@@ -721,7 +721,8 @@ bool SplitAlongLast(const AttentionMatch& match) {
 void CollectMembers(AttentionMatch& match) {
   std::vector<Node*> nodes;
   for (Node* core : {match.score_matmul, match.softmax, match.guard_test, match.guard, match.context_matmul,
-                     match.attention_op, match.scale_node, match.mask_node}) {
+                     match.attention_op, match.scale_node, match.score_cast, match.bias_node, match.mask_node,
+                     match.probability_cast}) {
     if (core != nullptr) nodes.push_back(core);
   }
   for (const AttentionOperandMatch* operand : {&match.q, &match.k, &match.v}) {
@@ -797,7 +798,28 @@ Node* ReadGuard(Value* probabilities, Node*& test) {
   return where;
 }
 
-// Softmax(z) · V with z = [mask] over [scale] over Q·Kᵀ: nullopt with the core's nodes set, or
+// A Cast to float32 of 16-bit scores (MPT's upcast for the softmax): the kernel's scores are
+// float32 already, so it changes nothing but the rounding of Q·Kᵀ, which the kernel never rounds.
+Node* FloatCast(const Value* value) {
+  Node* cast = ProducerOp(value, "Cast");
+  return cast != nullptr && cast->GetInt("to", 0) == static_cast<int64_t>(DataType::kFloat) ? cast : nullptr;
+}
+
+// Q·Kᵀ [scaled] under `value`, through a FloatCast.
+Node* CastScores(const Value* value) {
+  if (Node* cast = FloatCast(value)) value = cast->input(0);
+  return ScoresMatMul(value);
+}
+
+// The scores under a mask: Q·Kᵀ [scaled] [cast to float32], or that plus an additive bias (ALiBi).
+bool MaskedScores(const Value* value) {
+  if (CastScores(value) != nullptr) return true;
+  Node* add = ProducerOp(value, "Add");
+  return add != nullptr && add->inputs().size() == 2 &&
+         (CastScores(add->input(0)) != nullptr) != (CastScores(add->input(1)) != nullptr);
+}
+
+// Softmax(z) · V with z = [mask] over [bias] over [scale] over Q·Kᵀ: nullopt with the core's nodes set, or
 // the search to return (a near miss, or nothing) when `softmax` is no attention core.
 std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, AttentionMatch& match) {
   if (softmax.inputs().size() != 1 || softmax.output(0) == nullptr) return AttentionSearch{};
@@ -806,6 +828,11 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
   Value* probabilities = softmax.output(0);
   match.guard = ReadGuard(probabilities, match.guard_test);
   Value* weights = match.guard != nullptr ? match.guard->output(0) : probabilities;
+  // Float32 probabilities cast back to V's 16 bits for the product (the upcast's other half).
+  if (weights->uses().size() == 1 && IsOp(weights->uses().front().node, "Cast") && !weights->is_graph_output()) {
+    match.probability_cast = weights->uses().front().node;
+    weights = match.probability_cast->output(0);
+  }
   for (const Use& use : weights->uses()) {
     if (IsOp(use.node, "MatMul") && use.input_index == 0) match.context_matmul = use.node;
   }
@@ -815,15 +842,15 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
   Value* scores = softmax.input(0);
   Node* reader = &softmax;
   if (Node* add = ProducerOp(scores, "Add"); add != nullptr && add->inputs().size() == 2) {
-    int scores_index = ScoresMatMul(add->input(0)) != nullptr ? 0 : 1;
-    if (ScoresMatMul(add->input(scores_index)) == nullptr) return AttentionSearch{};
+    int scores_index = MaskedScores(add->input(0)) ? 0 : 1;
+    if (!MaskedScores(add->input(scores_index))) return AttentionSearch{};
     match.mask_kind = AttentionMaskKind::kAdditive;
     match.mask_node = add;
     match.mask = add->input(1 - scores_index);
     scores = add->input(scores_index);
   } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
-    int fill_index = ScoresMatMul(where->input(1)) != nullptr ? 2 : 1;
-    if (ScoresMatMul(where->input(3 - fill_index)) == nullptr) return AttentionSearch{};
+    int fill_index = MaskedScores(where->input(1)) ? 2 : 1;
+    if (!MaskedScores(where->input(3 - fill_index))) return AttentionSearch{};
     std::optional<double> fill = ScalarConstant(where->input(fill_index));
     if (!fill) return NearMiss("the mask fill is not a constant scalar");
     match.mask_kind = AttentionMaskKind::kBoolean;
@@ -839,6 +866,21 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
       return NearMiss(problem);
     }
     reader = match.mask_node;
+    if (CastScores(scores) == nullptr) {  // Add(s, bias): MaskedScores found one side the scores
+      Node* add = scores->producer();
+      const int scores_index = CastScores(add->input(0)) != nullptr ? 0 : 1;
+      match.bias_node = add;
+      match.bias = add->input(1 - scores_index);
+      if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+      reader = add;
+      scores = add->input(scores_index);
+    }
+  }
+  if (Node* cast = FloatCast(scores); cast != nullptr && ScoresMatMul(cast->input(0)) != nullptr) {
+    if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+    match.score_cast = cast;
+    reader = cast;
+    scores = cast->input(0);
   }
   match.score_matmul = ProducerOp(scores, "MatMul");
   if (match.score_matmul == nullptr) {
@@ -1006,6 +1048,9 @@ AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
     }
     if (match.mask != nullptr && !MayBroadcastWithoutWidening(match.mask, product)) {
       return NearMiss("the mask does not broadcast to the scores");
+    }
+    if (match.bias != nullptr && !MayBroadcastWithoutWidening(match.bias, product)) {
+      return NearMiss("the score bias does not broadcast to the scores");
     }
   } else {
     for (size_t i = 0; i < 3; ++i) {

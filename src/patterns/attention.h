@@ -19,6 +19,9 @@
 //       scale    Mul(x, c) | Div(x, c)                          Q and K, c a constant scalar (sdpa's √scale)
 //   s  = MatMul(qh, kt)  [· c | / c]                             c a constant scalar
 //   z  = s | Add(s, mask) | Where(cond, s, fill) | Where(cond, fill, s)    fill a constant scalar
+//        where, beside a mask, s may carry an additive bias first: Add(s, bias) (ALiBi's
+//        slopes × key positions, then the padding or causal mask); and 16-bit scores may be
+//        cast to float32 first, the probabilities cast back before the product (MPT's upcast)
 //   p  = Softmax(z) {last axis}  [p = Where(IsNaN(p), 0, p)]     the exporters' guard of empty rows
 //   o  = MatMul(p, vh)
 //   [y = Reshape(Transpose(o, [0,2,1,3]), [B,Sq,H·D])]           head merge (optional)
@@ -151,6 +154,11 @@ struct AttentionMatch {
   bool scale_divides = false;
   Node* scale_node = nullptr;
 
+  Node* score_cast = nullptr;        // Cast(s) to float32 of 16-bit scores, when present
+  Node* probability_cast = nullptr;  // Cast(p) back to V's type before the product, when present
+  Node* bias_node = nullptr;   // Add(s, bias) under a mask, when present
+  Value* bias = nullptr;       // an additive score bias before the mask (ALiBi)
+
   AttentionMaskKind mask_kind = AttentionMaskKind::kNone;
   Node* mask_node = nullptr;
   Value* mask = nullptr;       // additive mask, or the Where condition
@@ -264,6 +272,8 @@ struct FusedAttention {
 
   std::optional<double> scale;
   bool scale_divides = false;
+
+  AttentionInput bias;  // added to the scaled scores before the mask, when present
 
   AttentionMaskKind mask_kind = AttentionMaskKind::kNone;
   AttentionInput mask;  // additive mask or Where condition

@@ -224,6 +224,11 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
   }
   described.scale = match.scale;
   described.scale_divides = match.scale_divides;
+  if (match.bias != nullptr) {
+    std::optional<AttentionInput> bias = InputOf(body, match.bias);
+    if (!bias) return std::nullopt;
+    described.bias = *bias;
+  }
   described.mask_kind = match.mask_kind;
   if (match.mask != nullptr) {
     std::optional<AttentionInput> mask = InputOf(body, match.mask);

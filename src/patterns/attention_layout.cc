@@ -155,7 +155,7 @@ class Planner {
       return std::nullopt;
     }
     if (!a_.op && NormalizedAxis(a_.softmax_axis, 4) != 3) return std::nullopt;
-    if (!Rotary(a_.q, heads_[0], layout.q_rotary) || !Rotary(a_.k, heads_[1], layout.k_rotary) || !Mask(layout) ||
+    if (!Rotary(a_.q, heads_[0], layout.q_rotary) || !Rotary(a_.k, heads_[1], layout.k_rotary) || !MaskAndBias(layout) ||
         !Output(layout)) {
       return std::nullopt;
     }
@@ -435,26 +435,31 @@ class Planner {
     return true;
   }
 
-  // The mask's strides: it broadcasts to [B,H,Sq,Sk] without widening it (Attention-23 pads a
-  // short mask, which the body's ops then do).
-  bool Mask(AttentionLayout& layout) const {
-    if (a_.mask_kind == AttentionMaskKind::kNone) return true;
+  // The mask's and the score bias's strides: each broadcasts to [B,H,Sq,Sk] without widening it
+  // (Attention-23 pads a short mask, which the body's ops then do).
+  bool MaskAndBias(AttentionLayout& layout) const {
+    if (a_.mask_kind != AttentionMaskKind::kNone && !(layout.mask_strides = BroadcastStrides(a_.mask, layout))) {
+      return false;
+    }
+    return !a_.bias.present() || (layout.bias_strides = BroadcastStrides(a_.bias, layout)).has_value();
+  }
+
+  std::optional<std::array<int64_t, 4>> BroadcastStrides(const AttentionInput& term, const AttentionLayout& layout) const {
     std::optional<std::vector<int64_t>> dims =
-        a_.mask.input >= 0 ? in_.dims(a_.mask.input)
-                           : (a_.mask.constant ? std::optional<std::vector<int64_t>>(a_.mask.constant->dims()) : std::nullopt);
-    if (!dims || dims->size() > 4) return false;
+        term.input >= 0 ? in_.dims(term.input)
+                        : (term.constant ? std::optional<std::vector<int64_t>>(term.constant->dims()) : std::nullopt);
+    if (!dims || dims->size() > 4) return std::nullopt;
     const int64_t target[4] = {layout.batch, layout.heads, layout.queries, layout.keys};
     const size_t offset = 4 - dims->size();
     std::array<int64_t, 4> strides = {0, 0, 0, 0};
     int64_t stride = 1;
     for (size_t axis = dims->size(); axis-- > 0;) {
       const int64_t dim = (*dims)[axis];
-      if (dim != target[offset + axis] && dim != 1) return false;
+      if (dim != target[offset + axis] && dim != 1) return std::nullopt;
       strides[offset + axis] = dim == 1 ? 0 : stride;
       stride *= dim;
     }
-    layout.mask_strides = strides;
-    return true;
+    return strides;
   }
 
   bool Output(AttentionLayout& layout) {

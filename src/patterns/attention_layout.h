@@ -63,6 +63,8 @@ struct AttentionLayout {
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, depth = 0, value_depth = 0;
   // The mask's element strides over [B,H,Sq,Sk] (0 broadcasts), when the body has one.
   std::optional<std::array<int64_t, 4>> mask_strides;
+  // The score bias's element strides over [B,H,Sq,Sk] likewise, when the body has one.
+  std::optional<std::array<int64_t, 4>> bias_strides;
   // The result: its dims, and element (b, h, query, d) at b·batch + h·head + query·row + d.
   std::vector<int64_t> output_dims;
   int64_t output_batch_stride = 0, output_head_stride = 0, output_row_stride = 0;

@@ -64,6 +64,11 @@ EXPECTED = {
     # timm's MobileOne: each block's k×k branches, 1×1 scale branch and identity BN are one
     # convolution (merge-summed-contractions): one kernel a block, plus pooling and the head.
     "mobileone_dynamo18": {"attention": 0, "kernels": 15},
+    # ALiBi: the [1,H,1,S] bias added to the scaled scores before the mask is the fused node's
+    # score bias; in float16 the scores' Cast to float32 and the probabilities' Cast back are inside.
+    "mpt_dynamo18_eager": {"attention": 2, "kernels": 21},
+    "mpt_dynamo18_eager_fp16": {"attention": 2, "kernels": 21},
+    "mpt_torchscript17_eager": {"attention": 2, "kernels": 25},
     "qwen2_dynamo18_sdpa": {"attention": 2, "kernels": 24},
     # timm's RepVGG: 3×3 + 1×1 + identity BN summed is one 3×3 per block, as its own
     # reparameterize() would leave it.

@@ -65,6 +65,11 @@ EXPECTED_WRITTEN = {
     "llama_dynamo18_sdpa": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
     "llama_dynamo18_sdpa_fp16": {"MultiHeadAttention": 2, "RotaryEmbedding": 4},
     "mistral_dynamo18_sdpa": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
+    # MPT: the ALiBi bias is added before a Where mask, which no one attention_bias sum equals;
+    # the attention stays the portable fused node (test_alibi_attention_stays_portable).
+    "mpt_dynamo18_eager": {"Gelu": 2, "SkipLayerNormalization": 4},
+    "mpt_dynamo18_eager_fp16": {"Gelu": 2, "SkipLayerNormalization": 4},
+    "mpt_torchscript17_eager": {"Gelu": 2, "SkipLayerNormalization": 4},
     "qwen2_dynamo18_sdpa": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
     "roberta_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "roberta_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
@@ -143,9 +148,12 @@ def test_runtime_ort_output_loads_everywhere_and_equals_the_original(fusionopt, 
             np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=rtol, atol=atol,
                                        err_msg=f"{entry.name} at {level}")
     # Fewer ORT nodes where anything was written, and never more where nothing was (YOLOv8n's
-    # merged convolutions had cost ORT's NCHWc layout 6 reorders and Splits).
+    # merged convolutions had cost ORT's NCHWc layout 6 reorders and Splits). float16 is written
+    # for the default target's CUDA EP: the CPU EP (1.32) has no float16 Gelu or FastGelu kernel
+    # and inlines their bodies between Casts, which can cancel the saving (MPT fp16: 113 and 113).
     ours, original = nodes_ort_runs(out, tmp_path), nodes_ort_runs(entry.path, tmp_path)
-    assert ours < original if written else ours <= original
+    fewer = written and entry.info["dtype"] != "float16"
+    assert ours < original if fewer else ours <= original
 
 
 def entry_named(name):
@@ -312,6 +320,16 @@ def test_heads_split_outside_the_group_are_merged_back_for_multi_head_attention(
     feeds = entry.feeds()
     for want, got in zip(session(entry.path, level).run(None, feeds), session(out, level).run(None, feeds)):
         np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
+def test_alibi_attention_stays_portable(fusionopt, tmp_path):
+    """ORT's attention ops add one attention_bias; MPT's ALiBi comes before its Where mask, so
+    each attention group is kept as the ai.fusionopt node (ORT inlines it), saying why."""
+    out, lowering = optimize_for_ort(fusionopt, entry_named("mpt_dynamo18_eager"), tmp_path)
+    kept = [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
+    assert len(kept) == 2 and all("score bias before the mask" in one["reason"] for one in kept), kept
+    model = onnx.load(str(out))
+    assert sum(node.op_type == "FusedAttention" for node in model.graph.node) == 2
 
 
 @pytest.mark.parametrize("name", ["vit_torchvision_dynamo18", "vit_torchvision_torchscript17",

@@ -31,7 +31,8 @@ struct Fused {
   FusedAttention attention;
 };
 
-Fused ExpectAttention(const std::string& text, const std::map<std::string, int64_t>& symbols = {}) {
+Fused ExpectAttention(const std::string& text, const std::map<std::string, int64_t>& symbols = {},
+                      cpu::Tolerance kernel_tolerance = {1e-5, 1e-6}) {
   Fused out;
   out.rewritten = Rewrite(text, kPass);
   REQUIRE(out.rewritten.Counter("attention") == 1);
@@ -43,7 +44,7 @@ Fused ExpectAttention(const std::string& text, const std::map<std::string, int64
   REQUIRE(attention.has_value());
   out.attention = *attention;
   const OpenDims dims{symbols};
-  ExpectClose(RunOnCpu(*out.rewritten.model, dims), RunOnCpu(*out.rewritten.original, dims), {1e-5, 1e-6});
+  ExpectClose(RunOnCpu(*out.rewritten.model, dims), RunOnCpu(*out.rewritten.original, dims), kernel_tolerance);
   return out;
 }
 
@@ -381,4 +382,87 @@ TEST_CASE("fuse-attention: a Split of the packed qkv read elsewhere stays outsid
   fed.replace(fed.find("(float[2,5,24] %packed)"), 23, "(float[2,5,24] %packed, int64[3] %sizes)");
   rewritten = Rewrite(fed, kPass);
   CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+}
+
+namespace {
+
+// MPT's eager attention: the scaled scores plus the ALiBi bias (slopes × key positions,
+// [1,H,1,S], computed once for every layer), then the padding/causal mask as a Where with the
+// dtype's minimum, Softmax, the context. `bias_type` is the bias's type in the graph inputs.
+std::string Alibi(const std::string& bias_type = "float[1,2,1,S]") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[B,2,S,4] %qh, float[B,2,S,4] %kh, float[B,2,S,4] %vh, )" + bias_type + R"( %alibi, bool[B,1,S,S] %masked) -> (float %o)
+  init float[] %scale = [0.5]
+  init float[] %lowest = [-3.4028235e38]
+{
+  %kt = Transpose(%kh) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qh, %kt) @scores
+  %scaled = Mul(%s, %scale) @scale
+  %biased = Add(%scaled, %alibi) @alibi_add
+  %z = Where(%masked, %lowest, %biased) @masked_fill
+  %p = Softmax(%z) {axis: -1} @softmax
+  %o = MatMul(%p, %vh) @context
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: an ALiBi bias added before the mask is the fused node's score bias", "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(Alibi(), {{"B", 2}, {"S", 7}});
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(attention.bias.present());
+  CHECK(attention.mask_kind == AttentionMaskKind::kBoolean);
+  // The bias's strides broadcast it over the batch and the queries.
+  AttentionInputs inputs;
+  const std::vector<std::vector<int64_t>> dims = {{2, 2, 7, 4}, {2, 2, 7, 4}, {2, 2, 7, 4}, {1, 2, 1, 7}, {2, 1, 7, 7}};
+  const Node* call = rewritten.model->graph->nodes().back().get();
+  inputs.dims = [&](int input) -> std::optional<std::vector<int64_t>> {
+    const std::string& name = call->input(static_cast<size_t>(input))->name();
+    const std::vector<std::string> order = {"qh", "kh", "vh", "alibi", "masked"};
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i] == name) return dims[i];
+    }
+    return std::nullopt;
+  };
+  inputs.values = [](int) { return std::optional<std::vector<int64_t>>(); };
+  std::optional<AttentionLayout> layout = LayOutAttention(attention, inputs);
+  REQUIRE(layout.has_value());
+  REQUIRE(layout->bias_strides.has_value());
+  CHECK(*layout->bias_strides == std::array<int64_t, 4>{0, 7, 0, 1});
+  CHECK(*layout->mask_strides == std::array<int64_t, 4>{49, 0, 7, 1});
+}
+
+TEST_CASE("fuse-attention: a score bias that widens the scores is left alone", "[attention]") {
+  // 3 heads against the scores' 2: the bias would widen them.
+  Rewritten rewritten = Rewrite(Alibi("float[1,3,1,S]"), kPass);
+  CHECK(rewritten.Counter("attention") == 0);
+  CHECK(rewritten.run.Rejections("attention: the score bias does not broadcast to the scores") == 1);
+}
+
+TEST_CASE("fuse-attention: float16 scores cast to float32 for the bias, mask and softmax, and back", "[attention]") {
+  // MPT in float16: Q·Kᵀ scaled in 16 bits, cast to float32, the float32 ALiBi bias and the
+  // mask, Softmax, the probabilities cast back to float16 for the product with V. The kernel
+  // never rounds the scores to 16 bits: a float16 tolerance against the op-by-op original.
+  std::string text = Alibi();
+  for (const char* operand : {"float[B,2,S,4] %qh", "float[B,2,S,4] %kh", "float[B,2,S,4] %vh"}) {
+    std::string half = operand;
+    half.replace(0, 5, "float16");
+    text.replace(text.find(operand), std::string(operand).size(), half);
+  }
+  text.replace(text.find("init float[] %scale"), 19, "init float16[] %scale");
+  text.replace(text.find("  %biased = Add(%scaled, %alibi)"), 32,
+               "  %upcast = Cast(%scaled) {to: 1} @upcast\n  %biased = Add(%upcast, %alibi)");
+  text.replace(text.find("  %o = MatMul(%p, %vh)"), 22, "  %ph = Cast(%p) {to: 10} @downcast\n  %o = MatMul(%ph, %vh)");
+  auto [rewritten, attention] = ExpectAttention(text, {{"B", 2}, {"S", 7}}, {2e-2, 4e-3});
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(attention.bias.present());
+  // The cast probabilities also read outside: the core is not the attention's alone.
+  std::string read = text;
+  read.replace(read.find("-> (float %o)"), 13, "-> (float %o, float16 %ph)");
+  Rewritten kept = Rewrite(read, kPass);
+  CHECK(kept.Counter("attention") == 0);
+  CHECK(kept.run.Rejections("attention: a graph output is inside the pattern") +
+            kept.run.Rejections("attention: an intermediate is read outside the pattern") == 1);
 }

@@ -146,8 +146,8 @@ struct Scratch {
       k.resize(static_cast<size_t>(key_block * problem.depth));
     }
     if (!ReadInPlace(problem.v, std::nullopt)) v.resize(static_cast<size_t>(key_block * problem.value_depth));
-    if (problem.mask.kind == MaskKind::kAdditive && problem.mask.dtype != DataType::kFloat) {
-      mask_row.resize(static_cast<size_t>(key_block));
+    for (const Mask* term : {&problem.bias, &problem.mask}) {
+      if (term->kind == MaskKind::kAdditive && term->dtype != DataType::kFloat) mask_row.resize(static_cast<size_t>(key_block));
     }
   }
 };
@@ -217,8 +217,8 @@ class QueryBlockRunner {
                       s_.context.data(), p_.value_depth) == dnnl_success;
   }
 
-  int64_t MaskOffset(int64_t b, int64_t h, int64_t query, int64_t key) const {
-    const int64_t* strides = p_.mask.strides;
+  static int64_t OffsetIn(const Mask& term, int64_t b, int64_t h, int64_t query, int64_t key) {
+    const int64_t* strides = term.strides;
     return b * strides[0] + h * strides[1] + query * strides[2] + key * strides[3];
   }
 
@@ -232,7 +232,7 @@ class QueryBlockRunner {
     }
     const auto* condition = static_cast<const uint8_t*>(mask.data);
     for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* row = condition + MaskOffset(b, h, first + r, key);
+      const uint8_t* row = condition + OffsetIn(mask, b, h, first + r, key);
       for (int64_t j = 0; j < keys; ++j) {
         if ((row[j * mask.strides[3]] != 0) != mask.fill_when_true) return false;
       }
@@ -251,31 +251,38 @@ class QueryBlockRunner {
       const float cap = p_.softcap;
       for (int64_t j = 0; j < keys; ++j) z[j] = cap * std::tanh(z[j] / cap);
     }
+    if (p_.bias.kind == MaskKind::kAdditive) AddTerm(p_.bias, b, h, query, key, keys, z);
     const Mask& mask = p_.mask;
     const int64_t stride = mask.strides[3];
     if (mask.kind == MaskKind::kAdditive) {
-      const int64_t offset = MaskOffset(b, h, query, key);
-      if (mask.dtype != DataType::kFloat && stride == 1) {
-        float* values = s_.mask_row.data();
-        LoadContiguous(mask.data, mask.dtype, offset, keys, values);
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
-      } else if (mask.dtype != DataType::kFloat) {
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + LoadElement(mask.data, mask.dtype, offset + j * stride);
-      } else if (stride == 1) {  // contiguous: a loop the compiler vectorizes
-        const auto* values = static_cast<const float*>(mask.data) + offset;
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
-      } else {
-        const auto* values = static_cast<const float*>(mask.data) + offset;
-        for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j * stride];
-      }
+      AddTerm(mask, b, h, query, key, keys, z);
     } else if (mask.kind == MaskKind::kBoolean) {
-      const auto* condition = static_cast<const uint8_t*>(mask.data) + MaskOffset(b, h, query, key);
+      const auto* condition = static_cast<const uint8_t*>(mask.data) + OffsetIn(mask, b, h, query, key);
       for (int64_t j = 0; j < keys; ++j) {
         if ((condition[j * stride] != 0) == mask.fill_when_true) z[j] = mask.fill;
       }
     }
     if (p_.causal) {
       for (int64_t j = std::max<int64_t>(0, query + 1 - key); j < keys; ++j) z[j] = kNegativeInfinity;
+    }
+  }
+
+  // z += the additive term's row for (b, h, query) from `key` on.
+  void AddTerm(const Mask& term, int64_t b, int64_t h, int64_t query, int64_t key, int64_t keys, float* z) const {
+    const int64_t stride = term.strides[3];
+    const int64_t offset = OffsetIn(term, b, h, query, key);
+    if (term.dtype != DataType::kFloat && stride == 1) {
+      float* values = s_.mask_row.data();
+      LoadContiguous(term.data, term.dtype, offset, keys, values);
+      for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
+    } else if (term.dtype != DataType::kFloat) {
+      for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + LoadElement(term.data, term.dtype, offset + j * stride);
+    } else if (stride == 1) {  // contiguous: a loop the compiler vectorizes
+      const auto* values = static_cast<const float*>(term.data) + offset;
+      for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j];
+    } else {
+      const auto* values = static_cast<const float*>(term.data) + offset;
+      for (int64_t j = 0; j < keys; ++j) z[j] = z[j] + values[j * stride];
     }
   }
 

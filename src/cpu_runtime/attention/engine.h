@@ -9,6 +9,7 @@
 //   grouped-query heads (Hkv divides H; query head h reads key/value head h / (H / Hkv));
 //   rotary position embedding applied to Q and K as they are loaded;
 //   the scale (a product in the GEMM, or a division of each score), a softcap (c·tanh(s / c));
+//   an additive score bias (ALiBi) added before the mask, broadcast to [B,H,Sq,Sk];
 //   an additive mask (float32, float16 or bfloat16) or a boolean one selecting a fill, broadcast to
 //   [B,H,Sq,Sk]; a causal mask (key j > query i is excluded);
 //   what a row without a finite softmax gives: NaN as plain Softmax does, 0 where the graph
@@ -76,6 +77,7 @@ struct Problem {
   float alpha = 1.0f;             // the scores' scale, applied by the GEMM
   std::optional<float> divisor;   // else each score divided by it (a non-power-of-two divisor)
   float softcap = 0;              // > 0: s = softcap·tanh(s / softcap), before the mask
+  Mask bias;                      // kNone or kAdditive: added before the mask
   Mask mask;
   bool causal = false;
   EmptyRows empty_rows = EmptyRows::kNaN;

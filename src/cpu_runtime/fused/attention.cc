@@ -51,6 +51,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
       }
     }
     if (attention_.mask.constant) mask_constant_ = RtTensor::WrapConstant(attention_.mask.constant);
+    if (attention_.bias.constant) bias_constant_ = RtTensor::WrapConstant(attention_.bias.constant);
   }
 
   Result<int> Compute(KernelContext& context) override {
@@ -79,7 +80,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     std::vector<float> q_tables, k_tables;
     if (!RotaryOf(context, layout->q_rotary, layout->depth, q_tables, problem.q_rotary) ||
         !RotaryOf(context, layout->k_rotary, layout->depth, k_tables, problem.k_rotary) ||
-        !Mask(context, *layout, problem)) {
+        !Mask(context, *layout, problem) || !Bias(context, *layout, problem)) {
       return 0;
     }
     Scores(problem);
@@ -163,6 +164,19 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     return true;
   }
 
+  // The additive score bias before the mask (ALiBi), in the scores' float types.
+  bool Bias(const KernelContext& context, const AttentionLayout& layout, Problem& problem) const {
+    if (!layout.bias_strides) return true;
+    const RtTensor* bias = attention_.bias.input >= 0 ? context.input(static_cast<size_t>(attention_.bias.input))
+                                                      : &bias_constant_;
+    if (bias == nullptr || !IsAttentionFloat(bias->dtype())) return false;
+    for (size_t axis = 0; axis < 4; ++axis) problem.bias.strides[axis] = (*layout.bias_strides)[axis];
+    problem.bias.kind = MaskKind::kAdditive;
+    problem.bias.data = bias->raw();
+    problem.bias.dtype = bias->dtype();
+    return true;
+  }
+
   // The scores' scale, cap and what an empty row gives, from the core's form.
   void Scores(Problem& problem) const {
     if (attention_.op) {
@@ -180,7 +194,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
   }
 
   FusedAttention attention_;
-  RtTensor mask_constant_;
+  RtTensor mask_constant_, bias_constant_;
   double prescale_ = 1.0;          // Q's and K's scales, multiplied
   float scale_ = 1.0f;             // the scores' scale applied by the GEMM
   std::optional<float> divisor_;   // else each score divided by it

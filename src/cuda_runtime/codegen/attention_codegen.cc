@@ -37,10 +37,18 @@ std::optional<double> ScaleOf(const FusedAttention& attention, int64_t depth) {
   return std::nullopt;
 }
 
+// Element (b, h, query, key) of a mask or score bias.
+std::string TermElement(const MaskAddressing& term) {
+  return term.pointer + "[(long long)b * " + Number(term.strides[0]) + "LL + (long long)h * " +
+         Number(term.strides[1]) + "LL + (long long)query * " + Number(term.strides[2]) + "LL + (long long)key * " +
+         Number(term.strides[3]) + "LL]";
+}
+
 }  // namespace
 
 // The statements turning `s` (this lane's raw score Q·K) into the body's masked score.
-std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask, int64_t depth) {
+std::string ScoreEpilogue(const FusedAttention& attention, const KernelPlan& plan, int64_t depth) {
+  const std::optional<MaskAddressing>& mask = plan.mask;
   std::string code;
   if (std::optional<double> scale = ScaleOf(attention, depth)) code += "          s = s * " + FloatLiteral(*scale) + ";\n";
   if (attention.scale) {
@@ -51,10 +59,9 @@ std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<M
     const std::string cap = FloatLiteral(attention.op->softcap);
     code += "          s = " + cap + " * tanhf(s / " + cap + ");\n";
   }
+  if (plan.bias) code += "          s = s + " + LoadAsCompute(plan.bias->dtype, TermElement(*plan.bias)) + ";\n";
   if (mask) {
-    const std::string at = mask->pointer + "[(long long)b * " + Number(mask->strides[0]) + "LL + (long long)h * " +
-                           Number(mask->strides[1]) + "LL + (long long)query * " + Number(mask->strides[2]) +
-                           "LL + (long long)key * " + Number(mask->strides[3]) + "LL]";
+    const std::string at = TermElement(*mask);
     if (mask->additive) {
       code += "          s = s + " + LoadAsCompute(mask->dtype, at) + ";\n";
     } else {
@@ -195,11 +202,27 @@ Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, co
   out.pointer = parameters.InputPointer(attention.mask.input);
   out.dtype = mask->dtype();
   out.additive = attention.op ? out.dtype != DataType::kBool : attention.mask_kind == AttentionMaskKind::kAdditive;
-  if (out.additive ? out.dtype != dtype : out.dtype != DataType::kBool) {
+  // An additive mask is of the scores' type, or float32 where 16-bit scores are upcast first.
+  if (out.additive ? out.dtype != dtype && out.dtype != DataType::kFloat : out.dtype != DataType::kBool) {
     return Unsupported("a mask of " + std::string(NameOf(out.dtype)) +
                        (out.additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
   }
   out.strides = *layout.mask_strides;
+  return std::optional<MaskAddressing>(out);
+}
+
+Result<std::optional<MaskAddressing>> BiasOf(const FusedAttention& attention, const AttentionLayout& layout,
+                                             const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
+  if (!layout.bias_strides) return std::optional<MaskAddressing>();
+  if (attention.bias.input < 0) return Unsupported("a score bias held as a Constant node inside the body");
+  MaskAddressing out;
+  out.pointer = parameters.InputPointer(attention.bias.input);
+  out.dtype = unfolded.inputs()[static_cast<size_t>(attention.bias.input)]->dtype();
+  if (out.dtype != dtype && out.dtype != DataType::kFloat) {
+    return Unsupported("a score bias of " + std::string(NameOf(out.dtype)) + " added to scores of " +
+                       std::string(NameOf(dtype)));
+  }
+  out.strides = *layout.bias_strides;
   return std::optional<MaskAddressing>(out);
 }
 
@@ -250,7 +273,7 @@ std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan
   code += "      if (key < " + SK + ") {\n        s = 0.0f;\n";
   code += "        for (int d = 0; d < " + D + "; ++d) s += q_tile[row * " + D + " + d] * k_tile[lane * " + KD +
           " + d];\n";
-  code += "        {\n" + ScoreEpilogue(attention, plan.mask, depth) + "        }\n      }\n";
+  code += "        {\n" + ScoreEpilogue(attention, plan, depth) + "        }\n      }\n";
   code += "      float tile_max = s;\n";
   code += "#pragma unroll\n      for (int o = 16; o > 0; o >>= 1) { const float other = __shfl_xor_sync(0xffffffffu, "
           "tile_max, o); tile_max = " + MaxOrNan("other", "tile_max") + "; }\n";
@@ -338,6 +361,7 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   plan.dtype = plan.q.dtype;
   FUSIONOPT_RETURN_IF_ERROR(CheckGeometry(plan));
   FUSIONOPT_ASSIGN_OR_RETURN(plan.mask, MaskOf(*attention, *layout, graph, plan.dtype, parameters));
+  FUSIONOPT_ASSIGN_OR_RETURN(plan.bias, BiasOf(*attention, *layout, graph, plan.dtype, parameters));
   const Value& output = *typed_body.outputs()[0];
   if (StaticDims(output) != layout->output_dims || output.dtype() != plan.dtype) {
     return Unsupported("the body's output is not the context the layout describes");
@@ -362,7 +386,8 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   program.kernels.push_back(kernel);
   program.constant_inputs = parameters.constant_inputs();
   program.description =
-      chosen.description + (plan.mask ? (plan.mask->additive ? ", additive mask" : ", boolean mask") : "");
+      chosen.description + (plan.bias ? ", score bias" : "") +
+      (plan.mask ? (plan.mask->additive ? ", additive mask" : ", boolean mask") : "");
   return program;
 }
 

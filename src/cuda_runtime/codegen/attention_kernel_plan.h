@@ -35,7 +35,7 @@ struct RotaryAddressing {
   RotaryLayout layout;
 };
 
-// The mask's pointer and broadcast strides over [B,H,Sq,Sk].
+// The mask's (or the score bias's) pointer and broadcast strides over [B,H,Sq,Sk].
 struct MaskAddressing {
   std::string pointer;
   bool additive = true;
@@ -51,6 +51,7 @@ struct KernelPlan {
   Geometry geometry;
   Addressing q, k, v;
   std::optional<RotaryAddressing> q_rotary, k_rotary;
+  std::optional<MaskAddressing> bias;  // additive, before the mask
   std::optional<MaskAddressing> mask;
   // Output element (b, h, query, d).
   int64_t out_batch = 0, out_head = 0, out_seq = 0;
@@ -70,9 +71,9 @@ std::string MaxOrNan(const std::string& candidate, const std::string& current);
 // `h` and `d` in scope.
 std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s);
 
-// Statements turning the float `s` (a raw score Q·K) into the body's masked score, with `b`,
-// `h`, `query` and `key` in scope.
-std::string ScoreEpilogue(const FusedAttention& attention, const std::optional<MaskAddressing>& mask, int64_t depth);
+// Statements turning the float `s` (a raw score Q·K) into the body's masked score (the plan's
+// bias and mask), with `b`, `h`, `query` and `key` in scope.
+std::string ScoreEpilogue(const FusedAttention& attention, const KernelPlan& plan, int64_t depth);
 
 // 1 / l of row `r` from `row_max[r]` and `row_sum[r]`, or what a row without a finite softmax gives.
 std::string RowInverse(const FusedAttention& attention);

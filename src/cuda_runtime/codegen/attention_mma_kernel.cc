@@ -113,7 +113,7 @@ std::string Scores(const FusedAttention& attention, const KernelPlan& plan) {
   code += "        float s = score[n][i];\n";
   code += "        if (key >= " + Number(plan.geometry.keys) + ") {\n          s = " + kNegInf + ";\n";
   code += "        } else if (query < " + Number(plan.geometry.queries) + ") {\n";
-  code += ScoreEpilogue(attention, plan.mask, plan.q.depth_size);
+  code += ScoreEpilogue(attention, plan, plan.q.depth_size);
   code += "        }\n        score[n][i] = s;\n      }\n    }\n";
   return code;
 }
