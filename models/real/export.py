@@ -222,6 +222,32 @@ def gpt2(full, attention):
                     {"layers": size["n_layer"], "heads": size["n_head"]}, use_cache=False, **size)
 
 
+def phi(full, attention):
+    """transformers' PhiModel: partial rotary (the first half of each head turned, the rest passed
+    through) and a parallel residual (attention and MLP read one LayerNorm, summed into one Add)."""
+    size = dict(vocab_size=51200, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4,
+                num_attention_heads=16, partial_rotary_factor=0.5, max_position_embeddings=2048) if full else \
+        dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             partial_rotary_factor=0.5, max_position_embeddings=64)
+    with_layers(size, "num_hidden_layers")
+    return hf_model("PhiConfig", "PhiModel", attention, ["last_hidden_state"],
+                    text_inputs(size["vocab_size"], 128 if full else 16, padded=False),
+                    {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, use_cache=False, **size)
+
+
+def gpt_neox(full, attention):
+    """transformers' GPTNeoXModel (Pythia): one packed query_key_value projection, rotary on the
+    first quarter of each head, and a parallel residual with its own LayerNorm per branch."""
+    size = dict(vocab_size=50304, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4,
+                num_attention_heads=16, rotary_pct=0.25, max_position_embeddings=2048) if full else \
+        dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             rotary_pct=0.25, max_position_embeddings=64)
+    with_layers(size, "num_hidden_layers")
+    return hf_model("GPTNeoXConfig", "GPTNeoXModel", attention, ["last_hidden_state"],
+                    text_inputs(size["vocab_size"], 128 if full else 16, padded=False),
+                    {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, use_cache=False, **size)
+
+
 def mpt(full, attention):
     """transformers' MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias
     shared by every layer) added to the scaled scores, then the causal and padding mask."""
@@ -460,6 +486,11 @@ FAMILIES = [
     Family("mistral", "decoder", "transformers MistralModel (grouped-query attention)",
            llama_like("MistralConfig", "MistralModel", {"sliding_window": None}), hf_variants([D18], ("sdpa",)),
            [Variant("dynamo", 18, "sdpa")]),
+    Family("phi", "decoder", "transformers PhiModel (partial rotary, parallel residual)", phi,
+           hf_variants([D18]) + [Variant("dynamo", 18, "sdpa", "float16")],
+           [Variant("dynamo", 18, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")]),
+    Family("gpt_neox", "decoder", "transformers GPTNeoXModel (packed QKV, quarter rotary, parallel residual)",
+           gpt_neox, hf_variants([D18]), [Variant("dynamo", 18, "sdpa")]),
     Family("mpt", "decoder", "transformers MptModel (ALiBi position bias)", mpt,
            hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
            [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),

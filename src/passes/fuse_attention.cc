@@ -152,6 +152,7 @@ class DimProver {
       if (operand->rotary && !operand->rotary->nodes.empty() && operand->rotary->nodes.front() == &node) {
         return operand->rotary->op ? node.input(0) : RotatedOperand(*operand);
       }
+      if (operand->rotary && operand->rotary->part_concat == &node) return operand->rotary->part_split->input(0);
     }
     return nullptr;
   }

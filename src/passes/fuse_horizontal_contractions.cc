@@ -24,7 +24,9 @@
 //
 // MatMul members of which some continue with a bias Add and the others with no epilogue at all
 // (Whisper's key projection has no bias) merge too: the others' columns add zeros, and no
-// further step moves below the Split.
+// further step moves below the Split. A member whose value goes on to an elementwise op the
+// others do not share would lose that epilogue fusion: it is left out, reported, and the rest
+// merge without it (Phi's fc1 and its GELU beside Q, K and V on one LayerNorm).
 //
 // Legality: members read only the shared input and constants, so no path can join two of them
 // and merging never creates a cycle; contractions and the sunk ops are pure. At O3 the cost
@@ -273,17 +275,50 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
   return true;
 }
 
-// Why merging `members` would cost a member the epilogue fusion it has unmerged, or "": a tail
-// (what the Split would produce for it) read by an elementwise op of the standard domain.
-std::string WhyEpilogueLost(const std::vector<Member>& members) {
-  for (const Member& member : members) {
-    for (const Use& use : member.tail->uses()) {
-      if (IsStandardDomain(*use.node) && ClassifyOp(*use.node) == OpClass::kElementwise) {
-        return "a member continues with " + use.node->op_type() + " the others do not share (its epilogue fusion would be lost)";
-      }
+// The elementwise op of the standard domain reading `member`'s tail (what the Split would
+// produce for it), if any: merged, the member would lose that epilogue fusion.
+const Node* LostEpilogue(const Member& member) {
+  for (const Use& use : member.tail->uses()) {
+    if (IsStandardDomain(*use.node) && ClassifyOp(*use.node) == OpClass::kElementwise) return use.node;
+  }
+  return nullptr;
+}
+
+std::string WhyEpilogueLost(const Member& member) {
+  const Node* reader = LostEpilogue(member);
+  return reader == nullptr ? ""
+                           : "a member continues with " + reader->op_type() +
+                                 " the others do not share (its epilogue fusion would be lost)";
+}
+
+// `group` with its epilogues sunk; the members that would lose an epilogue fusion dropped (and
+// reported) and the rest sunk again: Phi's parallel MLP reads the attention's LayerNorm too, and
+// its fc1 keeps its GELU epilogue while Q, K and V merge. Whether two or more members remain.
+bool SinkAndDropLostEpilogues(std::vector<Member>& group, const Model& model, size_t output_rank,
+                              PassContext& context) {
+  const std::vector<Member> unsunk = group;
+  while (SinkOneStep(group, model, output_rank)) {
+  }
+  std::vector<Member> kept;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (std::string why = WhyEpilogueLost(group[i]); !why.empty()) {
+      context.Rejected(*group[i].contraction, why);
+    } else {
+      kept.push_back(unsunk[i]);
     }
   }
-  return "";
+  if (kept.size() == group.size()) return true;
+  if (kept.size() < 2) return false;
+  group = std::move(kept);
+  while (SinkOneStep(group, model, output_rank)) {
+  }
+  for (const Member& member : group) {
+    if (std::string why = WhyEpilogueLost(member); !why.empty()) {
+      context.Rejected(*member.contraction, why);
+      return false;
+    }
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------- the merged kernel
@@ -510,15 +545,10 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         if (end - begin < 2) break;
         std::vector<Member> group(std::make_move_iterator(candidates.begin() + begin),
                                   std::make_move_iterator(candidates.begin() + end));
-        while (SinkOneStep(group, context.model(), output_rank)) {
-        }
         // A member continuing with an elementwise op the others do not share would lose it:
         // O2 fuses it into that member's own contraction, but not across the Split (ResNet's
         // downsample beside the block's first 1×1, SwiGLU's gate beside its up projection).
-        if (std::string why = WhyEpilogueLost(group); !why.empty()) {
-          context.Rejected(*group[0].contraction, why);
-          continue;
-        }
+        if (!SinkAndDropLostEpilogues(group, context.model(), output_rank, context)) continue;
         std::vector<Node*> merged;
         for (const Member& member : group) {
           merged.push_back(member.contraction);

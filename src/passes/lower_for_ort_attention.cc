@@ -136,7 +136,9 @@ class AttentionLowering {
     if (!attention_.q.rotary) return {};
     for (const AttentionOperand* operand : {&attention_.q, &attention_.k}) {
       const AttentionRotary& rotary = *operand->rotary;
-      if (rotary.half != 0 && rotary.half * 2 != head_size_) return "the rotary turns part of each head only";
+      if (rotary.partial || (rotary.half != 0 && rotary.half * 2 != head_size_)) {
+        return "the rotary turns part of each head only";
+      }
       if (rotary.split_sizes >= 0) {
         std::optional<std::vector<int64_t>> sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.split_sizes)));
         if (!sizes || *sizes != std::vector<int64_t>{head_size_ / 2, head_size_ / 2}) return "the rotary halves are not constant equal halves";

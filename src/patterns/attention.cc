@@ -415,6 +415,56 @@ class OperandWalker {
     Node* producer = value_->producer();
     if (producer == nullptr || !Inside()) return false;
     if (IsOp(producer, "RotaryEmbedding")) return ReadRotaryOp(*producer);
+    if (IsOp(producer, "Concat")) return ReadPartialRotary(*producer);
+    return ReadRotaryForm(producer);
+  }
+
+  // Concat(rotary(x₁), x₂) {axis: last} with x₁, x₂ = Split(x, [r, D − r]) {axis: last}: the
+  // rotary form on the first r features, the others passed through (x₂ read by the Concat
+  // alone, the prefix only by the form). A rotary over any other slice is no such form.
+  bool ReadPartialRotary(Node& concat) {
+    if (concat.inputs().size() != 2 || !LastAxis(concat.GetInt("axis", 0))) return false;
+    Node* split = ProducerOp(concat.input(1), "Split");
+    if (split == nullptr || split->outputs().size() != 2 || split->output(1) != concat.input(1) ||
+        !LastAxis(split->GetInt("axis", 0)) || !ReadOnlyWithin(split->output(1), {&concat})) {
+      return false;
+    }
+    int64_t rotated = 0;
+    Value* sizes = nullptr;
+    if (split->inputs().size() == 2 && split->input(1) != nullptr) {
+      std::optional<std::vector<int64_t>> constant = ConstantInts(split->input(1));
+      if (!constant) {
+        sizes = split->input(1);
+      } else if (constant->size() != 2 || (*constant)[0] <= 0 || (*constant)[0] % 2 != 0 || (*constant)[1] < 0) {
+        return false;
+      } else {
+        rotated = (*constant)[0];
+      }
+    } else {
+      return false;  // even halves: the rotary would turn half the head, which no exporter writes
+    }
+    Value* const operand = value_;
+    const std::unordered_set<const Node*> readers = readers_;
+    Step(&concat, concat.input(0));
+    Node* form = value_->producer();
+    if (form == nullptr || !Inside() || !ReadRotaryForm(form) || value_ != split->output(0)) {
+      value_ = operand;
+      readers_ = readers;
+      out_.rotary.reset();
+      return false;
+    }
+    out_.rotary->part_concat = &concat;
+    out_.rotary->part_split = split;
+    out_.rotary->rotated = rotated;
+    out_.rotary->part_sizes = sizes;
+    Step(split, split->input(0));
+    return true;
+  }
+
+  static bool LastAxis(int64_t axis) { return axis == -1 || axis == 3; }
+
+  // Add(Mul(x, cos), Mul(rotate_half(x), sin)) ending at `producer`.
+  bool ReadRotaryForm(Node* producer) {
     if (!IsOp(producer, "Add") || producer->inputs().size() != 2) return false;
     for (int order = 0; order < 2; ++order) {
       Node* direct = ProducerOp(producer->input(static_cast<size_t>(order)), "Mul");
@@ -732,7 +782,10 @@ void CollectMembers(AttentionMatch& match) {
       nodes.push_back(operand->split->reshape);
       nodes.insert(nodes.end(), operand->split->chain.begin(), operand->split->chain.end());
     }
-    if (operand->rotary) nodes.insert(nodes.end(), operand->rotary->nodes.begin(), operand->rotary->nodes.end());
+    if (const auto& rotary = operand->rotary) {
+      nodes.insert(nodes.end(), rotary->nodes.begin(), rotary->nodes.end());
+      if (rotary->part_concat != nullptr) nodes.insert(nodes.end(), {rotary->part_concat, rotary->part_split});
+    }
     for (const ViewStepMatch& step : operand->view) {
       nodes.push_back(step.node);
       if (step.reshape) nodes.insert(nodes.end(), step.reshape->chain.begin(), step.reshape->chain.end());

@@ -14,7 +14,8 @@
 //   vh = Transpose(Reshape(v, [B,Sk,H,D]), [0,2,1,3])             else k is [B,H,D,Sk] or [B,H,Sk,D] transposed)
 //     each of them optionally, on its heads-first [B,H,S,D] value (Q and K only for the first two):
 //       rotary   r = Add(Mul(x, cos), Mul(rotate_half(x), sin)),  rotate_half(x) = Concat(Neg(x₂), x₁)
-//                over the last axis, x₁ and x₂ its halves by Slice (or Split)
+//                over the last axis, x₁ and x₂ its halves by Slice (or Split); or on a prefix of the
+//                head only: Concat(r(x₁), x₂) {axis: last} with x₁, x₂ = Split(x, [r, D − r])
 //       repeat   Reshape(Expand(Unsqueeze(x, [2]), [B,Hkv,n,S,D]), [B,Hkv·n,S,D])   grouped-query K, V
 //       scale    Mul(x, c) | Div(x, c)                          Q and K, c a constant scalar (sdpa's √scale)
 //   s  = MatMul(qh, kt)  [· c | / c]                             c a constant scalar
@@ -94,6 +95,12 @@ struct RotaryMatch {
   Value* split_sizes = nullptr;  // the halves' Split sizes when not a constant (read at run time)
   bool op = false;           // a RotaryEmbedding-23 node: caches [B,S,D/2], maybe interleaved
   bool interleaved = false;
+  // Partial rotary (Phi, GPT-NeoX, Falcon): the form above turns x₁ of x₁, x₂ = Split(x, [r, D − r])
+  // {axis: last}, and Concat(turned, x₂) {axis: last} is the operand; `nodes` hold neither.
+  Node* part_concat = nullptr;
+  Node* part_split = nullptr;
+  int64_t rotated = 0;          // r, when the part split's sizes are constants
+  Value* part_sizes = nullptr;  // the part split's sizes when not constants (read at run time)
 };
 
 // Grouped-query K or V: each of Hkv heads repeated n times, as transformers' repeat_kv writes it.
@@ -224,6 +231,9 @@ struct AttentionRotary {
   int split_sizes = -1;    // the body input holding the halves' Split sizes, checked at run time
   bool op = false;         // RotaryEmbedding-23's [B,S,D/2] caches, else tables as wide as D
   bool interleaved = false;
+  bool partial = false;    // the first r features of each head turned, the rest passed through
+  int64_t rotated = 0;     // partial: r when known, else the values of `part_sizes` give it
+  int part_sizes = -1;     // partial: the body input holding the split sizes [r, D − r]
 };
 
 struct AttentionRepeat {

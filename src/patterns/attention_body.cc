@@ -95,6 +95,13 @@ std::optional<AttentionRotary> DescribeRotary(const Graph& body, const RotaryMat
   described.sin = BodyInputIndex(body, rotary.sin);
   if (described.cos < 0 || described.sin < 0) return std::nullopt;  // a runtime reads them as tables
   described.half = rotary.half;
+  if (rotary.part_split != nullptr) {
+    described.partial = true;
+    described.rotated = rotary.rotated;
+    if (rotary.part_sizes != nullptr && (described.part_sizes = BodyInputIndex(body, rotary.part_sizes)) < 0) {
+      return std::nullopt;
+    }
+  }
   if (rotary.split_sizes != nullptr && (described.split_sizes = BodyInputIndex(body, rotary.split_sizes)) < 0) {
     return std::nullopt;
   }

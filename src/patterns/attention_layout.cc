@@ -414,7 +414,9 @@ class Planner {
   bool Rotary(const AttentionOperand& operand, const std::vector<int64_t>& x, std::optional<RotaryLayout>& out) const {
     if (!operand.rotary) return true;
     const AttentionRotary& form = *operand.rotary;
-    const int64_t depth = x[3], width = form.op ? depth / 2 : depth;
+    std::optional<int64_t> turned = Turned(form, x[3]);
+    if (!turned) return false;
+    const int64_t depth = *turned, width = form.op ? depth / 2 : depth;
     if (depth % 2 != 0 || (form.half != 0 && form.half * 2 != depth)) return false;
     if (form.split_sizes >= 0 && in_.values(form.split_sizes) != std::vector<int64_t>{depth / 2, depth / 2}) return false;
     std::optional<std::vector<int64_t>> cos = in_.dims(form.cos), sin = in_.dims(form.sin);
@@ -431,8 +433,23 @@ class Planner {
     rotary.row_stride = width;
     rotary.full_width = !form.op;
     rotary.interleaved = form.interleaved;
+    rotary.dims = depth;
     out = rotary;
     return true;
+  }
+
+  // The features the rotary turns, a prefix of each head of `depth`: all of them, or a partial
+  // form's r (its split sizes [r, depth − r], read this run where they are no constants).
+  std::optional<int64_t> Turned(const AttentionRotary& form, int64_t depth) const {
+    if (!form.partial) return depth;
+    int64_t rotated = form.rotated;
+    if (form.part_sizes >= 0) {
+      std::optional<std::vector<int64_t>> sizes = in_.values(form.part_sizes);
+      if (!sizes || sizes->size() != 2 || (*sizes)[1] < 0) return std::nullopt;
+      rotated = (*sizes)[0];
+    }
+    if (rotated <= 0 || rotated > depth) return std::nullopt;
+    return rotated;
   }
 
   // The mask's and the score bias's strides: each broadcasts to [B,H,Sq,Sk] without widening it

@@ -47,7 +47,8 @@ struct OperandLayout {
 };
 
 // x' = x·cos − partner·sin for the first feature of a pair, partner·sin + x·cos for the second
-// (pairs: j and j + D/2, or 2i and 2i+1 interleaved), with the tables' entry for (b, s, column):
+// (pairs: j and j + R/2, or 2i and 2i+1 interleaved, over the first R = `dims` features; the
+// rest pass through), with the tables' entry for (b, s, column):
 // b·batch_stride + s·row_stride + column, column = the feature (full-width tables, Hugging
 // Face's cat(freqs, freqs)) or its pair index (RotaryEmbedding-23's [B,S,D/2] caches).
 struct RotaryLayout {
@@ -55,6 +56,7 @@ struct RotaryLayout {
   int64_t batch_stride = 0, row_stride = 0;  // elements; batch_stride 0 broadcasts
   bool full_width = true;
   bool interleaved = false;
+  int64_t dims = 0;  // the features turned, a prefix of each head (all of them unless partial)
 };
 
 struct AttentionLayout {

@@ -69,6 +69,12 @@ EXPECTED = {
     "mpt_dynamo18_eager": {"attention": 2, "kernels": 21},
     "mpt_dynamo18_eager_fp16": {"attention": 2, "kernels": 21},
     "mpt_torchscript17_eager": {"attention": 2, "kernels": 25},
+    # Partial rotary (the first half of each head turned, the rest passed through) inside the
+    # attention, and Q, K and V merged beside the parallel MLP's fc1 (which keeps its GELU):
+    # 6 kernels a layer.
+    "phi_dynamo18_eager": {"attention": 2, "kernels": 20},
+    "phi_dynamo18_sdpa": {"attention": 2, "kernels": 20},
+    "phi_dynamo18_sdpa_fp16": {"attention": 2, "kernels": 20},
     "qwen2_dynamo18_sdpa": {"attention": 2, "kernels": 24},
     # timm's RepVGG: 3×3 + 1×1 + identity BN summed is one 3×3 per block, as its own
     # reparameterize() would leave it.

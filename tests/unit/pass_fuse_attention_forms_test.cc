@@ -466,3 +466,67 @@ TEST_CASE("fuse-attention: float16 scores cast to float32 for the bias, mask and
   CHECK(kept.run.Rejections("attention: a graph output is inside the pattern") +
             kept.run.Rejections("attention: an intermediate is read outside the pattern") == 1);
 }
+
+namespace {
+
+// rotate_half's rotary of %<x> into %<p>r: x·cos + Concat(Neg(x₂), x₁)·sin, halves by Split.
+std::string RotateHalfLines(const std::string& p, const std::string& x) {
+  return "  %" + p + "_cos = Mul(%" + x + ", %cos) @" + p + "_cos\n" +
+         "  %" + p + "1, %" + p + "2 = Split(%" + x + ", %halves) {axis: 3} @" + p + "_halves\n" +
+         "  %" + p + "2n = Neg(%" + p + "2) @" + p + "_neg\n" +
+         "  %" + p + "_turn = Concat(%" + p + "2n, %" + p + "1) {axis: -1} @" + p + "_rotate\n" +
+         "  %" + p + "_sin = Mul(%" + p + "_turn, %sin) @" + p + "_sin\n" +
+         "  %" + p + "r = Add(%" + p + "_cos, %" + p + "_sin) @" + p + "_rotary\n";
+}
+
+// Phi / GPT-NeoX: rotary on the first 4 of each head's 8 features (the halves of that prefix
+// by Split), the other 4 passed through and concatenated back; [1,1,S,4] tables. `split` names
+// Q's two parts and `concat` joins them back, for the near misses.
+std::string PartialRotary(const std::string& split = "%q_rot, %q_pass", const std::string& concat = "%qr, %q_pass") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[2,2,5,8] %qh, float[2,2,5,8] %kh, float[2,2,5,8] %vh, float[1,1,5,4] %cos, float[1,1,5,4] %sin)
+    -> (float[2,2,5,8] %o)
+  init int64[2] %part = [4, 4]
+  init int64[2] %halves = [2, 2]
+  init float[] %scale = [0.35355338]
+{
+  )" + split + R"( = Split(%qh, %part) {axis: 3} @q_part
+)" + RotateHalfLines("q", "q_rot") + "  %qp = Concat(" + concat + R"() {axis: -1} @q_join
+  %k_rot, %k_pass = Split(%kh, %part) {axis: 3} @k_part
+)" + RotateHalfLines("k", "k_rot") + R"(  %kp = Concat(%kr, %k_pass) {axis: -1} @k_join
+  %kt = Transpose(%kp) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qp, %kt) @scores
+  %z = Mul(%s, %scale) @scale_mul
+  %p = Softmax(%z) {axis: -1} @softmax
+  %o = MatMul(%p, %vh) @context
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: rotary on a prefix of each head, the rest passed through", "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(PartialRotary());
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  for (const AttentionOperand* operand : {&attention.q, &attention.k}) {
+    REQUIRE(operand->rotary.has_value());
+    CHECK(operand->rotary->partial);
+  }
+  std::optional<AttentionLayout> layout = LayoutOfCall(rewritten, attention);
+  REQUIRE(layout.has_value());
+  REQUIRE(layout->q_rotary.has_value());
+  CHECK(layout->q_rotary->dims == 4);
+  CHECK(layout->k_rotary->dims == 4);
+}
+
+TEST_CASE("fuse-attention: a rotary over a slice that is not the head's prefix stays outside", "[attention]") {
+  // Q's rotary turns the second part of the head, concatenated in front of the first: a
+  // rotary over a slice that is not the prefix. Q's stays outside, K's is taken.
+  auto suffix = ExpectAttention(PartialRotary("%q_pass, %q_rot"));
+  CHECK_FALSE(suffix.attention.q.rotary.has_value());
+  CHECK(suffix.attention.k.rotary.has_value());
+  // The prefix turned but joined after the rest: no partial form either.
+  auto behind = ExpectAttention(PartialRotary("%q_rot, %q_pass", "%q_pass, %qr"));
+  CHECK_FALSE(behind.attention.q.rotary.has_value());
+}

@@ -78,8 +78,8 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     problem.depth = layout->depth, problem.value_depth = layout->value_depth;
     if (!SameDtype(problem) || !attention::Consistent(problem)) return 0;
     std::vector<float> q_tables, k_tables;
-    if (!RotaryOf(context, layout->q_rotary, layout->depth, q_tables, problem.q_rotary) ||
-        !RotaryOf(context, layout->k_rotary, layout->depth, k_tables, problem.k_rotary) ||
+    if (!RotaryOf(context, layout->q_rotary, q_tables, problem.q_rotary) ||
+        !RotaryOf(context, layout->k_rotary, k_tables, problem.k_rotary) ||
         !Mask(context, *layout, problem) || !Bias(context, *layout, problem)) {
       return 0;
     }
@@ -121,7 +121,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
   }
 
   // The rotary tables as float32 (the engine's), addressed as the layout says.
-  static bool RotaryOf(const KernelContext& context, const std::optional<RotaryLayout>& layout, int64_t depth,
+  static bool RotaryOf(const KernelContext& context, const std::optional<RotaryLayout>& layout,
                        std::vector<float>& tables, std::optional<Rotary>& rotary) {
     if (!layout) return true;
     const RtTensor* cos = context.input(static_cast<size_t>(layout->cos));
@@ -138,7 +138,7 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     out.sin = tables.data() + count;
     out.batch_stride = layout->batch_stride;
     out.row_stride = layout->row_stride;
-    out.dims = depth;
+    out.dims = layout->dims;
     out.interleaved = layout->interleaved;
     out.full_width = layout->full_width;
     rotary = out;

@@ -89,8 +89,8 @@ std::string RowInverse(const FusedAttention& attention) {
 std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s) {
   const std::string x = LoadAsCompute(operand.dtype, operand.At("b", "h", s, "d"));
   if (!rotary) return x;
-  const int64_t half = operand.depth_size / 2;
   const RotaryLayout& r = rotary->layout;
+  const int64_t half = r.dims / 2;
   const std::string H = Number(half);
   const std::string second = r.interleaved ? "((d & 1) != 0)" : "(d >= " + H + ")";
   const std::string partner = r.interleaved ? "(d ^ 1)" : "(" + second + " ? d - " + H + " : d + " + H + ")";
@@ -100,8 +100,10 @@ std::string Load(const Addressing& operand, const std::optional<RotaryAddressing
   const std::string c = LoadAsCompute(rotary->dtype, rotary->cos + "[" + entry + "]");
   const std::string sn = LoadAsCompute(rotary->dtype, rotary->sin + "[" + entry + "]");
   const std::string p = LoadAsCompute(operand.dtype, operand.At("b", "h", s, partner));
-  return "(" + second + " ? " + x + " * " + c + " + " + p + " * " + sn + " : " + x + " * " + c + " - " + p + " * " +
-         sn + ")";
+  const std::string turned = "(" + second + " ? " + x + " * " + c + " + " + p + " * " + sn + " : " + x + " * " + c +
+                             " - " + p + " * " + sn + ")";
+  // A partial rotary turns the first r.dims features; the others pass through.
+  return r.dims < operand.depth_size ? "(d < " + Number(r.dims) + " ? " + turned + " : " + x + ")" : turned;
 }
 
 std::string OutputAt(const KernelPlan& plan, const std::string& d) {
