@@ -99,6 +99,7 @@ class AttentionLowering {
     if (call_.outputs().size() != 1) return "the group has more than one result";
     if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
     packed_ = attention_.q.layout == HeadLayout::kView;
+    if (packed_ && (attention_.q.rotary || attention_.k.rotary)) return "a rotary on a packed projection's views";
     if (packed_) {
       if (std::string why = ProvePackedOperands(attention_, call_, trials_, packing_); !why.empty()) return why;
     } else {

@@ -222,6 +222,16 @@ class OperandWalker {
       OperandSearch view = View(scaled, with_scales);
       if (view.near_miss.empty() && !view.operand.view.empty()) return view;
     }
+    // A rotary's source may itself be a layout op (GPT-NeoX's packed query_key_value split into
+    // Q, K and V along the features): the chain beneath the rotary is a view too, ending at the
+    // heads-first [B,H,S,D] value the rotary turns.
+    const bool rotary_over_layout = staged.near_miss.empty() && found.rotary && !found.repeat && !found.split &&
+                                    found.split_output < 0 && found.layout == HeadLayout::kHeadsFirst &&
+                                    found.source != nullptr && IsLayoutStep(found.source->producer());
+    if (views_ && rotary_over_layout) {
+      OperandSearch view = View(found.source, found);
+      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+    }
     return staged;
   }
 
@@ -258,15 +268,14 @@ class OperandWalker {
     return false;
   }
 
-  // The layout ops under `scaled`, down to the first other op: every intermediate must be read
+  // The layout ops under `top`, down to the first other op: every intermediate must be read
   // only by the pattern (the match's final check; another operand may share the chain).
-  OperandSearch View(Value* scaled, const AttentionOperandMatch& with_scales) {
+  // `base` (its scales, and a rotary with its transposes) read through the layout ops under `top`.
+  OperandSearch View(Value* top, const AttentionOperandMatch& base) {
     OperandSearch search;
-    AttentionOperandMatch operand;
-    operand.scales = with_scales.scales;
-    operand.prescale = with_scales.prescale;
+    AttentionOperandMatch operand = base;
     operand.layout = HeadLayout::kView;
-    Value* value = scaled;
+    Value* value = top;
     std::vector<ViewStepMatch> steps;  // core side first
     while (IsLayoutStep(value->producer()) && steps.size() < 32) {
       Node* node = value->producer();

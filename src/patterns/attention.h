@@ -124,7 +124,7 @@ struct ViewStepMatch {
 
 struct AttentionOperandMatch {
   HeadLayout layout = HeadLayout::kHeadsFirst;
-  std::vector<ViewStepMatch> view;        // kView, source side first
+  std::vector<ViewStepMatch> view;        // kView, source side first (beneath the rotary, if any)
   Value* source = nullptr;  // what the pattern reads ([B,S,W], [B,S,H,D] or the 4-D operand)
   std::optional<HeadReshapeMatch> split;  // kSplitHeads from [B,S,W]
   std::vector<Node*> transposes;          // source side first

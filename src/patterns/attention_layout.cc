@@ -290,8 +290,9 @@ class Planner {
           if (!ApplyStep(step, view)) return std::nullopt;
         }
         if (view.dims.size() != 4) return std::nullopt;
-        // K's chain ends where the MatMul core reads it: [B,H,D,Sk].
-        if (role == 1 && !a_.op) view = Permuted(view, {0, 1, 3, 2});
+        // K's chain ends where the MatMul core reads it, [B,H,D,Sk] — unless it ends beneath a
+        // rotary, at the heads-first value the rotary turns.
+        if (role == 1 && !a_.op && !operand.rotary) view = Permuted(view, {0, 1, 3, 2});
         break;
       }
     }

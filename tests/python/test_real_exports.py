@@ -55,6 +55,10 @@ EXPECTED = {
     "gpt2_dynamo23_sdpa": {"attention": 2, "kernels": 21},
     "gpt2_torchscript17_eager": {"attention": 2, "kernels": 21},
     "gpt2_torchscript17_sdpa": {"attention": 2, "kernels": 21},
+    # GPT-NeoX: the packed query_key_value read through its layout views, the quarter rotary
+    # inside the attention, a LayerNorm per parallel branch: 7 kernels a layer.
+    "gpt_neox_dynamo18_eager": {"attention": 2, "kernels": 22},
+    "gpt_neox_dynamo18_sdpa": {"attention": 2, "kernels": 22},
     "llama_dynamo18_eager": {"attention": 2, "kernels": 24},
     "llama_dynamo18_sdpa": {"attention": 2, "kernels": 24},
     # The RMSNorms' Casts to float32 and back are inside the fused norms: as float32 does.

@@ -530,3 +530,27 @@ TEST_CASE("fuse-attention: a rotary over a slice that is not the head's prefix s
   auto behind = ExpectAttention(PartialRotary("%q_rot, %q_pass", "%q_pass, %qr"));
   CHECK_FALSE(behind.attention.q.rotary.has_value());
 }
+
+TEST_CASE("fuse-attention: a partial rotary on Q and K read through a packed projection's view", "[attention]") {
+  // GPT-NeoX: Q, K and V are thirds of one packed [B,H,S,3D] value; the chain beneath each
+  // rotary is a view of it, ending at the heads-first value the rotary turns.
+  std::string text = PartialRotary();
+  const std::string separate = "(float[2,2,5,8] %qh, float[2,2,5,8] %kh, float[2,2,5,8] %vh,";
+  text.replace(text.find(separate), separate.size(), "(float[2,2,5,24] %packed,");
+  text.replace(text.find("  init int64[2] %part"), 21, "  init int64[3] %thirds = [8, 8, 8]\n  init int64[2] %part");
+  text.replace(text.find("{\n"), 2, "{\n  %qh, %kh, %vh = Split(%packed, %thirds) {axis: 3} @unpack\n");
+  auto [rewritten, attention] = ExpectAttention(text);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(attention.q.layout == HeadLayout::kView);
+  CHECK(attention.k.layout == HeadLayout::kView);
+  REQUIRE(attention.k.rotary.has_value());
+  CHECK(attention.k.rotary->partial);
+  std::optional<AttentionLayout> layout = LayoutOfCall(rewritten, attention);
+  REQUIRE(layout.has_value());
+  for (auto [operand, third] : {std::pair{&layout->q, 0}, std::pair{&layout->k, 1}, std::pair{&layout->v, 2}}) {
+    CHECK(operand->offset == third * 8);
+    CHECK(operand->row_stride == 24);
+    CHECK(operand->column_stride == 1);
+  }
+  CHECK(layout->k_rotary->dims == 4);
+}

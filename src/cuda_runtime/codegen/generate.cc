@@ -62,10 +62,12 @@ Result<GeneratedProgram> GenerateKernel(const Graph& typed_body, std::string_vie
     }
     reasons += std::string(reasons.empty() ? "" : "; ") + family.name + ": " + program.status().message();
   }
-  // Attention bodies hold MatMuls, so contractions are named only once every family declined.
+  // Attention bodies hold MatMuls, so contractions are named only once every family declined,
+  // with the attention generator's reason (why a body that looks like attention is not one).
   for (const auto& node : typed_body.nodes()) {
     if (ClassifyOp(*node) == OpClass::kContraction) {
-      return Unsupported("contains " + node->op_type() + " (contractions run on cuBLASLt / cuDNN, not generated code)");
+      return Unsupported("contains " + node->op_type() + " (contractions run on cuBLASLt / cuDNN, not generated code; " +
+                         reasons.substr(0, reasons.find("; ")) + ")");
     }
   }
   return Unsupported("no CUDA generator handles this body (" + reasons + ")");
