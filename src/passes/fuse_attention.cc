@@ -371,6 +371,13 @@ Result<bool> FuseAttention::RunOnGraph(Graph& graph, PassContext& context) {
       context.Rejected(*anchor, "attention: " + why_not);
       continue;
     }
+    // A body the runtimes do not recognise as attention (a form the match takes but the
+    // description cannot express, such as rotary tables held as constants inside it) would be
+    // an ai.fusionopt node run op by op: no faster, and counted as fused.
+    if (!RecognizeAttention(*OutlinedBody(match.nodes), *opset)) {
+      context.Rejected(*anchor, "attention: the outlined body would not be recognised as attention (run op by op)");
+      continue;
+    }
     // The constants the members read: the body holds the scalar ones itself now.
     removed.insert(match.nodes.begin(), match.nodes.end());
     std::vector<Value*> read;

@@ -195,6 +195,8 @@ std::string WhyNotOutlinable(const std::vector<Node*>& nodes) {
   return "";
 }
 
+std::unique_ptr<Graph> OutlinedBody(const std::vector<Node*>& nodes) { return BuildBody(InGraphOrder(nodes)).body; }
+
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context) {
   FUSIONOPT_CHECK(WhyNotOutlinable(group.nodes).empty(), "the pass checked legality: " + WhyNotOutlinable(group.nodes));
   FUSIONOPT_CHECK(group.nodes.front()->graph() == &graph, "members belong to the graph");

@@ -52,6 +52,10 @@ std::string WhyNotOutlinable(const std::vector<Node*>& nodes);
 // Whether some path from a member leaves the group and comes back to a member.
 bool LeavesAndReenters(const std::vector<Node*>& nodes);
 
+// The body OutlineGroup would give `nodes` (in graph order), without changing the graph: what a
+// pass checks a runtime will recognise before it outlines.
+std::unique_ptr<Graph> OutlinedBody(const std::vector<Node*>& nodes);
+
 // Replaces the group by one ai.fusionopt node and records the fusion in `context`. The group
 // must be outlinable (checked: a pass asks WhyNotOutlinable first and reports the reason).
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context);

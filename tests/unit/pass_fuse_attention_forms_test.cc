@@ -554,3 +554,16 @@ TEST_CASE("fuse-attention: a partial rotary on Q and K read through a packed pro
   }
   CHECK(layout->k_rotary->dims == 4);
 }
+
+TEST_CASE("fuse-attention: a match whose outlined body no runtime would recognise is left alone", "[attention]") {
+  // Rotary "tables" that are scalar constants: the outliner copies them into the body, where the
+  // kernels cannot read them as tables. Outlined, the node would run op by op: not fused.
+  std::string text = GroupedRotary();
+  const std::string tables = ", float[1,1,5,8] %cos, float[1,1,5,8] %sin)";
+  text.replace(text.find(tables), tables.size(), ")");
+  text.replace(text.find("  init int64[1] %zero_i"), 23, "  init float[] %cos = [0.5]\n  init float[] %sin = [0.25]\n  init int64[1] %zero_i");
+  Rewritten rewritten = Rewrite(text, kPass);
+  CHECK(rewritten.Counter("attention") == 0);
+  CHECK(rewritten.run.Rejections("attention: the outlined body would not be recognised as attention (run op by op)") == 1);
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, {});
+}
