@@ -51,8 +51,10 @@ std::optional<CompositeMatch> ActivationAt(Node& node, int64_t opset) {
 }
 
 // The GELU or QuickGELU among `members` (inlined ops of one group), written as ORT's kernel; ""
-// when there is none or it does not qualify.
-std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset) {
+// when there is none or it does not qualify, with why in `why_not`.
+std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset, OrtProvider provider,
+                                 std::string& why_not) {
+  why_not = "its GELU or QuickGELU is not float32 or float16";
   for (Node* member : members) {
     std::optional<CompositeMatch> found = ActivationAt(*member, opset);
     if (!found) continue;
@@ -63,6 +65,10 @@ std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members
     std::optional<std::pair<Value*, Value*>> biased =
         quick ? std::nullopt : BiasOperands(*gelu.x, gelu.nodes);  // QuickGelu takes no bias
     std::string op = quick ? "QuickGelu" : tanh ? "FastGelu" : biased ? "BiasGelu" : "Gelu";
+    if (std::string why = WhyNotActivationKernel(provider, op, gelu.x->dtype()); !why.empty()) {
+      why_not = why;
+      return {};
+    }
     std::vector<Value*> inputs = biased ? std::vector<Value*>{biased->first, biased->second} : std::vector<Value*>{gelu.x};
     Node* lowered = graph.CreateNode(op, kOrtDomain, inputs, {nullptr},
                                      graph.UniqueNodeName(gelu.nodes.front()->name() + "/" + op));
@@ -186,12 +192,13 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {
-    std::string written = LowerActivationAmong(graph, gelu.members, gelu.opset);
+    std::string why_not;
+    std::string written = LowerActivationAmong(graph, gelu.members, gelu.opset, options.provider, why_not);
     for (Node* constant : gelu.constants) {  // the scalars the activation read, now read by nothing
       if (constant->output(0)->uses().empty() && !constant->output(0)->is_graph_output()) graph.RemoveNode(constant);
     }
     if (written.empty()) {
-      report.kept.push_back({gelu.node, gelu.function, "inlined: its GELU or QuickGELU is not float32 or float16"});
+      report.kept.push_back({gelu.node, gelu.function, "inlined: " + why_not});
     } else {
       report.lowered.push_back({gelu.node, gelu.function, written, {}, {}});
     }

@@ -43,4 +43,9 @@ std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype) {
          "(0.85 against 0.1 ms a norm, GPT-2 fp16), which ORT inlines";
 }
 
+std::string WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype) {
+  if (provider != OrtProvider::kCpu || dtype != DataType::kFloat16 || (op != "Gelu" && op != "FastGelu")) return {};
+  return "CPU EP: no float16 " + std::string(op) + " kernel (ORT expands it between Casts)";
+}
+
 }  // namespace fusionopt::passes

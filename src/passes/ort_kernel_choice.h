@@ -61,4 +61,10 @@ AttentionKernelChoice ChooseAttentionKernel(OrtProvider provider, std::optional<
 // EP, take the kernel.
 std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype);
 
+// Why `provider` has no kernel for the activation `op` (Gelu, FastGelu, BiasGelu, QuickGelu) of
+// `dtype`, or "" when it has. The CPU EP (onnxruntime 1.32) has no float16 Gelu or FastGelu: its
+// optimizer expands their function bodies between Casts (the saved graphs of the MPT and GPT-2
+// float16 fixtures hold no Gelu and no FastGelu), which costs more nodes than the GELU saves.
+std::string WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype);
+
 }  // namespace fusionopt::passes

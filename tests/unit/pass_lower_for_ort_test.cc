@@ -500,4 +500,25 @@ TEST_CASE("lower-for-ort: a rotary table's halves are equal only by construction
   CHECK_FALSE(passes::ort_lowering::HalvesProvablyEqual(*model, output(3)));  // the last axis is new
 }
 
+TEST_CASE("lower-for-ort: a float16 FastGelu is written for the CUDA EP, not for the CPU EP", "[passes][ort]") {
+  // The CPU EP has no float16 FastGelu kernel and expands it between Casts; BiasGelu it keeps.
+  auto cuda = OptimizedAtO3(Projection("tanh", "float16"));
+  auto on_cuda = passes::LowerForOrt(*cuda);
+  REQUIRE(on_cuda.ok());
+  REQUIRE(on_cuda->lowered.size() == 1);
+  CHECK(on_cuda->lowered[0].written == "com.microsoft::FastGelu");
+  auto cpu = OptimizedAtO3(Projection("tanh", "float16"));
+  auto on_cpu = passes::LowerForOrt(*cpu, {passes::OrtProvider::kCpu, {}});
+  REQUIRE(on_cpu.ok());
+  CHECK(on_cpu->lowered.empty());
+  REQUIRE(on_cpu->kept.size() == 1);
+  CHECK(on_cpu->kept[0].reason == "inlined: CPU EP: no float16 FastGelu kernel (ORT expands it between Casts)");
+  CHECK_FALSE(Has(OpTypes(*cpu->graph), "com.microsoft::FastGelu"));
+  auto biased = OptimizedAtO3(Projection("erf", "float16"));
+  auto biased_on_cpu = passes::LowerForOrt(*biased, {passes::OrtProvider::kCpu, {}});
+  REQUIRE(biased_on_cpu.ok());
+  REQUIRE(biased_on_cpu->lowered.size() == 1);
+  CHECK(biased_on_cpu->lowered[0].written == "com.microsoft::BiasGelu");
+}
+
 }  // namespace fusionopt
