@@ -62,14 +62,6 @@ float LoadElement(const void* base, DataType dtype, int64_t index) {
   return SixteenBitToFloat(dtype == DataType::kBFloat16, static_cast<const uint16_t*>(base)[index]);
 }
 
-void StoreElement(void* base, DataType dtype, int64_t index, float value) {
-  if (dtype == DataType::kFloat) {
-    static_cast<float*>(base)[index] = value;
-  } else {
-    static_cast<uint16_t*>(base)[index] = FloatToSixteenBit(dtype == DataType::kBFloat16, value);
-  }
-}
-
 // Elements [index, index + n) as float32, the 16-bit types through the bulk conversions.
 void LoadContiguous(const void* base, DataType dtype, int64_t index, int64_t n, float* out) {
   if (dtype == DataType::kFloat) {
