@@ -438,20 +438,10 @@ class OperandWalker {
         !LastAxis(split->GetInt("axis", 0)) || !ReadOnlyWithin(split->output(1), {&concat})) {
       return false;
     }
-    int64_t rotated = 0;
-    Value* sizes = nullptr;
-    if (split->inputs().size() == 2 && split->input(1) != nullptr) {
-      std::optional<std::vector<int64_t>> constant = ConstantInts(split->input(1));
-      if (!constant) {
-        sizes = split->input(1);
-      } else if (constant->size() != 2 || (*constant)[0] <= 0 || (*constant)[0] % 2 != 0 || (*constant)[1] < 0) {
-        return false;
-      } else {
-        rotated = (*constant)[0];
-      }
-    } else {
-      return false;  // even halves: the rotary would turn half the head, which no exporter writes
-    }
+    // Sizes known before the run must turn a positive, even prefix; others are checked each run.
+    std::optional<std::vector<int64_t>> sizes =
+        split->inputs().size() == 2 && split->input(1) != nullptr ? ConstantInts(split->input(1)) : split->GetInts("split");
+    if (sizes && (sizes->size() != 2 || (*sizes)[0] <= 0 || (*sizes)[0] % 2 != 0 || (*sizes)[1] < 0)) return false;
     Value* const operand = value_;
     const std::unordered_set<const Node*> readers = readers_;
     Step(&concat, concat.input(0));
@@ -464,8 +454,6 @@ class OperandWalker {
     }
     out_.rotary->part_concat = &concat;
     out_.rotary->part_split = split;
-    out_.rotary->rotated = rotated;
-    out_.rotary->part_sizes = sizes;
     Step(split, split->input(0));
     return true;
   }

@@ -99,8 +99,6 @@ struct RotaryMatch {
   // {axis: last}, and Concat(turned, x₂) {axis: last} is the operand; `nodes` hold neither.
   Node* part_concat = nullptr;
   Node* part_split = nullptr;
-  int64_t rotated = 0;          // r, when the part split's sizes are constants
-  Value* part_sizes = nullptr;  // the part split's sizes when not constants (read at run time)
 };
 
 // Grouped-query K or V: each of Hkv heads repeated n times, as transformers' repeat_kv writes it.
@@ -225,6 +223,13 @@ struct AttentionReshape {
   std::vector<AttentionShapePart> parts;
 };
 
+// A body input or a constant the body holds.
+struct AttentionInput {
+  int input = -1;
+  TensorPtr constant;
+  bool present() const { return input >= 0 || constant != nullptr; }
+};
+
 struct AttentionRotary {
   int cos = -1, sin = -1;  // body inputs
   int64_t half = 0;        // 0: D / 2
@@ -232,21 +237,16 @@ struct AttentionRotary {
   bool op = false;         // RotaryEmbedding-23's [B,S,D/2] caches, else tables as wide as D
   bool interleaved = false;
   bool partial = false;    // the first r features of each head turned, the rest passed through
-  int64_t rotated = 0;     // partial: r when known, else the values of `part_sizes` give it
-  int part_sizes = -1;     // partial: the body input holding the split sizes [r, D − r]
+  // partial: the sizes of the Split into [r, D − r] — its sizes input, else its `split`
+  // attribute; neither: even halves (read and checked at run time like a view step's Split)
+  AttentionInput part_sizes;
+  std::vector<int64_t> part_attribute;
 };
 
 struct AttentionRepeat {
   int64_t repeats = 0;
   int64_t source_heads = 0;  // Hkv where the body's types know it (0: found at run time)
   AttentionReshape expand_shape, reshape_shape;
-};
-
-// A body input or a constant the body holds.
-struct AttentionInput {
-  int input = -1;
-  TensorPtr constant;
-  bool present() const { return input >= 0 || constant != nullptr; }
 };
 
 struct AttentionViewStep {

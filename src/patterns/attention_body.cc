@@ -89,6 +89,19 @@ std::optional<AttentionReshape> DescribeReshape(const Graph& body, const Attenti
   return described;
 }
 
+// A Split's sizes as the body gives them: its sizes input (a body input or a constant), else its
+// `split` attribute (before opset 13); neither: even parts. False when the input is neither.
+bool DescribeSplitSizes(const Graph& body, const Node& split, AttentionInput& input, std::vector<int64_t>& attribute) {
+  if (split.inputs().size() >= 2 && split.input(1) != nullptr) {
+    std::optional<AttentionInput> sizes = InputOf(body, split.input(1));
+    if (!sizes) return false;
+    input = *sizes;
+  } else if (std::optional<std::vector<int64_t>> sizes = split.GetInts("split")) {
+    attribute = *sizes;
+  }
+  return true;
+}
+
 std::optional<AttentionRotary> DescribeRotary(const Graph& body, const RotaryMatch& rotary) {
   AttentionRotary described;
   described.cos = BodyInputIndex(body, rotary.cos);
@@ -97,10 +110,7 @@ std::optional<AttentionRotary> DescribeRotary(const Graph& body, const RotaryMat
   described.half = rotary.half;
   if (rotary.part_split != nullptr) {
     described.partial = true;
-    described.rotated = rotary.rotated;
-    if (rotary.part_sizes != nullptr && (described.part_sizes = BodyInputIndex(body, rotary.part_sizes)) < 0) {
-      return std::nullopt;
-    }
+    if (!DescribeSplitSizes(body, *rotary.part_split, described.part_sizes, described.part_attribute)) return std::nullopt;
   }
   if (rotary.split_sizes != nullptr && (described.split_sizes = BodyInputIndex(body, rotary.split_sizes)) < 0) {
     return std::nullopt;
@@ -164,13 +174,7 @@ std::optional<AttentionViewStep> DescribeViewStep(const Graph& body, const Atten
     described.axis = node.GetInt("axis", 0);
     described.index = step.output;
     described.outputs = static_cast<int64_t>(node.outputs().size());
-    if (node.inputs().size() >= 2 && node.input(1) != nullptr) {
-      std::optional<AttentionInput> sizes = InputOf(body, node.input(1));
-      if (!sizes) return std::nullopt;
-      described.sizes = *sizes;
-    } else if (std::optional<std::vector<int64_t>> sizes = node.GetInts("split")) {
-      described.ints = *sizes;
-    }
+    if (!DescribeSplitSizes(body, node, described.sizes, described.ints)) return std::nullopt;
   } else {
     return std::nullopt;
   }

@@ -440,17 +440,13 @@ class Planner {
   }
 
   // The features the rotary turns, a prefix of each head of `depth`: all of them, or a partial
-  // form's r (its split sizes [r, depth − r], read this run where they are no constants).
+  // form's r — the first of the two parts its Split cuts the head into this run.
   std::optional<int64_t> Turned(const AttentionRotary& form, int64_t depth) const {
     if (!form.partial) return depth;
-    int64_t rotated = form.rotated;
-    if (form.part_sizes >= 0) {
-      std::optional<std::vector<int64_t>> sizes = in_.values(form.part_sizes);
-      if (!sizes || sizes->size() != 2 || (*sizes)[1] < 0) return std::nullopt;
-      rotated = (*sizes)[0];
-    }
-    if (rotated <= 0 || rotated > depth) return std::nullopt;
-    return rotated;
+    std::optional<std::vector<int64_t>> given = GivenSizes(form.part_sizes, form.part_attribute);
+    std::optional<std::vector<int64_t>> sizes = given ? SplitSizes(*given, 2, depth) : std::nullopt;
+    if (!sizes || sizes->front() <= 0) return std::nullopt;
+    return sizes->front();
   }
 
   // The mask's and the score bias's strides: each broadcasts to [B,H,Sq,Sk] without widening it

@@ -520,6 +520,20 @@ TEST_CASE("fuse-attention: rotary on a prefix of each head, the rest passed thro
   CHECK(layout->k_rotary->dims == 4);
 }
 
+TEST_CASE("fuse-attention: a partial rotary whose Split cuts even halves (num_outputs) turns the first half", "[attention]") {
+  std::string text = PartialRotary();
+  const std::string sized = "Split(%kh, %part) {axis: 3}";
+  text.replace(text.find(sized), sized.size(), "Split(%kh) {axis: 3, num_outputs: 2}");
+  auto [rewritten, attention] = ExpectAttention(text);
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  REQUIRE(attention.k.rotary.has_value());
+  CHECK(attention.k.rotary->partial);
+  CHECK_FALSE(attention.k.rotary->part_sizes.present());
+  std::optional<AttentionLayout> layout = LayoutOfCall(rewritten, attention);
+  REQUIRE(layout.has_value());
+  CHECK(layout->k_rotary->dims == 4);
+}
+
 TEST_CASE("fuse-attention: a rotary over a slice that is not the head's prefix stays outside", "[attention]") {
   // Q's rotary turns the second part of the head, concatenated in front of the first: a
   // rotary over a slice that is not the prefix. Q's stays outside, K's is taken.
