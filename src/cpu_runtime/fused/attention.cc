@@ -145,20 +145,31 @@ class FusedAttentionKernel final : public FusedBodyKernel {
     return true;
   }
 
+  // The tensor of a mask or score bias: a body input this run, or the constant the body holds.
+  static const RtTensor* TermTensor(const KernelContext& context, const AttentionInput& term, const RtTensor& constant) {
+    return term.input >= 0 ? context.input(static_cast<size_t>(term.input)) : &constant;
+  }
+
+  // `tensor` read with `strides` as a term of `kind`.
+  static attention::Mask TermOver(const RtTensor& tensor, const std::array<int64_t, 4>& strides, MaskKind kind) {
+    attention::Mask term;
+    for (size_t axis = 0; axis < 4; ++axis) term.strides[axis] = strides[axis];
+    term.kind = kind;
+    term.data = tensor.raw();
+    term.dtype = tensor.dtype();
+    return term;
+  }
+
   bool Mask(const KernelContext& context, const AttentionLayout& layout, Problem& problem) const {
     if (!layout.mask_strides) return true;
-    const RtTensor* mask = attention_.mask.input >= 0 ? context.input(static_cast<size_t>(attention_.mask.input))
-                                                      : &mask_constant_;
+    const RtTensor* mask = TermTensor(context, attention_.mask, mask_constant_);
     if (mask == nullptr) return false;
     // Attention-23's mask is boolean or additive by its dtype (a body's inputs may be untyped).
     const bool additive = attention_.op ? mask->dtype() != DataType::kBool
                                         : attention_.mask_kind == AttentionMaskKind::kAdditive;
     if (additive ? !IsAttentionFloat(mask->dtype()) : mask->dtype() != DataType::kBool) return false;
     if (attention_.op && additive && mask->dtype() != problem.q.dtype) return false;
-    for (size_t axis = 0; axis < 4; ++axis) problem.mask.strides[axis] = (*layout.mask_strides)[axis];
-    problem.mask.kind = additive ? MaskKind::kAdditive : MaskKind::kBoolean;
-    problem.mask.data = mask->raw();
-    problem.mask.dtype = mask->dtype();
+    problem.mask = TermOver(*mask, *layout.mask_strides, additive ? MaskKind::kAdditive : MaskKind::kBoolean);
     problem.mask.fill = static_cast<float>(attention_.fill);
     problem.mask.fill_when_true = attention_.fill_when_true;
     return true;
@@ -167,13 +178,9 @@ class FusedAttentionKernel final : public FusedBodyKernel {
   // The additive score bias before the mask (ALiBi), in the scores' float types.
   bool Bias(const KernelContext& context, const AttentionLayout& layout, Problem& problem) const {
     if (!layout.bias_strides) return true;
-    const RtTensor* bias = attention_.bias.input >= 0 ? context.input(static_cast<size_t>(attention_.bias.input))
-                                                      : &bias_constant_;
+    const RtTensor* bias = TermTensor(context, attention_.bias, bias_constant_);
     if (bias == nullptr || !IsAttentionFloat(bias->dtype())) return false;
-    for (size_t axis = 0; axis < 4; ++axis) problem.bias.strides[axis] = (*layout.bias_strides)[axis];
-    problem.bias.kind = MaskKind::kAdditive;
-    problem.bias.data = bias->raw();
-    problem.bias.dtype = bias->dtype();
+    problem.bias = TermOver(*bias, *layout.bias_strides, MaskKind::kAdditive);
     return true;
   }
 

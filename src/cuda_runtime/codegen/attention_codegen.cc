@@ -195,37 +195,42 @@ Result<std::optional<RotaryAddressing>> RotaryOf(const std::optional<RotaryLayou
   return std::optional<RotaryAddressing>(out);
 }
 
+// A mask or score bias the kernel reads from body input `term` with `strides`: a Where
+// condition (boolean), or `additive` to scores of `dtype` — float32 too, beside 16-bit scores
+// upcast first.
+Result<MaskAddressing> TermOf(const AttentionInput& term, const std::array<int64_t, 4>& strides, bool additive,
+                              const char* what, const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
+  if (term.input < 0) return Unsupported(std::string("a ") + what + " held as a Constant node inside the body");
+  MaskAddressing out;
+  out.pointer = parameters.InputPointer(term.input);
+  out.dtype = unfolded.inputs()[static_cast<size_t>(term.input)]->dtype();
+  out.additive = additive;
+  if (additive ? out.dtype != dtype && out.dtype != DataType::kFloat : out.dtype != DataType::kBool) {
+    return Unsupported(std::string("a ") + what + " of " + std::string(NameOf(out.dtype)) +
+                       (additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
+  }
+  out.strides = strides;
+  return out;
+}
+
 Result<std::optional<MaskAddressing>> MaskOf(const FusedAttention& attention, const AttentionLayout& layout,
                                              const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
   if (!layout.mask_strides) return std::optional<MaskAddressing>();
   if (attention.mask.input < 0) return Unsupported("a mask held as a Constant node inside the body");
-  const Value* mask = unfolded.inputs()[static_cast<size_t>(attention.mask.input)];
-  MaskAddressing out;
-  out.pointer = parameters.InputPointer(attention.mask.input);
-  out.dtype = mask->dtype();
-  out.additive = attention.op ? out.dtype != DataType::kBool : attention.mask_kind == AttentionMaskKind::kAdditive;
-  // An additive mask is of the scores' type, or float32 where 16-bit scores are upcast first.
-  if (out.additive ? out.dtype != dtype && out.dtype != DataType::kFloat : out.dtype != DataType::kBool) {
-    return Unsupported("a mask of " + std::string(NameOf(out.dtype)) +
-                       (out.additive ? " added to scores of " + std::string(NameOf(dtype)) : " as a Where condition"));
-  }
-  out.strides = *layout.mask_strides;
-  return std::optional<MaskAddressing>(out);
+  // Attention-23's mask is additive or boolean by its dtype; the body's by the match.
+  const bool additive = attention.op ? unfolded.inputs()[static_cast<size_t>(attention.mask.input)]->dtype() != DataType::kBool
+                                     : attention.mask_kind == AttentionMaskKind::kAdditive;
+  FUSIONOPT_ASSIGN_OR_RETURN(MaskAddressing mask,
+                             TermOf(attention.mask, *layout.mask_strides, additive, "mask", unfolded, dtype, parameters));
+  return std::optional<MaskAddressing>(mask);
 }
 
 Result<std::optional<MaskAddressing>> BiasOf(const FusedAttention& attention, const AttentionLayout& layout,
                                              const Graph& unfolded, DataType dtype, KernelParameters& parameters) {
   if (!layout.bias_strides) return std::optional<MaskAddressing>();
-  if (attention.bias.input < 0) return Unsupported("a score bias held as a Constant node inside the body");
-  MaskAddressing out;
-  out.pointer = parameters.InputPointer(attention.bias.input);
-  out.dtype = unfolded.inputs()[static_cast<size_t>(attention.bias.input)]->dtype();
-  if (out.dtype != dtype && out.dtype != DataType::kFloat) {
-    return Unsupported("a score bias of " + std::string(NameOf(out.dtype)) + " added to scores of " +
-                       std::string(NameOf(dtype)));
-  }
-  out.strides = *layout.bias_strides;
-  return std::optional<MaskAddressing>(out);
+  FUSIONOPT_ASSIGN_OR_RETURN(MaskAddressing bias, TermOf(attention.bias, *layout.bias_strides, /*additive=*/true,
+                                                         "score bias", unfolded, dtype, parameters));
+  return std::optional<MaskAddressing>(bias);
 }
 
 std::string KernelSource(const FusedAttention& attention, const KernelPlan& plan, const std::string& entry,
