@@ -85,18 +85,27 @@ void DropAffineTail(CompositeMatch& match) {
   match.gamma = nullptr;
 }
 
+// The row kernel's 16-bit rows: read and written as float16 or bfloat16, computed in float32.
+bool SixteenBitRow(DataType dtype) { return dtype == DataType::kFloat16 || dtype == DataType::kBFloat16; }
+
+// Whether the residual, gamma and beta the norm has are all of x's type.
+bool OperandsOfInputType(const CompositeMatch& match) {
+  for (const Value* operand : {match.residual, match.gamma, match.beta}) {
+    if (operand != nullptr && operand->dtype() != match.x->dtype()) return false;
+  }
+  return true;
+}
+
 // Why the norm's float32 Casts cannot join it ("" when they can): the row kernel reads and
 // writes x's type and computes in float32, which is what the Casts do when x is float16 or
 // bfloat16, the Cast back restores that type and gamma and beta have it too.
 std::string CheckCastTypes(const CompositeMatch& match) {
   const DataType x = match.x->dtype();
-  if (x != DataType::kFloat16 && x != DataType::kBFloat16) return "the Cast to float32 widens no float16 or bfloat16";
+  if (!SixteenBitRow(x)) return "the Cast to float32 widens no float16 or bfloat16";
   if (match.cast_back_to != static_cast<int64_t>(x) || match.output->dtype() != x) {
     return "the Cast back does not restore the input's type";
   }
-  for (const Value* affine : {match.gamma, match.beta}) {
-    if (affine != nullptr && affine->dtype() != x) return "gamma or beta is not of the input's type";
-  }
+  if (!OperandsOfInputType(match)) return "gamma or beta is not of the input's type";
   return "";
 }
 
@@ -105,10 +114,7 @@ std::string CheckCastTypes(const CompositeMatch& match) {
 bool SixteenBitStandardNorm(const CompositeMatch& match) {
   if (!match.standard_op || (match.kind != CompositeKind::kLayerNorm && match.kind != CompositeKind::kRmsNorm)) return false;
   const DataType x = match.x->dtype();
-  if ((x != DataType::kFloat16 && x != DataType::kBFloat16) || match.output->dtype() != x) return false;
-  for (const Value* operand : {match.residual, match.gamma, match.beta}) {
-    if (operand != nullptr && operand->dtype() != x) return false;
-  }
+  if (!SixteenBitRow(x) || match.output->dtype() != x || !OperandsOfInputType(match)) return false;
   for (const Node* node : match.nodes) {
     const bool norm = node->op_type() == "LayerNormalization" || node->op_type() == "RMSNormalization";
     if (norm && node->GetInt("stash_type", 1) != 1) return false;
