@@ -222,41 +222,44 @@ def gpt2(full, attention):
                     {"layers": size["n_layer"], "heads": size["n_head"]}, use_cache=False, **size)
 
 
-def phi(full, attention):
-    """transformers' PhiModel: partial rotary (the first half of each head turned, the rest passed
-    through) and a parallel residual (attention and MLP read one LayerNorm, summed into one Add)."""
-    size = dict(vocab_size=51200, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4,
-                num_attention_heads=16, partial_rotary_factor=0.5, max_position_embeddings=2048) if full else \
-        dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             partial_rotary_factor=0.5, max_position_embeddings=64)
-    with_layers(size, "num_hidden_layers")
-    return hf_model("PhiConfig", "PhiModel", attention, ["last_hidden_state"],
-                    text_inputs(size["vocab_size"], 128 if full else 16, padded=False),
-                    {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, use_cache=False, **size)
+def hf_decoder(config_class, model_class, full_size, small_size, layers_key, heads_key, padded=False):
+    """A transformers decoder built from its full-size or small config, fed token ids and a mask."""
+    def build(full, attention):
+        size = dict(full_size if full else small_size)
+        with_layers(size, layers_key)
+        return hf_model(config_class, model_class, attention, ["last_hidden_state"],
+                        text_inputs(size["vocab_size"], 128 if full else 16, padded=padded),
+                        {"layers": size[layers_key], "heads": size[heads_key]}, use_cache=False, **size)
+    return build
 
 
-def gpt_neox(full, attention):
-    """transformers' GPTNeoXModel (Pythia): one packed query_key_value projection, rotary on the
-    first quarter of each head, and a parallel residual with its own LayerNorm per branch."""
-    size = dict(vocab_size=50304, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4,
-                num_attention_heads=16, rotary_pct=0.25, max_position_embeddings=2048) if full else \
-        dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             rotary_pct=0.25, max_position_embeddings=64)
-    with_layers(size, "num_hidden_layers")
-    return hf_model("GPTNeoXConfig", "GPTNeoXModel", attention, ["last_hidden_state"],
-                    text_inputs(size["vocab_size"], 128 if full else 16, padded=False),
-                    {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, use_cache=False, **size)
+# PhiModel: partial rotary (the first half of each head turned, the rest passed through) and a
+# parallel residual (attention and MLP read one LayerNorm, summed into one Add).
+phi = hf_decoder(
+    "PhiConfig", "PhiModel",
+    dict(vocab_size=51200, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4, num_attention_heads=16,
+         partial_rotary_factor=0.5, max_position_embeddings=2048),
+    dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+         partial_rotary_factor=0.5, max_position_embeddings=64),
+    "num_hidden_layers", "num_attention_heads")
 
+# GPTNeoXModel (Pythia): one packed query_key_value projection, rotary on the first quarter of
+# each head, and a parallel residual with its own LayerNorm per branch.
+gpt_neox = hf_decoder(
+    "GPTNeoXConfig", "GPTNeoXModel",
+    dict(vocab_size=50304, hidden_size=1024, intermediate_size=4096, num_hidden_layers=4, num_attention_heads=16,
+         rotary_pct=0.25, max_position_embeddings=2048),
+    dict(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+         rotary_pct=0.25, max_position_embeddings=64),
+    "num_hidden_layers", "num_attention_heads")
 
-def mpt(full, attention):
-    """transformers' MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias
-    shared by every layer) added to the scaled scores, then the causal and padding mask."""
-    size = dict(vocab_size=50368, d_model=1024, n_heads=16, n_layers=4, expansion_ratio=4, max_seq_len=2048) if full else \
-        dict(vocab_size=96, d_model=32, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64)
-    with_layers(size, "n_layers")
-    return hf_model("MptConfig", "MptModel", attention, ["last_hidden_state"],
-                    text_inputs(size["vocab_size"], 128 if full else 16),
-                    {"layers": size["n_layers"], "heads": size["n_heads"]}, use_cache=False, **size)
+# MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias shared by every
+# layer) added to the scaled scores, then the causal and padding mask.
+mpt = hf_decoder(
+    "MptConfig", "MptModel",
+    dict(vocab_size=50368, d_model=1024, n_heads=16, n_layers=4, expansion_ratio=4, max_seq_len=2048),
+    dict(vocab_size=96, d_model=32, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64),
+    "n_layers", "n_heads", padded=True)
 
 
 def llama_like(config_class, model_class, extra=None):
