@@ -261,6 +261,14 @@ mpt = hf_decoder(
     dict(vocab_size=96, d_model=32, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64),
     "n_layers", "n_heads", padded=True)
 
+# BloomModel: ALiBi too, but over flattened heads: Q·Kᵀ as a [B·H,S,D] bmm with the bias added by
+# baddbmm at [B·H,1,S], viewed as [B,H,S,S] for the mask and Softmax, and flattened again for ·V.
+bloom = hf_decoder(
+    "BloomConfig", "BloomModel",
+    dict(vocab_size=50304, hidden_size=1024, n_layer=4, n_head=16),
+    dict(vocab_size=96, hidden_size=32, n_layer=2, n_head=4),
+    "n_layer", "n_head", padded=True)
+
 
 def llama_like(config_class, model_class, extra=None):
     def build(full, attention):
@@ -293,15 +301,31 @@ def vit_hf(full, attention):
                     {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, **size)
 
 
-def clip_vision(full, attention):
-    size = dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072,
-                image_size=224, patch_size=32) if full else \
-        dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-             image_size=32, patch_size=8)
-    with_layers(size, "num_hidden_layers")
-    return hf_model("CLIPVisionConfig", "CLIPVisionModel", attention, ["last_hidden_state", "pooler_output"],
-                    image_input(size["image_size"]),
-                    {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, **size)
+def hf_vision_tower(config_class, model_class, full_size):
+    """A transformers vision tower (last hidden state and pooled output) from its full-size config
+    or the small one every tower shares."""
+    def build(full, attention):
+        size = dict(full_size) if full else \
+            dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                 image_size=32, patch_size=8)
+        with_layers(size, "num_hidden_layers")
+        return hf_model(config_class, model_class, attention, ["last_hidden_state", "pooler_output"],
+                        image_input(size["image_size"]),
+                        {"layers": size["num_hidden_layers"], "heads": size["num_attention_heads"]}, **size)
+    return build
+
+
+clip_vision = hf_vision_tower(
+    "CLIPVisionConfig", "CLIPVisionModel",
+    dict(hidden_size=768, num_hidden_layers=6, num_attention_heads=12, intermediate_size=3072, image_size=224,
+         patch_size=32))
+
+# SigLIP's vision tower: its pooling head is nn.MultiheadAttention with a learned probe as the
+# query, called with need_weights (a [B·H,1,D] bmm over [S,B·H,D] views).
+siglip_vision = hf_vision_tower(
+    "SiglipVisionConfig", "SiglipVisionModel",
+    dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, image_size=224,
+         patch_size=16))
 
 
 def swin(full, attention):
@@ -497,6 +521,9 @@ FAMILIES = [
     Family("mpt", "decoder", "transformers MptModel (ALiBi position bias)", mpt,
            hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
            [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),
+    Family("bloom", "decoder", "transformers BloomModel (ALiBi over flattened heads, baddbmm)", bloom,
+           hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
+           [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),
     Family("vit", "vision", "transformers ViTModel", vit_hf, hf_variants([D18]) + [Variant("torchscript", 17, "sdpa")],
            [Variant("dynamo", 18, "sdpa")]),
     Family("vit_torchvision", "vision", "torchvision VisionTransformer (nn.MultiheadAttention)", vit_torchvision,
@@ -505,6 +532,9 @@ FAMILIES = [
            hf_variants([D18, TS], fp16=True), [Variant("dynamo", 18, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")]),
     Family("clip_vision", "vision", "transformers CLIPVisionModel", clip_vision, hf_variants([D18], ("sdpa",)),
            [Variant("dynamo", 18, "sdpa")]),
+    Family("siglip_vision", "vision", "transformers SiglipVisionModel (nn.MultiheadAttention pooling head)",
+           siglip_vision, hf_variants([D18]) + [Variant("torchscript", 17, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")],
+           [Variant("dynamo", 18, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")]),
     Family("swin", "vision", "transformers SwinModel (windowed attention, relative position bias)", swin,
            hf_variants([D18], ("eager",)), [Variant("dynamo", 18, "eager")]),
     Family("whisper_encoder", "encoder", "transformers WhisperModel's encoder (conv front end)", whisper_encoder,

@@ -387,26 +387,46 @@ std::optional<std::vector<std::vector<int64_t>>> ReshapeGroups(const Shape& in, 
   return groups;
 }
 
+// Transpose(Reshape(Transpose(x, inner)), outer) ending at `second`: each intermediate read by
+// the next op alone, valid perms, and every shape on the way known.
+struct TransposedView {
+  Node* first = nullptr;
+  Node* reshape = nullptr;
+  std::vector<int64_t> inner, outer;
+};
+
+std::optional<TransposedView> TransposedViewEndingAt(const Graph& graph, Node& second) {
+  Node* reshape = SoleFeeder(graph, second);
+  Node* first = reshape != nullptr && IsOpOfDefault(reshape, "Reshape") ? SoleFeeder(graph, *reshape) : nullptr;
+  if (first == nullptr || !IsTranspose(*first) || first->input(0) == nullptr || second.output(0) == nullptr) {
+    return std::nullopt;
+  }
+  const Value& x = *first->input(0);
+  auto inner = PermOf(*first);
+  auto outer = PermOf(second);
+  const Value& viewed = *reshape->output(0);
+  if (!inner || !outer || !IsPermutation(*inner) || !IsPermutation(*outer) || !x.shape() || !viewed.shape() ||
+      !first->output(0)->shape() || !second.output(0)->shape() || inner->size() != x.shape()->size() ||
+      outer->size() != viewed.shape()->size()) {
+    return std::nullopt;
+  }
+  return TransposedView{first, reshape, *inner, *outer};
+}
+
 // Transpose(Reshape(Transpose(x, p1)), p2), where the Reshape only groups consecutive axes, as
 // Reshape(Transpose(x, q)): p2 permutes the groups, so q moves their axes along and composes
 // with p1 — the head merge after attention with the batch-first transpose that follows it.
 bool MergeTransposeThroughGrouping(Graph& graph, Node& second, const Model& model, PassContext& context) {
-  Node* reshape = SoleFeeder(graph, second);
-  Node* first = reshape != nullptr && IsOpOfDefault(reshape, "Reshape") ? SoleFeeder(graph, *reshape) : nullptr;
-  if (first == nullptr || !IsTranspose(*first) || first->input(0) == nullptr || second.output(0) == nullptr) return false;
+  std::optional<TransposedView> chain = TransposedViewEndingAt(graph, second);
+  if (!chain) return false;
+  auto& [first, reshape, inner, outer] = *chain;
   const Value& x = *first->input(0);
-  auto inner = PermOf(*first);
-  auto outer = PermOf(second);
   const Value& grouped = *reshape->output(0);
-  if (!inner || !outer || !IsPermutation(*inner) || !IsPermutation(*outer) || !x.shape() || !grouped.shape() ||
-      !second.output(0)->shape() || inner->size() != x.shape()->size() || outer->size() != grouped.shape()->size()) {
-    return false;
-  }
   auto groups = ReshapeGroups(*first->output(0)->shape(), *grouped.shape());
   if (!groups) return false;
   std::vector<int64_t> composed;
-  for (int64_t group : *outer) {
-    for (int64_t axis : (*groups)[static_cast<size_t>(group)]) composed.push_back((*inner)[static_cast<size_t>(axis)]);
+  for (int64_t group : outer) {
+    for (int64_t axis : (*groups)[static_cast<size_t>(group)]) composed.push_back(inner[static_cast<size_t>(axis)]);
   }
   Shape transposed;
   for (int64_t axis : composed) transposed.push_back((*x.shape())[static_cast<size_t>(axis)]);
@@ -423,6 +443,61 @@ bool MergeTransposeThroughGrouping(Graph& graph, Node& second, const Model& mode
   context.Matched();
   context.Count("transposes_through_groupings");
   MergeTransposes(graph, *transpose, context);
+  return true;
+}
+
+// Transpose(Reshape(Transpose(x, p1)), p2), where the Reshape only splits axes into consecutive
+// ones, as Transpose(Reshape(x), q): the split applies to x's axes before p1 moves them, so p1
+// moves the split axes along and q composes it with p2 — a seq-first projection ([L,B,E], the
+// batch-first transpose of nn.MultiheadAttention) split into heads.
+bool MergeTransposeThroughSplitting(Graph& graph, Node& second, const Model& model, PassContext& context) {
+  std::optional<TransposedView> chain = TransposedViewEndingAt(graph, second);
+  if (!chain) return false;
+  auto& [first, reshape, inner, outer] = *chain;
+  const Value& x = *first->input(0);
+  const Value& split = *reshape->output(0);
+  // groups[j]: the split axes that transposed axis j became.
+  auto groups = ReshapeGroups(*split.shape(), *first->output(0)->shape());
+  if (!groups) return false;
+  // A unit axis left without split axes takes the unit axis the next group starts with, so it
+  // stays where it was rather than moving with its neighbour.
+  for (size_t j = 0; j + 1 < groups->size(); ++j) {
+    auto& next = (*groups)[j + 1];
+    if ((*groups)[j].empty() && !next.empty() && (*split.shape())[static_cast<size_t>(next.front())] == Dim::Known(1)) {
+      (*groups)[j].push_back(next.front());
+      next.erase(next.begin());
+    }
+  }
+  std::vector<int64_t> group_of_input(inner.size());  // x's axis -> the transposed axis it is
+  for (size_t j = 0; j < inner.size(); ++j) group_of_input[static_cast<size_t>(inner[j])] = static_cast<int64_t>(j);
+  Shape unsplit_target;                                 // x with each axis split as its group
+  std::vector<int64_t> first_new_axis(inner.size());  // x's axis -> where its split axes start
+  for (size_t a = 0; a < inner.size(); ++a) {
+    first_new_axis[a] = static_cast<int64_t>(unsplit_target.size());
+    for (int64_t axis : (*groups)[static_cast<size_t>(group_of_input[a])]) {
+      unsplit_target.push_back((*split.shape())[static_cast<size_t>(axis)]);
+    }
+  }
+  std::vector<int64_t> moved;  // split axis -> the axis of Reshape(x) it reads
+  for (size_t j = 0; j < groups->size(); ++j) {
+    const int64_t start = first_new_axis[static_cast<size_t>(inner[j])];
+    for (size_t k = 0; k < (*groups)[j].size(); ++k) moved.push_back(start + static_cast<int64_t>(k));
+  }
+  std::vector<int64_t> composed;
+  for (int64_t axis : outer) composed.push_back(moved[static_cast<size_t>(axis)]);
+  auto target = ShapeOperand(*x.shape(), unsplit_target);
+  if (!target) return false;
+  Value& output = *second.output(0);
+  Value* unsplit = graph.CreateValue(graph.UniqueName(output.name() + "_split"));
+  unsplit->type().dtype = output.dtype();
+  unsplit->type().shape = unsplit_target;
+  graph.CreateNode("Reshape", "", {first->input(0), AddInts(graph, model, output.name() + "_shape", *target)}, {unsplit},
+                   reshape->name());
+  Node* transpose = graph.CreateNode("Transpose", "", {unsplit}, {nullptr}, second.name());
+  transpose->SetAttribute(Attribute::Ints("perm", composed));
+  ReplaceViews(graph, {first, reshape, &second}, *transpose, output);
+  context.Matched();
+  context.Count("transposes_through_splittings");
   return true;
 }
 
@@ -444,7 +519,8 @@ Result<bool> MergeReshapes::RunOnGraph(Graph& graph, PassContext& context) {
   for (Node* node : order) {
     if (IsTranspose(*node)) {
       bool merged = MergeTransposes(graph, *node, context);
-      bool regrouped = !merged && MergeTransposeThroughGrouping(graph, *node, context.model(), context);
+      bool regrouped = !merged && (MergeTransposeThroughGrouping(graph, *node, context.model(), context) ||
+                                   MergeTransposeThroughSplitting(graph, *node, context.model(), context));
       changed = merged || regrouped || changed;
       inserted = inserted || regrouped;
     } else if (IsView(*node) && !FeedsAnotherView(graph, *node)) {

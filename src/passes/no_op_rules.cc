@@ -12,6 +12,7 @@
 #include "passes/bypass.h"
 #include "passes/shape_facts.h"
 #include "passes/fold_rewrites.h"
+#include "patterns/attention.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -86,33 +87,61 @@ bool CastLikeOwnType(const Site& site) {
          input->dtype() == like->dtype();
 }
 
-// Reshape to a constant shape that spells the input's own dims: equal sizes, 0 copying a
-// dim (without allowzero), at most one -1 standing for the dim left over when every other
-// dim is a known positive size.
+// The Reshape target's entries, read as a constant or as the exporters' Concat chain: a constant
+// entry, or the run-time size of a dim some value has (`dim`).
+struct TargetEntry {
+  int64_t constant = 0;
+  std::optional<Dim> dim;
+};
+
+std::optional<std::vector<TargetEntry>> ReshapeTarget(const Site& site) {
+  if (site.opset < 5 || site.node.input(1) == nullptr) return std::nullopt;
+  std::vector<TargetEntry> entries;
+  if (auto target = ConstantInts(site, 1)) {
+    for (int64_t entry : *target) entries.push_back({entry, std::nullopt});
+    return entries;
+  }
+  auto parts = ShapeParts(*site.node.input(1), nullptr);
+  if (!parts) return std::nullopt;
+  for (const ShapePartMatch& part : *parts) {
+    if (part.kind == ShapePartMatch::Kind::kConstant) {
+      for (int64_t entry : part.constant) entries.push_back({entry, std::nullopt});
+      continue;
+    }
+    const Shape* shape = part.kind == ShapePartMatch::Kind::kDimOf ? KnownRankShape(part.value) : nullptr;
+    const auto rank = shape != nullptr ? static_cast<int64_t>(shape->size()) : 0;
+    const int64_t axis = part.axis < 0 ? part.axis + rank : part.axis;
+    if (shape == nullptr || axis < 0 || axis >= rank) return std::nullopt;
+    entries.push_back({0, (*shape)[static_cast<size_t>(axis)]});
+  }
+  return entries;
+}
+
+// Reshape to a shape that spells the input's own dims: equal sizes, 0 copying a dim (without
+// allowzero), the size of a dim that is provably the input's, and at most one -1 standing for
+// the dim left over. The -1 is the input's dim whenever the others are not 0; a run where one
+// is 0 leaves the -1 undefined, and ONNX Runtime refuses that run of the original.
 bool ReshapeToOwnShape(const Site& site) {
   if (KeepsShape(site)) return true;
   const Shape* shape = KnownRankShape(site.node.input(0));
-  auto target = site.opset >= 5 ? ConstantInts(site, 1) : std::nullopt;
+  auto target = ReshapeTarget(site);
   if (shape == nullptr || !target || target->size() != shape->size()) return false;
   bool allow_zero = site.node.GetInt("allowzero", 0) != 0;
   int inferred_dims = 0;
   for (size_t i = 0; i < target->size(); ++i) {
-    int64_t wanted = (*target)[i];
+    const TargetEntry& wanted = (*target)[i];
     const Dim& dim = (*shape)[i];
-    if (wanted == -1) {
+    if (wanted.dim) {
+      if (!ProvablySameDim(*wanted.dim, dim)) return false;
+    } else if (wanted.constant == -1) {
       ++inferred_dims;
-    } else if (wanted == 0 && !allow_zero) {
+    } else if (wanted.constant == 0 && !allow_zero) {
       continue;  // copies the input's dim
-    } else if (!dim.is_known() || dim.value != wanted) {
+    } else if (!dim.is_known() || dim.value != wanted.constant) {
       return false;
     }
   }
-  if (inferred_dims == 0) return true;
-  if (inferred_dims > 1) return false;
-  for (size_t i = 0; i < target->size(); ++i) {
-    if ((*target)[i] != -1 && !((*shape)[i].is_known() && (*shape)[i].value > 0)) return false;
-  }
-  return true;
+  return inferred_dims <= 1;
 }
 
 // Expand by a shape of ones no longer than the input's rank broadcasts to the input's own

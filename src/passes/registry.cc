@@ -32,6 +32,7 @@
 #include "passes/share_duplicate_initializers.h"
 #include "passes/sink_views.h"
 #include "passes/slices_to_split.h"
+#include "passes/unflatten_batch_matmuls.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -63,6 +64,10 @@ const std::vector<std::string>& LevelOne() {
       // A Transpose between a layout chain and the MatMul/Gemm by constant weights next to it
       // (torchvision's nn.MultiheadAttention) crosses the contraction to join the chain.
       "commute-transposes",
+      // Batched MatMuls over a flattened batch axis (BLOOM's baddbmm, nn.MultiheadAttention's
+      // bmm) run on the unflattened tensors, after the Transposes above settled next to the
+      // Reshapes, and before merge-reshapes drops the Reshapes back that are no-ops now.
+      "unflatten-batch-matmuls",
       "merge-reshapes",
       // BatchNormalization before Mul/Add folding: a Conv → BN → Mul → Add chain folds BN
       // first, then the affine layer after it, into the same weights.
@@ -145,6 +150,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<SlicesToSplit>(1),
       Describe<SinkViews>(1),
       Describe<CommuteTransposes>(1),
+      Describe<UnflattenBatchMatmuls>(1),
       Describe<MergeReshapes>(1),
       Describe<FoldBatchNorm>(1),
       Describe<FoldScaleIntoConv>(1),

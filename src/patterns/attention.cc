@@ -23,6 +23,9 @@ const Perm kIdentity = {0, 1, 2, 3};
 const Perm kSplitPerm = {0, 2, 1, 3};     // [B,S,H,D] -> [B,H,S,D], and back for the merge
 const Perm kKeySplitPerm = {0, 2, 3, 1};  // [B,S,H,D] -> [B,H,D,S]
 const Perm kSwapLast = {0, 1, 3, 2};      // [B,H,S,D] -> [B,H,D,S]
+// Sequence first, as nn.MultiheadAttention lays out heads: [S,B,H,D] -> [B,H,S,D] ([B,H,D,S]).
+const Perm kSeqFirstSplitPerm = {1, 2, 0, 3};
+const Perm kSeqFirstKeySplitPerm = {1, 2, 3, 0};
 
 enum class Role { kQuery, kKey, kValue };
 
@@ -551,6 +554,13 @@ class OperandWalker {
       return Finish(search);
     }
     if (!staged && inner.empty()) {  // read as it is (scales aside)
+      out_.source = value_;
+      return Finish(search);
+    }
+    // Heads split sequence first: no head-split form describes them, but the chain of layout ops
+    // they end is a view the kernel reads through (Walk takes it from here).
+    const Perm& seq_first = key ? kSeqFirstKeySplitPerm : kSeqFirstSplitPerm;
+    if (!staged && views_ && *inner_perm == seq_first && IsLayoutStep(value_->producer())) {
       out_.source = value_;
       return Finish(search);
     }

@@ -175,9 +175,56 @@ CompositeSearch MatchErfGelu(Node& erf) {
   return FinishGelu(std::move(match), *plus_one, argument->x);
 }
 
+// k · x · x spelled Mul(Mul(k, x), x) (either order) or Mul(k, Mul(x, x)): k and the nodes.
+std::optional<std::pair<ScaledBy, std::vector<Node*>>> ScaledSquare(const Value* value, const Value* x) {
+  Node* outer = ProducerOp(value, "Mul");
+  if (outer == nullptr || outer->inputs().size() != 2) return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    if (outer->input(i) != x) continue;
+    std::optional<ScaledBy> scaled = ScaledByConstant(outer->input(1 - i));
+    if (scaled && !scaled->divides && scaled->x == x) {
+      return std::make_pair(*scaled, std::vector<Node*>{outer->input(1 - i)->producer(), outer});
+    }
+  }
+  std::optional<ScaledBy> scaled = ScaledByConstant(value);
+  Node* square = scaled && !scaled->divides ? ProducerOp(scaled->x, "Mul") : nullptr;
+  if (square != nullptr && square->input(0) == x && square->input(1) == x) {
+    return std::make_pair(*scaled, std::vector<Node*>{square, outer});
+  }
+  return std::nullopt;
+}
+
+// The tanh argument factored as BLOOM writes it, c·x·(1 + k·x·x) = c·(x + k·x³): (c·x) times
+// (1 + k·x·x), each product in either order. Its nodes are appended to match.nodes.
+CompositeSearch MatchFactoredTanhGelu(Node& tanh) {
+  Node* product = ProducerOp(tanh.input(0), "Mul");
+  if (product == nullptr || product->inputs().size() != 2) return {};
+  for (int i = 0; i < 2; ++i) {
+    std::optional<ScaledBy> argument = ScaledByConstant(product->input(i));
+    Node* plus = ProducerOp(product->input(1 - i), "Add");
+    if (!argument || argument->divides || plus == nullptr || plus->inputs().size() != 2) continue;
+    for (int j = 0; j < 2; ++j) {
+      if (!IsScalarConstantNear(plus->input(j), 1.0)) continue;
+      auto square = ScaledSquare(plus->input(1 - j), argument->x);
+      if (!square) continue;
+      CompositeMatch match;
+      match.kind = CompositeKind::kGelu;
+      match.gelu_form = GeluForm::kTanh;
+      if (!Near(argument->constant, kSqrt2OverPi, argument->type)) return NearMiss(match.kind, "the tanh argument is not scaled by sqrt(2/pi)");
+      if (!Near(square->first.constant, kCubicCoefficient, square->first.type)) return NearMiss(match.kind, "the cubic coefficient is not 0.044715");
+      Node* plus_one = PlusOne(tanh.output(0));
+      if (plus_one == nullptr) return NearMiss(match.kind, "tanh is not followed by 1 + tanh");
+      match.nodes = square->second;
+      match.nodes.insert(match.nodes.end(), {plus, product->input(i)->producer(), product, &tanh});
+      return FinishGelu(std::move(match), *plus_one, argument->x);
+    }
+  }
+  return {};
+}
+
 CompositeSearch MatchTanhGelu(Node& tanh) {
   std::optional<ScaledBy> argument = ScaledByConstant(tanh.input(0));
-  if (!argument || argument->divides) return {};
+  if (!argument || argument->divides) return MatchFactoredTanhGelu(tanh);
   Node* sum = ProducerOp(argument->x, "Add");
   if (sum == nullptr || sum->inputs().size() != 2) return {};
   for (int i = 0; i < 2; ++i) {
@@ -197,7 +244,7 @@ CompositeSearch MatchTanhGelu(Node& tanh) {
     match.nodes.insert(match.nodes.end(), {sum->input(1 - i)->producer(), sum, tanh.input(0)->producer(), &tanh});
     return FinishGelu(std::move(match), *plus_one, x);
   }
-  return {};
+  return MatchFactoredTanhGelu(tanh);
 }
 
 CompositeSearch MatchGeluOp(Node& gelu) {

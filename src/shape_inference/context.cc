@@ -4,6 +4,7 @@
 #include "ir/constant_value.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 namespace fusionopt::shape_inference {
@@ -188,13 +189,52 @@ void PropagateInput(InferenceContext& context, size_t input, size_t output) {
                         shape ? std::optional<Shape>(*shape) : std::nullopt);
 }
 
+namespace {
+
+bool IsIdentifier(std::string_view text) {
+  if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+bool IsNumber(std::string_view text) {
+  return !text.empty() && text.size() <= 18 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+// The factors of a product symbol ("4*batch", "batch*sequence": what ToDim writes and what the
+// dynamo exporter writes); nullopt for any other symbol, which is one opaque factor.
+std::optional<std::vector<std::string_view>> ProductFactors(std::string_view symbol) {
+  std::vector<std::string_view> factors;
+  size_t start = 0;
+  while (true) {
+    const size_t star = symbol.find('*', start);
+    std::string_view factor = symbol.substr(start, star == std::string_view::npos ? std::string_view::npos : star - start);
+    if (!IsIdentifier(factor) && !IsNumber(factor)) return std::nullopt;
+    factors.push_back(factor);
+    if (star == std::string_view::npos) break;
+    start = star + 1;
+  }
+  if (factors.size() < 2) return std::nullopt;
+  return factors;
+}
+
+}  // namespace
+
 void DimProduct::Multiply(const Dim& dim) {
   if (dim.is_known()) {
     if (__builtin_mul_overflow(constant, dim.value, &constant)) has_unknown = true;
-  } else if (dim.is_symbolic()) {
-    symbols.insert(dim.symbol);
-  } else {
+  } else if (!dim.is_symbolic()) {
     has_unknown = true;
+  } else if (std::optional<std::vector<std::string_view>> factors = ProductFactors(dim.symbol)) {
+    for (std::string_view factor : *factors) {
+      if (IsNumber(factor)) {
+        Multiply(Dim::Known(std::stoll(std::string(factor))));
+      } else {
+        symbols.insert(std::string(factor));
+      }
+    }
+  } else {
+    symbols.insert(dim.symbol);
   }
 }
 
@@ -213,9 +253,17 @@ std::optional<DimProduct> DimProduct::DividedBy(const DimProduct& other) const {
 
 Dim DimProduct::ToDim() const {
   if (has_unknown) return Dim::Unknown();
-  if (symbols.empty()) return Dim::Known(constant);
+  if (symbols.empty() || constant == 0) return Dim::Known(constant);
   if (symbols.size() == 1 && constant == 1) return Dim::Symbol(*symbols.begin());
-  return Dim::Unknown();
+  // A product of symbols is a symbol of its own, written the way the dynamo exporter writes
+  // them (the constant first, then the symbols in order), so equal products compare equal.
+  std::string name = constant != 1 ? std::to_string(constant) : "";
+  for (const std::string& symbol : symbols) {
+    // A symbol that is no plain name would make the product ambiguous to read back.
+    if (!IsIdentifier(symbol)) return Dim::Unknown();
+    name += (name.empty() ? "" : "*") + symbol;
+  }
+  return Dim::Symbol(name);
 }
 
 DimProduct ProductOf(const Shape& shape, size_t begin, size_t end) {

@@ -241,7 +241,9 @@ void SetNormalizationStatistics(InferenceContext& context, int64_t axis,
 // Broadcast of several inputs; warns and returns nullopt on a mismatch or unknown rank.
 std::optional<Shape> BroadcastInputs(InferenceContext& context, const std::vector<size_t>& inputs);
 
-// A product of dims as constant × symbols, for -1 in Reshape and Flatten's merged dims.
+// A product of dims as constant × symbols, for -1 in Reshape and Flatten's merged dims. A product
+// symbol ("4*batch") multiplies in as its factors, and a product of several factors is written
+// back as one, so [batch,4,S,D] -> [4*batch,-1,D] infers S and back again.
 struct DimProduct {
   int64_t constant = 1;
   std::multiset<std::string> symbols;
@@ -250,7 +252,8 @@ struct DimProduct {
   void Multiply(const Dim& dim);
   // This / other when it divides exactly (other's symbols cancel, constants divide).
   std::optional<DimProduct> DividedBy(const DimProduct& other) const;
-  // Known when no symbols remain, the symbol itself for 1 × symbol, unknown otherwise.
+  // Known when no symbols remain, the symbol itself for 1 × symbol, else the product symbol
+  // ("4*batch", "batch*sequence").
   Dim ToDim() const;
 };
 DimProduct ProductOf(const Shape& shape, size_t begin, size_t end);

@@ -105,7 +105,29 @@ void SliceData(InferenceContext& context) {
 
 bool Is(const SymbolicInt& element, int64_t number) { return element.value == number; }
 
-// Known numbers compute; x + 0, x - 0, x * 1, x / 1 keep a symbol; anything else is unknown.
+// Products and exact quotients of dims (sizes are never negative): batch × 4 is the symbol
+// "4*batch", and "4*batch" / 4 is batch again; anything else is unknown.
+SymbolicInt DimArithmetic(const std::string& op, const SymbolicInt& a, const SymbolicInt& b) {
+  if ((op != "Mul" && op != "Div") || (a.is_known() && *a.value < 0) || (b.is_known() && *b.value < 0) ||
+      (!a.is_known() && !a.is_symbolic()) || (!b.is_known() && !b.is_symbolic())) {
+    return SymbolicInt::Unknown();
+  }
+  auto as_dim = [](const SymbolicInt& element) { return element.is_known() ? Dim::Known(*element.value) : Dim::Symbol(element.symbol); };
+  DimProduct left;
+  left.Multiply(as_dim(a));
+  DimProduct right;
+  right.Multiply(as_dim(b));
+  if (op == "Mul") {
+    right.Multiply(Dim::Known(left.constant));
+    for (const std::string& symbol : left.symbols) right.Multiply(Dim::Symbol(symbol));
+    return SymbolicInt::FromDim(right.ToDim());
+  }
+  std::optional<DimProduct> quotient = left.DividedBy(right);
+  return quotient ? SymbolicInt::FromDim(quotient->ToDim()) : SymbolicInt::Unknown();
+}
+
+// Known numbers compute; x + 0, x - 0, x * 1, x / 1 keep a symbol; products and exact quotients
+// of dims are symbols (DimArithmetic); anything else is unknown.
 SymbolicInt Combine(const std::string& op, const SymbolicInt& a, const SymbolicInt& b) {
   if (a.is_known() && b.is_known()) {
     int64_t x = *a.value;
@@ -123,7 +145,7 @@ SymbolicInt Combine(const std::string& op, const SymbolicInt& a, const SymbolicI
   if ((op == "Mul" || op == "Div") && Is(b, 1)) return a;
   if (op == "Mul" && Is(a, 1)) return b;
   if (op == "Mul" && (Is(a, 0) || Is(b, 0))) return SymbolicInt::Known(0);
-  return SymbolicInt::Unknown();
+  return DimArithmetic(op, a, b);
 }
 
 // The elementwise size of operands whose 1-element sides broadcast; nullopt otherwise.

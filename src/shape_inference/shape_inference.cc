@@ -149,7 +149,10 @@ void InferenceState::MergeShape(Value& value, const Shape& shape, const std::str
              " as " + DescribeDim(declared) + " but inference gives " + DescribeDim(inferred) +
              "; keeping " + DescribeDim(declared));
       }
-    } else if (!declared.is_symbolic() && (inferred.is_known() || inferred.is_symbolic())) {
+    } else if (inferred.is_known() || (!declared.is_symbolic() && inferred.is_symbolic())) {
+      // A declared symbol names a size the exporter did not know; a proven size refines it, as
+      // ONNX's own inference merges dims (TorchScript names output dims it could have known).
+      // The model's declaration itself is kept as written.
       declared = inferred;
       MarkImproved(value);
     }

@@ -226,22 +226,30 @@ void TileRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
   const Shape* data = context.InputShape(0);
   if (data == nullptr) return;
-  std::optional<std::vector<int64_t>> repeats = context.InputInts(1);
+  std::optional<SymbolicData> repeats = context.InputData(1);
   // Tile-1 repeats the one axis that input 2 names: only the rank is certain.
   if (!repeats || context.opset() < 6) {
     context.SetOutputRank(0, static_cast<int64_t>(data->size()));
     return;
   }
-  if (repeats->size() != data->size()) {
-    context.Warn("repeats has " + std::to_string(repeats->size()) + " entries for rank " +
+  if (repeats->elements.size() != data->size()) {
+    context.Warn("repeats has " + std::to_string(repeats->elements.size()) + " entries for rank " +
                  std::to_string(data->size()));
     return;
   }
+  // A repeat count read from a shape (Tile(probe, [batch, 1, 1])) multiplies symbolically.
   Shape out;
   for (size_t axis = 0; axis < data->size(); ++axis) {
-    const Dim& dim = (*data)[axis];
-    int64_t times = (*repeats)[axis];
-    out.push_back(times == 1 ? dim : MultiplyDims(dim, times));
+    const SymbolicInt& times = repeats->elements[axis];
+    if (times.is_known() && *times.value < 0) {
+      out.push_back(Dim::Unknown());
+      continue;
+    }
+    DimProduct product;
+    product.Multiply((*data)[axis]);
+    product.Multiply(times.is_known() ? Dim::Known(*times.value) : times.is_symbolic() ? Dim::Symbol(times.symbol) : Dim::Unknown());
+    const Dim dim = product.ToDim();
+    out.push_back(dim.is_known() ? KnownOrUnknown(static_cast<double>(dim.value)) : dim);
   }
   context.SetOutputShape(0, out);
 }

@@ -48,6 +48,29 @@ TEST_CASE("eliminate-no-ops removes Identity, inference Dropout, same-type Cast 
   ExpectRewrite(before, Text(17, "float[2,3] %x) -> (float[2,3] %y", "  %y = Relu(%x)"), 5);
 }
 
+TEST_CASE("eliminate-no-ops removes Reshape to a target the exporters' Concat chain spells as the input's shape",
+          "[passes]") {
+  // BLOOM's view of the scores back to [B,H,S,-1], once they are 4-D already: B read from the
+  // input's own Shape, -1 the dim left over.
+  const std::string inits = "  init int64[1] %minus_one = [-1]\n  init int64[1] %eight = [8]\n";
+  const std::string signature = "float[N,S,8] %x, float[M,S] %other) -> (float[N,S,8] %y";
+  ExpectRewrite(Text(17, signature,
+                     "  %n = Shape(%x) {start: 0, end: 1}\n  %t = Concat(%n, %minus_one, %eight) {axis: 0}\n"
+                     "  %v = Reshape(%x, %t)\n  %y = Relu(%v)",
+                     inits),
+                Text(17, signature, "  %y = Relu(%x)"), 1);
+  SECTION("the dim of another value proves nothing") {
+    ExpectUnchanged(Text(17, "float[N,S,8] %x, float[M,S] %other) -> (%y",
+                         "  %n = Shape(%other) {start: 0, end: 1}\n  %t = Concat(%n, %minus_one, %eight) {axis: 0}\n"
+                         "  %y = Reshape(%x, %t)",
+                         inits));
+  }
+  SECTION("two dims left over") {
+    ExpectUnchanged(Text(17, "float[N,S,8] %x) -> (%y",
+                         "  %t = Concat(%minus_one, %minus_one, %eight) {axis: 0}\n  %y = Reshape(%x, %t)", inits));
+  }
+}
+
 TEST_CASE("eliminate-no-ops keeps what only looks like a no-op", "[passes]") {
   SECTION("training Dropout draws a mask") {
     auto outcome = ExpectUnchanged(Text(17, "float[2,3] %x) -> (float[2,3] %y",

@@ -291,6 +291,63 @@ TEST_CASE("fuse-attention: layout views are only as good as the run's shapes; K 
 
 namespace {
 
+// nn.MultiheadAttention with need_weights, once unflatten-batch-matmuls gave its [S,B·H,D]
+// bmm the heads: each of Q, K, V gathered from the packed in-projection [S,B,E], split to
+// [S,B,H,D] and moved to [B,H,S,D] ([B,H,D,S] for K) by one Transpose, sequence first.
+// `q_source` replaces Q's split (a graph input then, not a layout op).
+std::string SequenceFirstHeads(const std::string& q_split = "  %q1 = Reshape(%q0, %heads) @q_split\n") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[5,2,24] %packed, float[5,2,2,4] %q_input) -> (float[10,8] %context)
+  init int64[5] %unflatten = [1, 5, 2, 3, 8]
+  init int64[1] %squeeze_axes = [3]
+  init int64[] %zero = [0]
+  init int64[] %one = [1]
+  init int64[] %two = [2]
+  init int64[4] %heads = [5, 2, 2, 4]
+  init int64[2] %merged = [-1, 8]
+  init float[] %scale = [0.5]
+{
+  %u = Reshape(%packed, %unflatten) @unflatten
+  %t = Transpose(%u) {perm: [3, 1, 2, 0, 4]} @move
+  %sq = Squeeze(%t, %squeeze_axes) @squeeze
+  %q0 = Gather(%sq, %zero) {axis: 0} @select_q
+  %k0 = Gather(%sq, %one) {axis: 0} @select_k
+  %v0 = Gather(%sq, %two) {axis: 0} @select_v
+)" + q_split + R"(  %qh = Transpose(%q1) {perm: [1, 2, 0, 3]} @q_heads
+  %k1 = Reshape(%k0, %heads) @k_split
+  %kh = Transpose(%k1) {perm: [1, 2, 3, 0]} @k_heads
+  %v1 = Reshape(%v0, %heads) @v_split
+  %vh = Transpose(%v1) {perm: [1, 2, 0, 3]} @v_heads
+  %qs = Mul(%qh, %scale) @q_scale
+  %s = MatMul(%qs, %kh) @scores
+  %p = Softmax(%s) {axis: -1} @softmax
+  %o = MatMul(%p, %vh) @context_product
+  %ot = Transpose(%o) {perm: [2, 0, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: heads split sequence first by one Transpose are read through their layout ops", "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(SequenceFirstHeads());
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(attention.q.layout == HeadLayout::kView);
+  CHECK(attention.k.layout == HeadLayout::kView);
+  CHECK(attention.v.layout == HeadLayout::kView);
+  CHECK(attention.k.view.size() == 6);  // unflatten, move, squeeze, gather, split, transpose
+}
+
+TEST_CASE("fuse-attention: a sequence-first head split of a tensor no layout op computes is left alone", "[attention]") {
+  Rewritten kept = Rewrite(SequenceFirstHeads("  %q1 = Identity(%q_input) @q_given\n"), kPass);
+  CHECK(kept.Counter("attention") == 0);
+  CHECK(kept.run.Rejections("attention: query: transpose perm [1, 2, 0, 3] is not the head split's [0, 2, 1, 3]") == 1);
+}
+
+namespace {
+
 // timm's ViT attention: one qkv projection [B,N,3E] reshaped to [B,N,3,H,D], permuted to
 // [3,B,H,N,D] and unbound — the dynamo exporter's Split along axis 0 and a Squeeze per slot.
 // `split` is the Split's line (its sizes, or none for even parts); `outputs` the graph outputs.

@@ -169,6 +169,59 @@ function ai.fusionopt::FusedGelu (%x0) -> (%y0) attributes [fused_nodes] opset "
 )");
 }
 
+namespace {
+
+// BLOOM's bloom_gelu_forward, x·0.5·(1 + tanh(0.79788456·x·(1 + 0.044715·x·x))), as the
+// dynamo exporter writes it; `k` is the cubic coefficient.
+std::string BloomGelu(const std::string& k = "0.044715") {
+  return Header() + R"(graph main (float[N,8] %x) -> (float[N,8] %y)
+{
+  %half = Constant() {value: tensor float[] [0.5]} @half
+  %hx = Mul(%x, %half) @mul_106
+  %s = Constant() {value: tensor float[] [0.7978846]} @s
+  %sx = Mul(%x, %s) @mul_107
+  %k = Constant() {value: tensor float[] [)" + k + R"(]} @k
+  %kx = Mul(%x, %k) @mul_108
+  %kxx = Mul(%kx, %x) @mul_109
+  %one = Constant() {value: tensor float[] [1.0]} @one
+  %inner = Add(%kxx, %one) @add_4
+  %arg = Mul(%sx, %inner) @mul_110
+  %t = Tanh(%arg) @tanh
+  %bracket = Add(%t, %one) @add_5
+  %y = Mul(%hx, %bracket) @mul_111
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-composites: tanh GELU with its argument factored as c·x·(1 + k·x·x) (BLOOM)", "[passes]") {
+  Fused fused = ExpectFused(BloomGelu(), Header() + R"(opset "ai.fusionopt" 1
+graph main (float[N,8] %x) -> (float[N,8] %y)
+{
+  %y = ai.fusionopt::FusedGelu(%x) {fused_nodes: ["mul_106", "mul_107", "mul_108", "mul_109", "add_4", "mul_110", "tanh", "add_5", "mul_111"]} @FusedGelu
+}
+
+function ai.fusionopt::FusedGelu (%x0) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %c0 = Constant() {value: tensor float[] [0.5]}
+  %t0 = Mul(%x0, %c0)
+  %c1 = Constant() {value: tensor float[] [0.7978846]}
+  %t1 = Mul(%x0, %c1)
+  %c2 = Constant() {value: tensor float[] [0.044715]}
+  %t2 = Mul(%x0, %c2)
+  %t3 = Mul(%t2, %x0)
+  %c3 = Constant() {value: tensor float[] [1.0]}
+  %t4 = Add(%t3, %c3)
+  %t5 = Mul(%t1, %t4)
+  %t6 = Tanh(%t5)
+  %t7 = Add(%t6, %c3)
+  %y0 = Mul(%t0, %t7)
+}
+)");
+  CHECK(fused.Counter("gelu") == 1);
+  ExpectUnchanged(BloomGelu("0.5"), "gelu: the cubic coefficient is not 0.044715");
+}
+
 TEST_CASE("fuse-composites: SiLU in either operand order", "[passes]") {
   Fused fused = ExpectFused(Header() + R"(graph main (float[N,8] %x, float[N,8] %z) -> (float[N,8] %y, float[N,8] %w)
 {

@@ -187,6 +187,28 @@ TEST_CASE("merge-reshapes moves a Transpose after a grouping Reshape into the Tr
   CHECK(outcome.Counter("transposes_through_groupings") == 1);
 }
 
+TEST_CASE("merge-reshapes moves a Transpose before a splitting Reshape into the Transpose after it", "[passes]") {
+  // nn.MultiheadAttention's probe query: batch-first [N,1,8] moved sequence first, split into
+  // heads [1,N,2,4] and moved to [N,2,1,4] is the batch-first head split; the unit sequence axis
+  // stays where it was rather than moving with N.
+  std::string before = Text(17, "float[N,1,8] %x) -> (float[N,2,1,4] %y",
+                            "  %t = Transpose(%x) {perm: [1, 0, 2]} @sequence_first\n"
+                            "  %r = Reshape(%t, %heads) @split\n"
+                            "  %y = Transpose(%r) {perm: [1, 2, 0, 3]} @heads_first",
+                            "  init int64[4] %heads = [1, 0, 2, 4]\n");
+  auto outcome = ExpectRewrite(before, Text(17, "float[N,1,8] %x) -> (float[N,2,1,4] %y",
+                                            "  %y_split = Reshape(%x, %y_shape) @split\n"
+                                            "  %y = Transpose(%y_split) {perm: [0, 2, 1, 3]} @heads_first",
+                                            "  init int64[4] %y_shape = [0, 1, 2, 4]\n"));
+  CHECK(outcome.Counter("transposes_through_splittings") == 1);
+  SECTION("a Reshape that splits across the moved axes stays") {
+    ExpectUnchanged(Text(17, "float[2,3,4] %x) -> (float[4,2,3] %y",
+                         "  %t = Transpose(%x) {perm: [1, 0, 2]}\n  %r = Reshape(%t, %shape)\n"
+                         "  %y = Transpose(%r) {perm: [2, 0, 1]}",
+                         "  init int64[3] %shape = [2, 3, 4]\n"));
+  }
+}
+
 TEST_CASE("merge-reshapes leaves a Transpose after a Reshape that does not group axes", "[passes]") {
   SECTION("the Reshape splits a dim across groups") {
     ExpectUnchanged(Text(17, "float[4,2,3,5] %x) -> (float[3,4,10] %y",

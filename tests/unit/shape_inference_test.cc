@@ -118,7 +118,8 @@ TEST_CASE("Dropout's mask is bool from opset 10 and the data type before", "[sha
   }
 }
 
-TEST_CASE("declared dims win over inferred ones and conflicts are reported", "[shape]") {
+TEST_CASE("declared sizes win over inferred ones, proven sizes refine declared symbols, conflicts are reported",
+          "[shape]") {
   TestGraph g;
   Value* x = g.Input("x", DataType::kFloat, "[2,7]");
   Node* relu = g.Op("Relu", {x}, {"y"});
@@ -129,7 +130,9 @@ TEST_CASE("declared dims win over inferred ones and conflicts are reported", "[s
   z->type().shape = ParseShape("[batch,?]");  // a declared symbol and an unknown dim
   ShapeInferenceReport report = g.Infer();
   CHECK(TypeOf(y) == "float[2,5]");
-  CHECK(TypeOf(z) == "float[batch,5]");  // the symbol stays, the unknown dim is filled
+  // A declared symbol names a size the exporter did not know: the proven 2 refines it (as ONNX
+  // merges dims), and the unknown dim is filled.
+  CHECK(TypeOf(z) == "float[2,5]");
   REQUIRE(report.warnings.size() == 1);
   CHECK(report.warnings[0] == "node '" + relu->name() +
                                   "': value 'y' declares dim 1 as 5 but inference gives 7; "
@@ -459,14 +462,41 @@ TEST_CASE("Reshape: 0 copies, -1 infers, allowzero keeps zeros, computed shapes 
   CHECK(HasWarningContaining(report, "more than one -1"));
 }
 
-TEST_CASE("Reshape -1 over symbols that do not cancel stays unknown", "[shape]") {
+TEST_CASE("Reshape -1 over symbols names their product; one that does not divide stays unknown", "[shape]") {
   TestGraph g;
   Value* x = g.Input("x", DataType::kFloat, "[batch,sequence,64]");
   Value* flat = g.Apply("Reshape", {x, g.Ints("t", {-1, 64})}, "flat");
   Value* halves = g.Apply("Reshape", {x, g.Ints("t2", {0, 0, 2, -1})}, "halves");
+  Value* thirds = g.Apply("Reshape", {x, g.Ints("t3", {3, -1})}, "thirds");
+  // A product symbol divides again: [4*batch*sequence,8] back to rows of 32 is batch·sequence.
+  Value* heads = g.Input("heads", DataType::kFloat, "[batch,4,sequence,8]");
+  Value* rows = g.Apply("Reshape", {heads, g.Ints("t4", {-1, 8})}, "rows");
+  Value* wide = g.Apply("Reshape", {rows, g.Ints("t5", {-1, 32})}, "wide");
   g.Infer();
-  CHECK(TypeOf(flat) == "float[?,64]");  // batch * sequence has no single name
+  CHECK(TypeOf(flat) == "float[batch*sequence,64]");
   CHECK(TypeOf(halves) == "float[batch,sequence,2,32]");
+  CHECK(TypeOf(thirds) == "float[3,?]");  // 64·batch·sequence / 3 has no exact name
+  CHECK(TypeOf(rows) == "float[4*batch*sequence,8]");
+  CHECK(TypeOf(wide) == "float[batch*sequence,32]");
+}
+
+TEST_CASE("shape arithmetic multiplies and divides dims symbolically (TorchScript's [B*H,-1,D] targets)", "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[batch,4,sequence,8]");
+  Value* batch = g.Apply("Gather", {g.Apply("Shape", {x}, "dims"), g.Ints("first", {0})}, "batch");
+  Value* flat_heads = g.Apply("Mul", {batch, g.Ints("four", {4})}, "flat_heads");
+  Value* target = g.Apply("Concat", {flat_heads, g.Ints("rest", {-1, 8})}, "target", {IntAttr("axis", 0)});
+  Value* flattened = g.Apply("Reshape", {x, target}, "flattened");
+  Value* back = g.Apply("Div", {flat_heads, g.Ints("four_again", {4})}, "back");
+  Value* unflat_target = g.Apply("Concat", {back, g.Ints("heads", {4, -1, 8})}, "unflat_target", {IntAttr("axis", 0)});
+  Value* unflattened = g.Apply("Reshape", {flattened, unflat_target}, "unflattened");
+  Value* odd = g.Apply("Div", {flat_heads, g.Ints("three", {3})}, "odd");
+  Value* odd_target = g.Apply("Concat", {odd, g.Ints("odd_rest", {-1})}, "odd_target", {IntAttr("axis", 0)});
+  Value* odd_view = g.Apply("Reshape", {x, odd_target}, "odd_view");
+  g.Infer();
+  CHECK(TypeOf(flattened) == "float[4*batch,sequence,8]");
+  CHECK(TypeOf(unflattened) == "float[batch,4,sequence,8]");
+  CHECK(TypeOf(odd_view) == "float[?,?]");  // 4·batch / 3 is no exact quotient
 }
 
 TEST_CASE("malformed arguments warn and leave outputs unknown instead of failing", "[shape]") {
