@@ -253,6 +253,17 @@ gpt_neox = hf_decoder(
          rotary_pct=0.25, max_position_embeddings=64),
     "num_hidden_layers", "num_attention_heads")
 
+# FalconModel (Falcon-7B's layout): one fused query_key_value [B,S,(H+2)·D] with a single key
+# and value head (multi-query), indexed as fused_qkv[..., [-2], :] (a GatherND the dynamo
+# exporter writes), rotary on Q and K, and a parallel attention + MLP residual.
+falcon = hf_decoder(
+    "FalconConfig", "FalconModel",
+    dict(vocab_size=50304, hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
+         new_decoder_architecture=False, multi_query=True, parallel_attn=True, max_position_embeddings=2048),
+    dict(vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+         new_decoder_architecture=False, multi_query=True, parallel_attn=True, max_position_embeddings=64),
+    "num_hidden_layers", "num_attention_heads")
+
 # MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias shared by every
 # layer) added to the scaled scores, then the causal and padding mask.
 mpt = hf_decoder(
@@ -518,6 +529,8 @@ FAMILIES = [
            [Variant("dynamo", 18, "sdpa"), Variant("dynamo", 18, "sdpa", "float16")]),
     Family("gpt_neox", "decoder", "transformers GPTNeoXModel (packed QKV, quarter rotary, parallel residual)",
            gpt_neox, hf_variants([D18]), [Variant("dynamo", 18, "sdpa")]),
+    Family("falcon", "decoder", "transformers FalconModel (multi-query fused QKV indexed by lists, rotary, parallel residual)",
+           falcon, hf_variants([D18]), [Variant("dynamo", 18, "sdpa")]),
     Family("mpt", "decoder", "transformers MptModel (ALiBi position bias)", mpt,
            hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
            [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),

@@ -20,6 +20,7 @@
 #include "passes/fold_scale_into_conv.h"
 #include "passes/fold_scale_into_matmul.h"
 #include "passes/fuse_attention.h"
+#include "passes/gathers_to_slices.h"
 #include "passes/fuse_composites.h"
 #include "passes/fuse_contraction_epilogues.h"
 #include "passes/fuse_elementwise.h"
@@ -54,6 +55,9 @@ const std::vector<std::string>& LevelOne() {
       // and before the weight folds, whose Conv → BN patterns an Identity or Dropout between
       // them would hide. merge-reshapes next: a removed no-op can join two layout ops.
       "eliminate-no-ops",
+      // Indexing by a constant list of consecutive indices (Falcon's fused_qkv[..., [-2], :]) is a
+      // Slice, and Slices of a Transpose slice its input, so that the pieces meet below.
+      "gathers-to-slices",
       // Slices that cut a value into consecutive pieces (TorchScript's chunk) become the one
       // Split the dynamo exporter writes, so that every pass after meets one form; their
       // bounds are constants once folded.
@@ -147,6 +151,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<EliminateDeadCode>(1),
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
+      Describe<GathersToSlices>(1),
       Describe<SlicesToSplit>(1),
       Describe<SinkViews>(1),
       Describe<CommuteTransposes>(1),

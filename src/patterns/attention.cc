@@ -235,6 +235,20 @@ class OperandWalker {
       OperandSearch view = View(found.source, found);
       if (view.near_miss.empty() && !view.operand.view.empty()) return view;
     }
+    // Or the heads are split by the Transpose under the rotary, of a value a layout op computes
+    // (Falcon's [B,S,H+2,D] projection split into Q, K and V along the heads): the view starts
+    // at what the rotary turns, those transposes its first steps.
+    const bool rotary_over_split_layout = staged.near_miss.empty() && found.rotary && !found.repeat && !found.split &&
+                                          found.split_output < 0 && found.layout == HeadLayout::kSplitHeads &&
+                                          found.source != nullptr && IsLayoutStep(found.source->producer());
+    if (views_ && rotary_over_split_layout) {
+      AttentionOperandMatch base = found;
+      base.layout = HeadLayout::kHeadsFirst;
+      base.transposes.erase(base.transposes.begin(),
+                            base.transposes.begin() + static_cast<std::ptrdiff_t>(rotary_inner_transposes_));
+      OperandSearch view = View(rotary_input_, base);
+      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+    }
     return staged;
   }
 
@@ -246,7 +260,9 @@ class OperandWalker {
     const bool rotated = role_ != Role::kValue && ReadRotary();
     if (!repeated && !rotated) return Layout(outer, {});
     if (!rotated) return Layout(middle, outer);  // source → transposes → repeat → transposes → core
+    rotary_input_ = value_;
     std::vector<Node*> inner = Transposes();
+    rotary_inner_transposes_ = inner.size();
     return Layout(inner, Concatenated(outer, middle));
   }
 
@@ -616,6 +632,8 @@ class OperandWalker {
   }
 
   AttentionOperandMatch out_;
+  Value* rotary_input_ = nullptr;         // what the rotary turns, when there is one
+  size_t rotary_inner_transposes_ = 0;    // the transposes between it and the source
   bool views_;
   Value* initial_;
   Value* value_;

@@ -390,7 +390,13 @@ class Planner {
 
   // A repeated K or V: Expand of [B,Hkv,1,S,D] to [B,Hkv,n,S,D], then Reshape to [B,Hkv·n,S,D],
   // exactly as the body's ops would compute it with Hkv·n the queries' heads.
+  // Without a repeat, one K or V head broadcasts over every query head as the products
+  // broadcast it (multi-query attention, Falcon's): a group of all the heads.
   bool Repeated(const AttentionOperand& operand, OperandLayout& layout, int64_t heads) const {
+    if (!operand.repeat && layout.heads == 1 && heads > 1) {
+      layout.group = heads;
+      return true;
+    }
     if (!operand.repeat) return layout.heads == heads;
     const std::vector<int64_t> x = {layout.batch, layout.heads, layout.rows, layout.columns};
     std::optional<std::vector<int64_t>> expand = Target(operand.repeat->expand_shape);

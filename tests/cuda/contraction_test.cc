@@ -77,11 +77,29 @@ TEST_CASE("contraction plan: MatMul batch strides", "[cuda][contraction]") {
     CHECK(matmul.stride_b == 20);
     CHECK(ColumnMajorProblem(matmul).second.batch_stride == 0);
   }
-  SECTION("batch dims broadcast against each other: no single stride") {
-    Status status =
-        PlanStatus(SingleNode("(float[2,1,3,4] %a, float[1,3,4,5] %b) -> (float[2,3,3,5] %y)", "%y = MatMul(%a, %b)"));
+  SECTION("batch dims broadcast against each other: one strided batch per outer index") {
+    ContractionPlan plan =
+        PlanOf(SingleNode("(float[2,1,3,4] %a, float[1,3,4,5] %b) -> (float[2,3,3,5] %y)", "%y = MatMul(%a, %b)"));
+    const MatmulPlan& matmul = std::get<MatmulPlan>(plan.core);
+    CHECK(matmul.batch == 3);
+    CHECK(matmul.stride_a == 0);  // A's one matrix per outer index serves B's three
+    CHECK(matmul.stride_b == 20);
+    CHECK(matmul.stride_y == 15);
+    CHECK(matmul.outer_offsets == std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {12, 0, 45}});
+  }
+  SECTION("multi-query: one K head against every query head, per batch") {
+    ContractionPlan plan = PlanOf(
+        SingleNode("(float[2,4,16,8] %q, float[2,1,8,16] %k) -> (float[2,4,16,16] %s)", "%s = MatMul(%q, %k)"));
+    const MatmulPlan& matmul = std::get<MatmulPlan>(plan.core);
+    CHECK(matmul.batch == 1);
+    CHECK(matmul.m == 64);  // the four heads' rows share K: one GEMM per batch
+    CHECK(matmul.outer_offsets == std::vector<std::array<int64_t, 3>>{{0, 0, 0}, {512, 128, 1024}});
+  }
+  SECTION("more outer batches than calls are worth") {
+    Status status = PlanStatus(
+        SingleNode("(float[5000,2,3,4] %a, float[5000,1,4,5] %b) -> (float[5000,2,3,5] %y)", "%y = MatMul(%a, %b)"));
     CHECK(status.code() == ErrorCode::kUnsupported);
-    CHECK_THAT(status.message(), Catch::Contains("batch dims broadcast"));
+    CHECK_THAT(status.message(), Catch::Contains("batch dims broadcast within an operand over 5000 outer batches"));
   }
   SECTION("a 1-D B: the output's last dim is m, so a one-value addend is no column bias") {
     ContractionPlan plan = PlanOf(FusedModel("(float[3,4] %a, float[4] %b, float[1] %c) -> (float[3] %y)",

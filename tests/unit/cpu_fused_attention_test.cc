@@ -170,8 +170,9 @@ TEST_CASE("fused attention: a long causal sequence skips the tiles above the dia
 }
 
 TEST_CASE("fused attention: shapes the kernel does not implement run the body op by op", "[attention][cpu]") {
-  // A mask batch of 3 against one batch of Q/K/V widens the scores at run time; so do K and V
-  // with one head against Q's two. The pass could not tell (symbolic dims); the kernel checks.
+  // A mask batch of 3 against one batch of Q/K/V widens the scores at run time. The pass could
+  // not tell (symbolic dims); the kernel checks. K and V with one head against Q's two do not
+  // widen anything: the one head serves both query heads (multi-query), fused.
   auto widening = Outlined(HeadsFirst("[M,1,1,S]", "1,2,S,4"));
   std::vector<NamedTensor> feeds = {{"qh", Random(DataType::kFloat, {1, 2, 9, 4}, 21)},
                                     {"kh", Random(DataType::kFloat, {1, 2, 9, 4}, 22)},
@@ -188,8 +189,8 @@ TEST_CASE("fused attention: shapes the kernel does not implement run the body op
            {"vh", Random(DataType::kFloat, {1, 1, 9, 4}, 27)},
            {"mask", Random(DataType::kFloat, {1, 1, 1, 9}, 28)}};
   runs = Compare(*grouped, feeds);
-  CHECK(runs.saved_launches() == 0);
-  fused_test::RequireIdentical(runs.fused.outputs, runs.op_by_op.outputs);
+  CHECK(runs.saved_launches() > 0);
+  pass_test::RequireClose(runs.fused.outputs, runs.op_by_op.outputs, 1e-5, 1e-6);
 }
 
 TEST_CASE("fused attention: bfloat16 operands, computed in float32", "[attention][cpu]") {

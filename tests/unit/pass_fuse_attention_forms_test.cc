@@ -179,6 +179,63 @@ TEST_CASE("fuse-attention: grouped-query K and V repeats and rotary embedding on
   CHECK(attention.k.layout == HeadLayout::kHeadsFirst);
 }
 
+namespace {
+
+// Falcon-7B's attention: one projection [B,S,(H+2)·D] viewed as [B,S,H+2,D] and split along the
+// heads into Q (2 heads), one K and one V head (multi-query, broadcast by the products), each
+// moved heads first; the rotary turns Q and K after that Transpose.
+std::string MultiQueryRotary() {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[2,5,16] %qkv, float[1,1,5,4] %cos, float[1,1,5,4] %sin) -> (float[2,5,8] %context)
+  init int64[4] %heads = [2, 5, 4, 4]
+  init int64[3] %head_sizes = [2, 1, 1]
+  init int64[2] %halves = [2, 2]
+  init int64[3] %merged = [2, 5, 8]
+  init float[] %scale = [0.5]
+{
+  %view = Reshape(%qkv, %heads) @view
+  %q0, %k0, %v0 = Split(%view, %head_sizes) {axis: 2} @split_heads
+  %qh = Transpose(%q0) {perm: [0, 2, 1, 3]} @q_heads
+  %kh = Transpose(%k0) {perm: [0, 2, 1, 3]} @k_heads
+  %vh = Transpose(%v0) {perm: [0, 2, 1, 3]} @v_heads
+  %q_cos = Mul(%qh, %cos) @q_cos
+  %q1, %q2 = Split(%qh, %halves) {axis: -1} @q_halves
+  %q2n = Neg(%q2) @q_neg
+  %q_rot = Concat(%q2n, %q1) {axis: -1} @q_rotate
+  %q_sin = Mul(%q_rot, %sin) @q_sin
+  %qr = Add(%q_cos, %q_sin) @q_rotary
+  %k_cos = Mul(%kh, %cos) @k_cos
+  %k1, %k2 = Split(%kh, %halves) {axis: -1} @k_halves
+  %k2n = Neg(%k2) @k_neg
+  %k_rot = Concat(%k2n, %k1) {axis: -1} @k_rotate
+  %k_sin = Mul(%k_rot, %sin) @k_sin
+  %kr = Add(%k_cos, %k_sin) @k_rotary
+  %qs = Mul(%qr, %scale) @q_scale
+  %kt = Transpose(%kr) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qs, %kt) @scores
+  %p = Softmax(%s) {axis: -1} @softmax
+  %o = MatMul(%p, %vh) @context_product
+  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: multi-query heads split from one projection, the rotary read through the view (Falcon)",
+          "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(MultiQueryRotary());
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(rewritten.Counter("rotary") == 1);
+  CHECK(attention.q.layout == HeadLayout::kView);
+  CHECK(attention.k.layout == HeadLayout::kView);
+  REQUIRE(attention.q.rotary.has_value());
+  REQUIRE(attention.k.rotary.has_value());
+  CHECK(attention.q.view.size() == 3);  // view, split, heads-first transpose
+}
+
 TEST_CASE("fuse-attention: a repeat on another axis and a rotation the other way stay outside", "[attention]") {
   // Unsqueeze at axis 1 repeats whole head blocks ([h0, h1, h0, h1]), not each head: no repeat.
   auto interleaved = ExpectAttention(GroupedRotary("[1]"));

@@ -1,7 +1,8 @@
 // MatMul / Gemm on cuBLASLt (contraction_kernels.h), from a MatmulPlan: the row-major problem
 // mapped onto column-major cuBLASLt as Yᵀ = Bᵀ·Aᵀ (ColumnMajorProblem: no data is transposed),
-// strided batches (stride 0 for a shared operand), Gemm's alpha and beta·C, and the BIAS /
-// RELU / GELU epilogues.
+// strided batches (stride 0 for a shared operand; one call per outer index where an operand
+// broadcasts within its batch dims), Gemm's alpha and beta·C, and the BIAS / RELU / GELU
+// epilogues.
 //
 // Precision: compute type CUBLAS_COMPUTE_32F with float scale for every dtype — fp16 and bf16
 // accumulate in fp32 — and never CUBLAS_COMPUTE_32F_FAST_TF32, so float32 products are not
@@ -83,10 +84,13 @@ class MatmulKernel final : public DeviceKernel {
   }
 
   uint64_t workspace_bytes() const override { return workspace_; }
-  uint32_t launch_count() const override { return 1; }
+  uint32_t launch_count() const override {
+    return plan_.outer_offsets.empty() ? 1 : static_cast<uint32_t>(plan_.outer_offsets.size());
+  }
   std::string Describe() const override {
     std::ostringstream text;
     text << "cuBLASLt m=" << problem_.m << " n=" << problem_.n << " k=" << problem_.k << " batch=" << problem_.batch
+         << (plan_.outer_offsets.empty() ? "" : " x " + std::to_string(plan_.outer_offsets.size()) + " calls")
          << " opA=" << (problem_.first.transposed ? "T" : "N") << " opB=" << (problem_.second.transposed ? "T" : "N")
          << " epilogue=" << NameOf(plan_.epilogue) << (compile_only_ ? " (compile-only: no algorithm chosen)" : "");
     return text.str();
@@ -103,6 +107,23 @@ class MatmulKernel final : public DeviceKernel {
           SetDesc(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_.Resolve(inputs), "bias pointer"));
     }
     const void* bias = HasBias(plan_.epilogue) ? bias_.Resolve(inputs) : d;
+    if (plan_.outer_offsets.empty()) return Call(a, b, c, d, bias, workspace);
+    const size_t element = ByteSizeOf(plan_.dtype, 1);
+    auto at = [element](const void* base, int64_t offset) {
+      return static_cast<const char*>(base) + static_cast<size_t>(offset) * element;
+    };
+    for (const std::array<int64_t, 3>& offsets : plan_.outer_offsets) {
+      // C has the output's shape: it moves with Y.
+      void* y = const_cast<char*>(at(d, offsets[2]));
+      FUSIONOPT_RETURN_IF_ERROR(Call(at(a, offsets[0]), at(b, offsets[1]), plan_.c.present() ? at(c, offsets[2]) : y, y,
+                                     bias, workspace));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  // One cuBLASLt call on these pointers, with the algorithm their alignment allows.
+  Status Call(const void* a, const void* b, const void* c, void* d, const void* bias, void* workspace) {
     const std::array<const void*, 5> pointers = {a, b, c, d, bias};
     const bool aligned = std::all_of(pointers.begin(), pointers.end(), [](const void* pointer) {
       return reinterpret_cast<uintptr_t>(pointer) % kAlignedBytes == 0;
@@ -116,7 +137,6 @@ class MatmulKernel final : public DeviceKernel {
     return status == CUBLAS_STATUS_SUCCESS ? Status::Ok() : CublasError(status, "cublasLtMatmul");
   }
 
- private:
   Status CreateLayout(const LtMatrix& matrix, cublasLtMatrixLayout_t& layout) {
     cublasStatus_t status =
         cublasLtMatrixLayoutCreate(&layout, LtType(plan_.dtype), matrix.rows, matrix.cols, matrix.ld);

@@ -53,6 +53,10 @@ struct MatmulPlan {
   int64_t batch = 1;
   // Elements between consecutive batches; 0: one matrix shared by every batch.
   int64_t stride_a = 0, stride_b = 0, stride_y = 0;
+  // Batch dims one stride per operand cannot express (B [N,1,k,n] against A [N,H,m,k]: a
+  // multi-query product) run as one strided batch per outer index: the element offsets of A, B
+  // and Y (and C) for each call. Empty: one call.
+  std::vector<std::array<int64_t, 3>> outer_offsets;
   bool trans_a = false;  // A stored [k, m]
   bool trans_b = false;  // B stored [n, k]
   float alpha = 1.0f;

@@ -3,10 +3,12 @@
 // fuses (scalar scaling into alpha and beta, a residual of the output's shape as C, BIAS, RELU,
 // tanh-GELU).
 //
-// Limits: float32, float16 and bfloat16 only; MatMul batch dims must broadcast as whole
-// operands (each operand has the output's batch dims or none of them), since a strided batch
-// has one stride per operand; empty tensors are Unsupported.
+// Limits: float32, float16 and bfloat16 only; a strided batch has one stride per operand, so
+// batch dims that broadcast within an operand (a multi-query K [N,1,S,D] against Q [N,H,S,D])
+// run as one call per index of the dims before those (at most 4096 calls); empty tensors are
+// Unsupported.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <numeric>
 
@@ -30,6 +32,67 @@ Status CheckDtype(const Node& contraction, DataType dtype) {
                      ": the cuBLASLt path runs float, float16 and bfloat16 only");
 }
 
+// An operand's batch dims, left-padded with 1s to the output's batch rank (`matrix` trailing
+// dims are its matrix: 2, or 1 for a vector).
+std::vector<int64_t> AlignedBatch(const std::vector<int64_t>& dims, size_t matrix, size_t rank) {
+  const size_t own = dims.size() > matrix ? dims.size() - matrix : 0;
+  std::vector<int64_t> batch(rank - std::min(rank, own), 1);
+  batch.insert(batch.end(), dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(own));
+  return batch;
+}
+
+// The first batch dim from which on each operand has every output dim or broadcasts every one.
+size_t InnerBatchStart(const std::vector<int64_t>& y, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  size_t split = y.size();
+  bool a_full = true, a_shared = true, b_full = true, b_shared = true;
+  while (split > 0) {
+    const size_t j = split - 1;
+    const bool stretched = y[j] != 1;
+    a_full = a_full && a[j] == y[j];
+    a_shared = a_shared && (a[j] == 1 || !stretched);
+    b_full = b_full && b[j] == y[j];
+    b_shared = b_shared && (b[j] == 1 || !stretched);
+    if (!(a_full || a_shared) || !(b_full || b_shared)) break;
+    --split;
+  }
+  return split;
+}
+
+// One call per index of the outer batch dims (those before `split`), with the element offsets of
+// A, B and Y there; `matrix` holds the elements of one A, B and Y matrix.
+Status PlanOuterCalls(const Node& contraction, const std::vector<int64_t>& y, const std::vector<int64_t>& a,
+                      const std::vector<int64_t>& b, size_t split, std::array<int64_t, 3> matrix, MatmulPlan& plan) {
+  constexpr int64_t kMostCalls = 4096;
+  const int64_t calls = Product(y, 0, split);
+  if (split == 0) return Status::Ok();
+  if (calls > kMostCalls) {
+    return Unsupported(DescribeNode(contraction) + ": batch dims broadcast within an operand over " +
+                       std::to_string(calls) + " outer batches (at most " + std::to_string(kMostCalls) +
+                       " cuBLASLt calls)");
+  }
+  const std::array<const std::vector<int64_t>*, 3> operands = {&a, &b, &y};
+  std::array<std::vector<int64_t>, 3> strides;  // elements between indices of each outer dim
+  for (size_t o = 0; o < 3; ++o) {
+    int64_t stride = matrix[o] * Product(*operands[o], split, operands[o]->size());
+    strides[o].assign(split, 0);
+    for (size_t j = split; j-- > 0;) {
+      strides[o][j] = (*operands[o])[j] == 1 && y[j] != 1 ? 0 : stride;
+      stride *= (*operands[o])[j];
+    }
+  }
+  for (int64_t call = 0; call < calls; ++call) {
+    std::array<int64_t, 3> offsets = {0, 0, 0};
+    int64_t rest = call;
+    for (size_t j = split; j-- > 0;) {
+      const int64_t index = rest % y[j];
+      rest /= y[j];
+      for (size_t o = 0; o < 3; ++o) offsets[o] += index * strides[o][j];
+    }
+    plan.outer_offsets.push_back(offsets);
+  }
+  return Status::Ok();
+}
+
 // MatMul's sizes and batch layout (numpy matmul semantics, 1-D operands promoted).
 Status PlanMatMulShapes(const Node& contraction, MatmulPlan& plan, bool& has_vector_operand) {
   const std::vector<int64_t> y = DimsOf(*contraction.output(0));
@@ -45,22 +108,22 @@ Status PlanMatMulShapes(const Node& contraction, MatmulPlan& plan, bool& has_vec
   if (k != kb)
     return InvalidModel(DescribeNode(contraction) + ": inner dimensions " + std::to_string(k) + " and " +
                         std::to_string(kb) + " differ");
-  const int64_t a_batch = ra > 2 ? Product(a, 0, ra - 2) : 1;
-  const int64_t b_batch = rb > 2 ? Product(b, 0, rb - 2) : 1;
   // The output is [batch..., m (unless A is 1-D), n (unless B is 1-D)].
   const size_t matrix_dims = (ra >= 2 ? 1 : 0) + (rb >= 2 ? 1 : 0);
   if (y.size() < matrix_dims) return InvalidModel(DescribeNode(contraction) + ": output rank too small");
-  const int64_t batch = Product(y, 0, y.size() - matrix_dims);
-  if (m == 0 || n == 0 || k == 0 || batch == 0) return Unsupported(DescribeNode(contraction) + ": empty MatMul");
-  // Broadcast dims only stretch size-1 dims, so an operand with as many batch elements as the
-  // output has all of its batch dims; one with a single element shares its matrix; anything
-  // else (A [2,1,..] against B [1,3,..]) would need a stride per batch dim.
-  const bool a_whole = a_batch == batch || a_batch == 1;
-  const bool b_whole = b_batch == batch || b_batch == 1;
-  if (!a_whole || !b_whole) {
-    return Unsupported(DescribeNode(contraction) +
-                       ": batch dims broadcast within an operand, which one cuBLASLt stride cannot express");
+  const std::vector<int64_t> y_batch(y.begin(), y.end() - static_cast<std::ptrdiff_t>(matrix_dims));
+  if (m == 0 || n == 0 || k == 0 || Product(y_batch, 0, y_batch.size()) == 0) {
+    return Unsupported(DescribeNode(contraction) + ": empty MatMul");
   }
+  const std::vector<int64_t> a_dims = AlignedBatch(a, ra >= 2 ? 2 : 1, y_batch.size());
+  const std::vector<int64_t> b_dims = AlignedBatch(b, rb >= 2 ? 2 : 1, y_batch.size());
+  // Broadcast dims only stretch size-1 dims. Within the inner dims each operand has all of the
+  // output's batch dims or none (one stride each); the outer ones are one call per index.
+  const size_t split = InnerBatchStart(y_batch, a_dims, b_dims);
+  const int64_t batch = Product(y_batch, split, y_batch.size());
+  const int64_t a_batch = Product(a_dims, split, a_dims.size());
+  const int64_t b_batch = Product(b_dims, split, b_dims.size());
+  FUSIONOPT_RETURN_IF_ERROR(PlanOuterCalls(contraction, y_batch, a_dims, b_dims, split, {m * k, k * n, m * n}, plan));
   plan.m = m;
   plan.n = n;
   plan.k = k;
