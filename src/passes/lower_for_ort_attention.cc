@@ -132,21 +132,46 @@ class AttentionLowering {
     return ResolveMask();
   }
 
-  // Q's and K's rotary tables, checked for RotaryEmbedding, and the halves' split point.
+  // The features a rotary turns, a prefix of each head: the whole head, or a partial form's r
+  // (the first size of its Split into [r, D − r], a constant here; even halves without sizes).
+  std::optional<int64_t> TurnedWidth(const AttentionRotary& rotary) const {
+    if (!rotary.partial) return head_size_;
+    std::optional<std::vector<int64_t>> sizes;
+    if (rotary.part_sizes.input >= 0) {
+      sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.part_sizes.input)));
+    } else if (rotary.part_sizes.constant != nullptr) {
+      sizes = rotary.part_sizes.constant->AsInt64s();
+    } else if (!rotary.part_attribute.empty()) {
+      sizes = rotary.part_attribute;
+    } else {
+      sizes = std::vector<int64_t>{head_size_ / 2, head_size_ - head_size_ / 2};
+    }
+    if (!sizes || sizes->size() != 2 || (*sizes)[0] <= 0 || (*sizes)[0] % 2 != 0 || (*sizes)[1] < 0 ||
+        (*sizes)[0] + (*sizes)[1] != head_size_) {
+      return std::nullopt;
+    }
+    return sizes->front();
+  }
+
+  // Q's and K's rotary tables, checked for RotaryEmbedding, and the halves' split point. A
+  // partial rotary is RotaryEmbedding's rotary_embedding_dim.
   std::string ResolveRotary() {
     if (!attention_.q.rotary) return {};
     for (const AttentionOperand* operand : {&attention_.q, &attention_.k}) {
       const AttentionRotary& rotary = *operand->rotary;
-      if (rotary.partial || (rotary.half != 0 && rotary.half * 2 != head_size_)) {
-        return "the rotary turns part of each head only";
+      std::optional<int64_t> turned = TurnedWidth(rotary);
+      if (!turned) return "the rotary's part of each head is not a constant even prefix";
+      if ((turned_width_ != 0 && *turned != turned_width_) || (rotary.half != 0 && rotary.half * 2 != *turned)) {
+        return "Q's and K's rotaries turn different parts of each head";
       }
+      turned_width_ = *turned;
       if (rotary.split_sizes >= 0) {
         std::optional<std::vector<int64_t>> sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.split_sizes)));
-        if (!sizes || *sizes != std::vector<int64_t>{head_size_ / 2, head_size_ / 2}) return "the rotary halves are not constant equal halves";
+        if (!sizes || *sizes != std::vector<int64_t>{*turned / 2, *turned / 2}) return "the rotary halves are not constant equal halves";
       }
       Value* cos = call_.input(static_cast<size_t>(rotary.cos));
       Value* sin = call_.input(static_cast<size_t>(rotary.sin));
-      if (std::string why = WhyNotRotaryEmbedding(model_, cos, sin, query_, head_size_); !why.empty()) return why;
+      if (std::string why = WhyNotRotaryEmbedding(model_, cos, sin, query_, *turned); !why.empty()) return why;
       (operand == &attention_.q ? q_tables_ : k_tables_) = {cos, sin};
     }
     return {};
@@ -155,8 +180,10 @@ class AttentionLowering {
   // Q and K rotated, K and V repeated, ahead of the kernel: what the group did inside it.
   void WriteRotaryAndRepeat() {
     if (attention_.q.rotary) {
-      query_ = WriteRotaryEmbedding(graph_, call_, query_, heads_, q_tables_.first, q_tables_.second, head_size_, shared_);
-      key_ = WriteRotaryEmbedding(graph_, call_, key_, kv_heads_, k_tables_.first, k_tables_.second, head_size_, shared_);
+      query_ = WriteRotaryEmbedding(graph_, call_, query_, heads_, q_tables_.first, q_tables_.second,
+                                    {head_size_, turned_width_}, shared_);
+      key_ = WriteRotaryEmbedding(graph_, call_, key_, kv_heads_, k_tables_.first, k_tables_.second,
+                                  {head_size_, turned_width_}, shared_);
     }
     if (attention_.k.repeat) {
       key_ = WriteHeadRepeat(graph_, call_, key_, kv_heads_, repeats_, head_size_);
@@ -585,6 +612,7 @@ class AttentionLowering {
   int64_t repeats_ = 1;    // how many times each K/V head is repeated
   int64_t head_size_ = 0;
   std::pair<Value*, Value*> q_tables_, k_tables_;  // the rotary's cos and sin
+  int64_t turned_width_ = 0;                        // the features of each head the rotary turns
   double scale_ = 1.0;
 };
 }  // namespace

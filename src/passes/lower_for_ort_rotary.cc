@@ -93,20 +93,20 @@ bool HalvesProvablyEqual(const Model& model, const Value* table) {
   return false;
 }
 
-std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t head_size) {
+std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width) {
   for (const Value* table : {cos, sin}) {
     if (table == nullptr || table->dtype() != operand->dtype()) return "the rotary tables are not of Q's type";
     if (!table->shape() || table->shape()->size() != 4 || !(*table->shape())[0].is_known() || (*table->shape())[0].value != 1 ||
         !(*table->shape())[1].is_known() || (*table->shape())[1].value != 1 || !(*table->shape())[3].is_known() ||
-        (*table->shape())[3].value != head_size) {
-      return "the rotary tables are not [1,1,S,D] (one row of positions shared by the batch)";
+        (*table->shape())[3].value != width) {
+      return "the rotary tables are not [1,1,S,W] for the W features turned (one row of positions shared by the batch)";
     }
     if (!HalvesProvablyEqual(model, table)) return "the rotary tables' halves are not provably equal (Cos or Sin of Concat(f, f))";
   }
   return {};
 }
 
-// The [S, D/2] cache RotaryEmbedding reads: the first half of a [1,1,S,D] table's rows.
+// The [S, W/2] cache RotaryEmbedding reads: the first half of a [1,1,S,W] table's rows.
 Value* CacheFrom(Graph& graph, Node& before, Value* table, int64_t head_size, SharedValues& shared) {
   Value*& cache = shared[{table, "rotary cache"}];
   if (cache != nullptr) return cache;
@@ -123,17 +123,18 @@ Value* CacheFrom(Graph& graph, Node& before, Value* table, int64_t head_size, Sh
 }
 
 Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t heads, Value* cos, Value* sin,
-                            int64_t head_size, SharedValues& shared) {
+                            RotaryWidths widths, SharedValues& shared) {
   Value*& offset = shared[{nullptr, "rotary position offset"}];
   if (offset == nullptr) offset = AddInt64Initializer(graph, "rotary_position_offset", {0});
-  Value* cos_cache = CacheFrom(graph, before, cos, head_size, shared);
-  Value* sin_cache = CacheFrom(graph, before, sin, head_size, shared);
+  Value* cos_cache = CacheFrom(graph, before, cos, widths.turned, shared);
+  Value* sin_cache = CacheFrom(graph, before, sin, widths.turned, shared);
   Value* rotated = graph.CreateValue(graph.UniqueName(operand->name() + "_rotated"));
   rotated->type() = operand->type();
   Node* node = graph.CreateNode("RotaryEmbedding", kOrtDomain, {operand, offset, cos_cache, sin_cache}, {rotated},
                                 graph.UniqueNodeName(before.name() + "/RotaryEmbedding"));
   node->SetAttribute(Attribute::Int("num_heads", heads));
   node->SetAttribute(Attribute::Int("interleaved", 0));
+  if (widths.turned < widths.head) node->SetAttribute(Attribute::Int("rotary_embedding_dim", widths.turned));
   graph.MoveBefore(node, &before);
   return rotated;
 }

@@ -114,14 +114,21 @@ using SharedValues = std::map<std::pair<Value*, std::string>, Value*>;
 // and Unsqueezes that keep the last axis, down to Concat(a, a) on the last axis, followed into
 // fused calls' bodies. transformers' tables are Cos / Sin of Concat(freqs, freqs).
 bool HalvesProvablyEqual(const Model& model, const Value* table);
-// Why Q's (or K's) rotary by the [.,.,S,D] tables `cos` and `sin` cannot be ORT's RotaryEmbedding
-// (empty when it can): the tables must be [1,1,S,D] of the operand's type with equal halves.
-std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t head_size);
-// RotaryEmbedding(operand [B,S,heads·D], [0], cos cache, sin cache) {num_heads, interleaved: 0}
-// before `before`: position s reads cache row s (the offset form of position_ids), the caches the
-// tables' first halves as [S, D/2], written once per table.
+// Why Q's (or K's) rotary by the [.,.,S,W] tables `cos` and `sin` cannot be ORT's RotaryEmbedding
+// (empty when it can): the tables must be [1,1,S,W] of the operand's type with equal halves, W
+// the features turned (`width`).
+std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width);
+// The head size D and the prefix r of each head a rotary turns (r = D: all of it).
+struct RotaryWidths {
+  int64_t head = 0;
+  int64_t turned = 0;
+};
+// RotaryEmbedding(operand [B,S,heads·D], [0], cos cache, sin cache) {num_heads, interleaved: 0,
+// and rotary_embedding_dim r when r < D} before `before`: position s reads cache row s (the offset
+// form of position_ids), the caches the [1,1,S,r] tables' first halves as [S, r/2], written once
+// per table.
 Value* WriteRotaryEmbedding(Graph& graph, Node& before, Value* operand, int64_t heads, Value* cos, Value* sin,
-                            int64_t head_size, SharedValues& shared);
+                            RotaryWidths widths, SharedValues& shared);
 // `operand` [B,S,Hkv·D] with each head repeated `repeats` times, as [B,S,Hkv·n·D].
 Value* WriteHeadRepeat(Graph& graph, Node& before, Value* operand, int64_t kv_heads, int64_t repeats, int64_t head_size);
 

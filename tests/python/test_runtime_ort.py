@@ -83,11 +83,11 @@ EXPECTED_WRITTEN = {
     "mpt_dynamo18_eager": {"Gelu": 2, "SkipLayerNormalization": 4},
     "mpt_dynamo18_eager_fp16": {"Gelu": 2, "SkipLayerNormalization": 4},
     "mpt_torchscript17_eager": {"Gelu": 2, "SkipLayerNormalization": 4},
-    # Phi: the rotary turns half of each head, which ORT's attention path is not written for
-    # here; the attention stays the portable node, fc1's tanh GELU becomes FastGelu.
-    "phi_dynamo18_eager": {"FastGelu": 2},
-    "phi_dynamo18_sdpa": {"FastGelu": 2},
-    "phi_dynamo18_sdpa_fp16": {"FastGelu": 2},
+    # Phi: the rotary turns half of each head, which RotaryEmbedding's rotary_embedding_dim
+    # expresses; fc1's tanh GELU becomes FastGelu.
+    "phi_dynamo18_eager": {"FastGelu": 2, "MultiHeadAttention": 2, "RotaryEmbedding": 4},
+    "phi_dynamo18_sdpa": {"FastGelu": 2, "MultiHeadAttention": 2, "RotaryEmbedding": 4},
+    "phi_dynamo18_sdpa_fp16": {"FastGelu": 2, "MultiHeadAttention": 2, "RotaryEmbedding": 4},
     "qwen2_dynamo18_sdpa": {"MultiHeadAttention": 2, "RotaryEmbedding": 4, "SkipSimplifiedLayerNormalization": 4},
     "roberta_dynamo18_eager": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
     "roberta_dynamo18_sdpa": {"Attention": 2, "BiasGelu": 2, "SkipLayerNormalization": 5},
