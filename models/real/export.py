@@ -264,6 +264,14 @@ falcon = hf_decoder(
          new_decoder_architecture=False, multi_query=True, parallel_attn=True, max_position_embeddings=64),
     "num_hidden_layers", "num_attention_heads")
 
+# GPTJModel: rotate_every_two (interleaved pairs) on the first rotary_dim features of each head,
+# applied in the [B,S,H,D] layout before the head Transpose, with repeat_interleave'd tables.
+gptj = hf_decoder(
+    "GPTJConfig", "GPTJModel",
+    dict(vocab_size=50304, n_embd=1024, n_layer=4, n_head=16, rotary_dim=16, n_positions=2048),
+    dict(vocab_size=96, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64),
+    "n_layer", "n_head")
+
 # MptModel: ALiBi (a per-head slope times the key position, one [1,H,1,S] bias shared by every
 # layer) added to the scaled scores, then the causal and padding mask.
 mpt = hf_decoder(
@@ -531,6 +539,8 @@ FAMILIES = [
            gpt_neox, hf_variants([D18]), [Variant("dynamo", 18, "sdpa")]),
     Family("falcon", "decoder", "transformers FalconModel (multi-query fused QKV indexed by lists, rotary, parallel residual)",
            falcon, hf_variants([D18]), [Variant("dynamo", 18, "sdpa")]),
+    Family("gptj", "decoder", "transformers GPTJModel (interleaved rotary on a prefix, before the head split)",
+           gptj, hf_variants([D18], ("eager",)), [Variant("dynamo", 18, "eager")]),
     Family("mpt", "decoder", "transformers MptModel (ALiBi position bias)", mpt,
            hf_variants([D18, TS], ("eager",)) + [Variant("dynamo", 18, "eager", "float16")],
            [Variant("dynamo", 18, "eager"), Variant("dynamo", 18, "eager", "float16")]),

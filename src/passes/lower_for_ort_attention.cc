@@ -159,6 +159,7 @@ class AttentionLowering {
     if (!attention_.q.rotary) return {};
     for (const AttentionOperand* operand : {&attention_.q, &attention_.k}) {
       const AttentionRotary& rotary = *operand->rotary;
+      if (rotary.before_heads) return "the rotary turns Q or K before the head split (tables [B,S,1,W])";
       std::optional<int64_t> turned = TurnedWidth(rotary);
       if (!turned) return "the rotary's part of each head is not a constant even prefix";
       if ((turned_width_ != 0 && *turned != turned_width_) || (rotary.half != 0 && rotary.half * 2 != *turned)) {

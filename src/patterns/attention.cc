@@ -438,6 +438,60 @@ class OperandWalker {
     return std::pair{first->input(0), x1->second};
   }
 
+  // x[..., start::2] over the last axis of the 4-D x: start, or nullopt.
+  static std::optional<int64_t> EverySecondOfLast(const Node* slice, const Value* x) {
+    if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 5) return std::nullopt;
+    auto starts = ConstantInts(slice->input(1)), ends = ConstantInts(slice->input(2));
+    auto axes = ConstantInts(slice->input(3)), steps = ConstantInts(slice->input(4));
+    if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
+        steps != std::optional<std::vector<int64_t>>(std::vector<int64_t>{2}) || ((*axes)[0] != -1 && (*axes)[0] != 3)) {
+      return std::nullopt;
+    }
+    // To the end: past a known last dim, or (a body knows no shapes) as exporters write it.
+    const Shape* shape = x->shape() ? &*x->shape() : nullptr;
+    const bool known = shape != nullptr && shape->size() == 4 && (*shape)[3].is_known();
+    const bool to_the_end = known ? (*ends)[0] >= (*shape)[3].value : (*ends)[0] >= std::numeric_limits<int32_t>::max();
+    if (!to_the_end || ((*starts)[0] != 0 && (*starts)[0] != 1)) return std::nullopt;
+    return (*starts)[0];
+  }
+
+  // rotate_every_two(x) = flatten(stack((−x[..., 1::2], x[..., ::2]), −1)) as GPT-J writes it:
+  // Reshape(Concat(Unsqueeze(Neg(odd), −1), Unsqueeze(even, −1)) {axis: −1}) back to x's shape.
+  // x, its nodes added to `nodes`.
+  static Value* RotateEveryTwo(const Value* rotated, std::vector<Node*>& nodes) {
+    Node* flatten = ProducerOp(rotated, "Reshape");
+    Node* stack = flatten != nullptr ? ProducerOp(flatten->input(0), "Concat") : nullptr;
+    if (stack == nullptr || stack->inputs().size() != 2 || (stack->GetInt("axis", 0) != -1 && stack->GetInt("axis", 0) != 4)) {
+      return nullptr;
+    }
+    Node* pair[2] = {ProducerOp(stack->input(0), "Unsqueeze"), ProducerOp(stack->input(1), "Unsqueeze")};
+    for (Node* unsqueeze : pair) {
+      if (unsqueeze == nullptr || UnsqueezedAtLast(*unsqueeze) == nullptr) return nullptr;
+    }
+    Node* neg = ProducerOp(pair[0]->input(0), "Neg");
+    Node* odd = neg != nullptr ? neg->input(0)->producer() : nullptr;
+    Node* even = pair[1]->input(0)->producer();
+    if (odd == nullptr || even == nullptr) return nullptr;
+    Value* x = even->input(0);
+    if (EverySecondOfLast(even, x) != std::optional<int64_t>(0) || EverySecondOfLast(odd, x) != std::optional<int64_t>(1)) {
+      return nullptr;
+    }
+    // The flatten gives x's own shape back (the pairs side by side): proven where shapes are
+    // known, and checked each run by the kernels (the target is the form's `pair_flatten`).
+    if (rotated->shape() && x->shape() && *rotated->shape() != *x->shape()) return nullptr;
+    if (flatten->inputs().size() != 2) return nullptr;
+    nodes.insert(nodes.end(), {flatten, stack, pair[0], pair[1], neg, odd, even});
+    return x;
+  }
+
+  // Unsqueeze(v) of one new last axis (of the 5-D result): v, or null.
+  static Value* UnsqueezedAtLast(const Node& unsqueeze) {
+    std::optional<std::vector<int64_t>> axes = unsqueeze.GetInts("axes");
+    if (!axes && unsqueeze.inputs().size() == 2) axes = ConstantInts(unsqueeze.input(1));
+    if (!axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != 4)) return nullptr;
+    return unsqueeze.input(0);
+  }
+
   // Add(Mul(x, cos), Mul(rotate_half(x), sin)) in any operand order, or RotaryEmbedding(x, cos, sin).
   bool ReadRotary() {
     Node* producer = value_->producer();
@@ -493,6 +547,13 @@ class OperandWalker {
         std::vector<Node*> nodes = {producer, direct, turned};
         Value* sizes = nullptr;
         auto half = RotateHalf(turned->input(static_cast<size_t>(side)), nodes, sizes);
+        bool interleaved = false;
+        if (!half) {
+          if (Value* pairs = RotateEveryTwo(turned->input(static_cast<size_t>(side)), nodes)) {
+            half = std::pair<Value*, int64_t>{pairs, 0};
+            interleaved = true;
+          }
+        }
         if (!half) continue;
         Value* x = half->first;
         const int x_side = direct->input(0) == x ? 0 : direct->input(1) == x ? 1 : -1;
@@ -502,6 +563,8 @@ class OperandWalker {
         rotary.sin = turned->input(static_cast<size_t>(1 - side));
         rotary.half = half->second;
         rotary.split_sizes = sizes;
+        rotary.interleaved = interleaved;
+        if (interleaved) rotary.pair_flatten = ProducerOp(turned->input(static_cast<size_t>(side)), "Reshape");
         rotary.nodes = nodes;
         if (!RotaryIsClosed(rotary, x)) continue;
         out_.rotary = std::move(rotary);
@@ -553,6 +616,14 @@ class OperandWalker {
     const bool key = role_ == Role::kKey && key_transposed_;
     if (staged) {
       const Perm& wanted = key ? kSwapLast : kIdentity;
+      // The rotary turns the [B,S,H,D] value right under the head split (GPT-J): the kernels
+      // turn each element by its position and feature, which the Transpose does not change.
+      const Perm& split_after = key ? kKeySplitPerm : kSplitPerm;
+      if (*outer_perm == split_after && inner.empty() && !outer.empty() && out_.rotary && !out_.repeat) {
+        out_.rotary->before_heads = true;
+        out_.transposes.assign(outer.rbegin(), outer.rend());  // source side first
+        return SplitHeads(search, nullptr);
+      }
       if (*outer_perm != wanted) {
         search.near_miss = std::string(RoleName(role_)) + ": transpose perm " + PermText(*outer_perm) +
                            " between the rotary embedding or repeat and the product is not " + PermText(wanted);
@@ -608,7 +679,9 @@ class OperandWalker {
     out_.layout = HeadLayout::kSplitHeads;
     out_.source = value_;
     Node* reshape = ProducerOp(value_, "Reshape");
-    if (reshape != nullptr && reshape->inputs().size() == 2 && ReadOnlyByOrShapes(value_, first_transpose)) {
+    // Read by the first transpose, or (a rotary before the split) by the pattern's own nodes.
+    const bool read_inside = first_transpose != nullptr ? ReadOnlyByOrShapes(value_, first_transpose) : Inside();
+    if (reshape != nullptr && reshape->inputs().size() == 2 && read_inside) {
       out_.split = ReadReshape(*reshape, opset_);
       out_.source = reshape->input(0);
       auto entries = Entries(out_.split->parts);

@@ -99,6 +99,12 @@ struct RotaryMatch {
   // {axis: last}, and Concat(turned, x₂) {axis: last} is the operand; `nodes` hold neither.
   Node* part_concat = nullptr;
   Node* part_split = nullptr;
+  // Applied in the [B,S,H,D] layout, before the head-split Transpose (GPT-J): the tables
+  // broadcast as [B|1, S, 1, D] there, the same rows the kernels read after the split.
+  bool before_heads = false;
+  // The interleaved form's Reshape flattening the stacked pairs back: its target is checked
+  // against the operand each run (a body knows no shapes).
+  Node* pair_flatten = nullptr;
 };
 
 // Grouped-query K or V: each of Hkv heads repeated n times, as transformers' repeat_kv writes it.
@@ -237,6 +243,10 @@ struct AttentionRotary {
   bool op = false;         // RotaryEmbedding-23's [B,S,D/2] caches, else tables as wide as D
   bool interleaved = false;
   bool partial = false;    // the first r features of each head turned, the rest passed through
+  bool before_heads = false;  // applied before the head split: tables [B|1, S, 1, W]
+  // interleaved graph form: the flatten of the stacked pairs, its target and allowzero
+  AttentionInput pair_target;
+  bool pair_allow_zero = false;
   // partial: the sizes of the Split into [r, D − r] — its sizes input, else its `split`
   // attribute; neither: even halves (read and checked at run time like a view step's Split)
   AttentionInput part_sizes;

@@ -117,6 +117,13 @@ std::optional<AttentionRotary> DescribeRotary(const Graph& body, const RotaryMat
   }
   described.op = rotary.op;
   described.interleaved = rotary.interleaved;
+  described.before_heads = rotary.before_heads;
+  if (rotary.pair_flatten != nullptr) {
+    std::optional<AttentionInput> target = InputOf(body, rotary.pair_flatten->input(1));
+    if (!target) return std::nullopt;
+    described.pair_target = std::move(*target);
+    described.pair_allow_zero = rotary.pair_flatten->GetInt("allowzero", 0) != 0;
+  }
   return described;
 }
 

@@ -426,12 +426,16 @@ class Planner {
     const int64_t depth = *turned, width = form.op ? depth / 2 : depth;
     if (depth % 2 != 0 || (form.half != 0 && form.half * 2 != depth)) return false;
     if (form.split_sizes >= 0 && in_.values(form.split_sizes) != std::vector<int64_t>{depth / 2, depth / 2}) return false;
+    if (!PairsFlattenBack(form, x, depth)) return false;
     std::optional<std::vector<int64_t>> cos = in_.dims(form.cos), sin = in_.dims(form.sin);
     if (!cos || cos != sin) return false;
     const std::vector<int64_t>& dims = *cos;
     const size_t rank = dims.size();
-    if (rank < 2 || rank > (form.op ? 3u : 4u) || dims[rank - 1] != width || dims[rank - 2] != x[2]) return false;
-    if (!form.op && rank == 4 && dims[1] != 1) return false;
+    // Before the head split (GPT-J) a 4-D table is [B|1, S, 1, W]: the same rows.
+    const bool before_heads = form.before_heads && !form.op && rank == 4;
+    const int64_t positions = before_heads ? dims[1] : dims[rank - 2];
+    if (rank < 2 || rank > (form.op ? 3u : 4u) || dims[rank - 1] != width || positions != x[2]) return false;
+    if (!form.op && rank == 4 && (before_heads ? dims[2] : dims[1]) != 1) return false;
     const int64_t batch = rank >= 3 ? dims[0] : 1;
     if (batch != 1 && batch != x[0]) return false;
     RotaryLayout rotary;
@@ -443,6 +447,21 @@ class Planner {
     rotary.dims = depth;
     out = rotary;
     return true;
+  }
+
+  // The interleaved form stacks each pair on a new last axis and flattens it back: its Reshape
+  // target this run must give the turned value's own shape ([B,S,H,r] before the head split,
+  // [B,H,S,r] after), or the form computes something else.
+  bool PairsFlattenBack(const AttentionRotary& form, const std::vector<int64_t>& x, int64_t depth) const {
+    if (!form.pair_target.present()) return !(form.interleaved && !form.op);
+    std::optional<std::vector<int64_t>> target = GivenSizes(form.pair_target, {});
+    if (!target) return false;
+    std::vector<int64_t> turned = form.before_heads ? std::vector<int64_t>{x[0], x[2], x[1], depth}
+                                                    : std::vector<int64_t>{x[0], x[1], x[2], depth};
+    std::vector<int64_t> stacked = turned;
+    stacked.back() = depth / 2;
+    stacked.push_back(2);
+    return ResolvedReshapeTarget(stacked, *target, form.pair_allow_zero) == std::optional<std::vector<int64_t>>(turned);
   }
 
   // The features the rotary turns, a prefix of each head of `depth`: all of them, or a partial

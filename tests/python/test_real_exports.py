@@ -60,6 +60,9 @@ EXPECTED = {
     # and value head serves every query head: 7 kernels a layer with the parallel MLP.
     "falcon_dynamo18_eager": {"attention": 2, "kernels": 20},
     "falcon_dynamo18_sdpa": {"attention": 2, "kernels": 20},
+    # GPT-J: rotate_every_two (interleaved pairs) on the first rotary_dim features, applied before
+    # the head split; the kernels turn each element by its position and feature, so it is inside.
+    "gptj_dynamo18_eager": {"attention": 2, "kernels": 21},
     "gpt2_dynamo18_eager": {"attention": 2, "kernels": 21},
     "gpt2_dynamo18_sdpa": {"attention": 2, "kernels": 21},
     # The float16 residual Add + LayerNormalization op (stash_type 1) is one FusedAddLayerNorm.

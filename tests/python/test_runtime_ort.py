@@ -64,6 +64,8 @@ EXPECTED_WRITTEN = {
     # GPT-NeoX's; the parallel MLP's GELU becomes Gelu.
     "falcon_dynamo18_eager": {"Gelu": 2},
     "falcon_dynamo18_sdpa": {"Gelu": 2},
+    # GPT-J: the interleaved rotary keeps the attention portable; fc_in's tanh GELU is FastGelu.
+    "gptj_dynamo18_eager": {"FastGelu": 2},
     "gpt2_dynamo18_eager": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 5},
     "gpt2_dynamo18_sdpa": {"FastGelu": 2, "Attention": 2, "SkipLayerNormalization": 5},
     "gpt2_dynamo18_sdpa_fp16": {"Attention": 2, "FastGelu": 2, "SkipLayerNormalization": 5},

@@ -236,6 +236,81 @@ TEST_CASE("fuse-attention: multi-query heads split from one projection, the rota
   CHECK(attention.q.view.size() == 3);  // view, split, heads-first transpose
 }
 
+namespace {
+
+// GPT-J's (and CodeGen's) rotary: rotate_every_two on the first 4 of each head's 8 features,
+// in the [B,S,H,D] layout before the head split, with tables [B,S,1,4]. `q_stack` is Q's pair
+// order (Neg of the odd features first is rotate_every_two).
+std::string InterleavedPartialRotary(const std::string& q_stack = "%q_a, %q_b") {
+  std::string text = R"(ir_version 8
+opset "" 18
+graph main (float[2,5,16] %q, float[2,5,16] %k, float[2,5,16] %v, float[2,5,1,4] %cos, float[2,5,1,4] %sin)
+    -> (float[2,5,16] %context)
+  init int64[4] %heads = [2, 5, 2, 8]
+  init int64[2] %parts = [4, 4]
+  init int64[1] %zero = [0]
+  init int64[1] %one = [1]
+  init int64[1] %end = [9223372036854775807]
+  init int64[1] %last = [-1]
+  init int64[1] %two = [2]
+  init int64[4] %flat = [2, 5, 2, 4]
+  init int64[3] %merged = [2, 5, 16]
+  init float[] %scale = [0.35355338]
+{
+)";
+  for (const std::string x : {"q", "k"}) {
+    const std::string stack = x == "q" ? q_stack : "%k_a, %k_b";
+    text += "  %" + x + "s = Reshape(%" + x + ", %heads) @" + x + "_split\n" +
+            "  %" + x + "_rot, %" + x + "_pass = Split(%" + x + "s, %parts) {axis: -1} @" + x + "_parts\n" +
+            "  %" + x + "_even = Slice(%" + x + "_rot, %zero, %end, %last, %two) @" + x + "_even\n" +
+            "  %" + x + "_odd = Slice(%" + x + "_rot, %one, %end, %last, %two) @" + x + "_odd\n" +
+            "  %" + x + "_neg = Neg(%" + x + "_odd) @" + x + "_neg\n" +
+            "  %" + x + "_a = Unsqueeze(%" + x + "_neg, %last) @" + x + "_a\n" +
+            "  %" + x + "_b = Unsqueeze(%" + x + "_even, %last) @" + x + "_b\n" +
+            "  %" + x + "_stack = Concat(" + stack + ") {axis: -1} @" + x + "_stack\n" +
+            "  %" + x + "_pairs = Reshape(%" + x + "_stack, %flat) @" + x + "_flatten\n" +
+            "  %" + x + "_cos = Mul(%" + x + "_rot, %cos) @" + x + "_cos\n" +
+            "  %" + x + "_sin = Mul(%" + x + "_pairs, %sin) @" + x + "_sin\n" +
+            "  %" + x + "_turned = Add(%" + x + "_cos, %" + x + "_sin) @" + x + "_rotary\n" +
+            "  %" + x + "_all = Concat(%" + x + "_turned, %" + x + "_pass) {axis: -1} @" + x + "_join\n";
+  }
+  return text + R"(  %qh = Transpose(%q_all) {perm: [0, 2, 1, 3]} @q_heads
+  %kh = Transpose(%k_all) {perm: [0, 2, 3, 1]} @k_heads
+  %vs = Reshape(%v, %heads) @v_split
+  %vh = Transpose(%vs) {perm: [0, 2, 1, 3]} @v_heads
+  %s = MatMul(%qh, %kh) @scores
+  %d = Mul(%s, %scale) @scale_scores
+  %p = Softmax(%d) {axis: -1} @softmax
+  %o = MatMul(%p, %vh) @context_product
+  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+}  // namespace
+
+TEST_CASE("fuse-attention: an interleaved rotary on a prefix, before the head split (GPT-J, CodeGen)", "[attention]") {
+  auto [rewritten, attention] = ExpectAttention(InterleavedPartialRotary());
+  CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
+  CHECK(rewritten.Counter("rotary") == 1);
+  for (const AttentionOperand* operand : {&attention.q, &attention.k}) {
+    REQUIRE(operand->rotary.has_value());
+    CHECK(operand->rotary->interleaved);
+    CHECK(operand->rotary->partial);
+    CHECK(operand->rotary->before_heads);
+    CHECK(operand->layout == HeadLayout::kSplitHeads);
+  }
+}
+
+TEST_CASE("fuse-attention: pairs stacked the other way round are no interleaved rotary", "[attention]") {
+  // stack((x[..., ::2], −x[..., 1::2])) turns the other way: Q's stays outside, K's is taken.
+  auto [rewritten, attention] = ExpectAttention(InterleavedPartialRotary("%q_b, %q_a"));
+  CHECK_FALSE(attention.q.rotary.has_value());
+  REQUIRE(attention.k.rotary.has_value());
+  CHECK(attention.k.rotary->interleaved);
+}
+
 TEST_CASE("fuse-attention: a repeat on another axis and a rotation the other way stay outside", "[attention]") {
   // Unsqueeze at axis 1 repeats whole head blocks ([h0, h1, h0, h1]), not each head: no repeat.
   auto interleaved = ExpectAttention(GroupedRotary("[1]"));
