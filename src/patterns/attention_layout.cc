@@ -5,10 +5,20 @@
 #include <utility>
 
 #include "ir/permutation.h"
+#include "ir/reshape_target.h"
 #include "patterns/composite.h"
 
 namespace fusionopt {
 namespace {
+
+// A Reshape's target at this run's sizes (ir/reshape_target.h), or nullopt when it is no valid
+// target for them: the planner then leaves the body to run op by op.
+std::optional<std::vector<int64_t>> ResolvedReshape(const std::vector<int64_t>& input, const std::vector<int64_t>& target,
+                                                    bool allow_zero) {
+  Result<std::vector<int64_t>> resolved = ResolveReshape(input, target, allow_zero);
+  if (!resolved.ok()) return std::nullopt;
+  return std::move(resolved).value();
+}
 
 // One dim of a view: the product of factors (size, stride), outer first. A Reshape that merges
 // dims whose strides do not chain keeps them as factors, so a later Reshape can split them
@@ -274,7 +284,7 @@ class Planner {
           std::optional<std::vector<int64_t>> target = Target(*operand.split);
           if (!target) return std::nullopt;
           const std::vector<int64_t> sizes = view.Sizes();
-          std::optional<std::vector<int64_t>> resolved = ResolvedReshapeTarget(sizes, *target, operand.split->allow_zero);
+          std::optional<std::vector<int64_t>> resolved = ResolvedReshape(sizes, *target, operand.split->allow_zero);
           if (!resolved || resolved->size() != 4 || (*resolved)[2] * (*resolved)[3] != sizes.back()) return std::nullopt;
           std::optional<StridedView> reshaped = Reshaped(view, *resolved);
           if (!reshaped) return std::nullopt;
@@ -377,7 +387,7 @@ class Planner {
         std::optional<std::vector<int64_t>> target = Target(step.reshape);
         if (!target) return false;
         std::optional<std::vector<int64_t>> resolved =
-            ResolvedReshapeTarget(view.Sizes(), *target, step.reshape.allow_zero);
+            ResolvedReshape(view.Sizes(), *target, step.reshape.allow_zero);
         if (!resolved) return false;
         std::optional<StridedView> reshaped = Reshaped(view, *resolved);
         if (!reshaped) return false;
@@ -410,7 +420,7 @@ class Planner {
     }
     std::optional<std::vector<int64_t>> target = Target(operand.repeat->reshape_shape);
     if (!target) return false;
-    std::optional<std::vector<int64_t>> merged = ResolvedReshapeTarget(expanded, *target, false);
+    std::optional<std::vector<int64_t>> merged = ResolvedReshape(expanded, *target, false);
     if (merged != std::vector<int64_t>{x[0], x[1] * expanded[2], x[2], x[3]} || x[1] * expanded[2] != heads) return false;
     layout.group = expanded[2];
     return true;
@@ -461,7 +471,7 @@ class Planner {
     std::vector<int64_t> stacked = turned;
     stacked.back() = depth / 2;
     stacked.push_back(2);
-    return ResolvedReshapeTarget(stacked, *target, form.pair_allow_zero) == std::optional<std::vector<int64_t>>(turned);
+    return ResolvedReshape(stacked, *target, form.pair_allow_zero) == std::optional<std::vector<int64_t>>(turned);
   }
 
   // The features the rotary turns, a prefix of each head of `depth`: all of them, or a partial
@@ -505,7 +515,7 @@ class Planner {
     context_ = {layout.batch, layout.heads, layout.queries, layout.value_depth};
     if (a_.merge_view) {  // a Reshape of the context to its own shape
       std::optional<std::vector<int64_t>> target = Target(*a_.merge_view);
-      if (!target || ResolvedReshapeTarget(context_, *target, a_.merge_view->allow_zero) != context_) return false;
+      if (!target || ResolvedReshape(context_, *target, a_.merge_view->allow_zero) != context_) return false;
     }
     if (!a_.merge) {
       layout.output_dims = context_;
@@ -522,7 +532,7 @@ class Planner {
     for (size_t i = 0; i < 4; ++i) merged_context_[i] = context_[static_cast<size_t>(perm[i])];
     std::optional<std::vector<int64_t>> target = Target(*a_.merge);
     if (!target) return false;
-    std::optional<std::vector<int64_t>> merged = ResolvedReshapeTarget(merged_context_, *target, a_.merge->allow_zero);
+    std::optional<std::vector<int64_t>> merged = ResolvedReshape(merged_context_, *target, a_.merge->allow_zero);
     if (!merged) return false;
     layout.output_dims = *merged;
     int64_t strides[4] = {0, 0, 0, 0};
@@ -548,34 +558,6 @@ class Planner {
 };
 
 }  // namespace
-
-std::optional<std::vector<int64_t>> ResolvedReshapeTarget(const std::vector<int64_t>& input,
-                                                          std::vector<int64_t> target, bool allow_zero) {
-  int64_t total = 1, known = 1;
-  for (int64_t dim : input) {
-    if (__builtin_mul_overflow(total, dim, &total)) return std::nullopt;
-  }
-  std::optional<size_t> inferred;
-  for (size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == 0 && !allow_zero) {
-      if (i >= input.size()) return std::nullopt;
-      target[i] = input[i];
-    }
-    if (target[i] == -1) {
-      if (inferred) return std::nullopt;
-      inferred = i;
-      continue;
-    }
-    if (target[i] < 0 || __builtin_mul_overflow(known, target[i], &known)) return std::nullopt;
-  }
-  if (inferred) {
-    if (known == 0 || total % known != 0) return std::nullopt;
-    target[*inferred] = total / known;
-  } else if (known != total) {
-    return std::nullopt;
-  }
-  return target;
-}
 
 std::optional<AttentionLayout> LayOutAttention(const FusedAttention& attention, const AttentionInputs& inputs) {
   return Planner(attention, inputs).Plan();

@@ -74,9 +74,4 @@ struct AttentionLayout {
 
 std::optional<AttentionLayout> LayOutAttention(const FusedAttention& attention, const AttentionInputs& inputs);
 
-// Reshape's target for `input` dims: 0 copies the input's dim (unless allow_zero), one -1 is
-// inferred; nullopt when Reshape would fail.
-std::optional<std::vector<int64_t>> ResolvedReshapeTarget(const std::vector<int64_t>& input,
-                                                          std::vector<int64_t> target, bool allow_zero);
-
 }  // namespace fusionopt

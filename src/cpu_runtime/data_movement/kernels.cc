@@ -5,6 +5,7 @@
 #include "cpu_runtime/data_movement/kernels.h"
 #include "cpu_runtime/engine/kernels.h"
 #include "ir/legacy_opsets.h"
+#include "ir/reshape_target.h"
 
 namespace fusionopt::cpu {
 namespace data_movement {
@@ -15,44 +16,6 @@ class ViewKernel : public Kernel {
   bool LaunchesKernel() const override { return false; }
 };
 
-// Resolves Reshape's target: 0 copies the input dim (unless allowzero), one -1 is inferred.
-Result<std::vector<int64_t>> ReshapeDims(const std::vector<int64_t>& input, const std::vector<int64_t>& shape,
-                                         bool allow_zero) {
-  std::vector<int64_t> dims(shape.size());
-  int64_t known = 1;
-  std::optional<size_t> inferred;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    int64_t dim = shape[i];
-    if (dim == 0 && !allow_zero) {
-      if (i >= input.size()) {
-        return InvalidModel("shape entry " + std::to_string(i) + " is 0 but the input has rank " +
-                            std::to_string(input.size()));
-      }
-      dim = input[i];
-    } else if (dim == -1) {
-      if (inferred) return InvalidModel("the shape has more than one -1");
-      inferred = i;
-      continue;
-    } else if (dim < 0) {
-      return InvalidModel("the shape has the invalid entry " + std::to_string(dim));
-    }
-    if (dim > 0 && known > INT64_MAX / dim) return InvalidModel("the shape " + DimsToString(shape) + " is too large");
-    dims[i] = dim;
-    known *= dim;
-  }
-  int64_t total = Product(input);
-  if (inferred) {
-    if (allow_zero && known == 0) return InvalidModel("allowzero forbids a 0 beside a -1");
-    if (known == 0 || total % known != 0) {
-      return InvalidModel("cannot reshape " + DimsToString(input) + " to " + DimsToString(shape));
-    }
-    dims[*inferred] = total / known;
-  } else if (known != total) {
-    return InvalidModel("cannot reshape " + DimsToString(input) + " to " + DimsToString(shape));
-  }
-  return dims;
-}
-
 class ReshapeKernel : public ViewKernel {
  public:
   Status Init(const KernelInfo& info) {
@@ -62,7 +25,7 @@ class ReshapeKernel : public ViewKernel {
   Status Compute(KernelContext& context) override {
     const RtTensor& data = *context.input(0);
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*context.input(1), "the shape"));
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReshapeDims(data.dims(), shape, allow_zero_));
+    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ResolveReshape(data.dims(), shape, allow_zero_));
     context.outputs[0] = data.Reshaped(std::move(dims));
     return Status::Ok();
   }
