@@ -3,6 +3,7 @@
 // strided-copy engine, which turns contiguous inner runs into memcpy.
 #include "cpu_runtime/data_movement/common.h"
 #include "cpu_runtime/data_movement/kernels.h"
+#include "ir/broadcast.h"
 
 namespace fusionopt::cpu::data_movement {
 namespace {
@@ -102,20 +103,6 @@ class SliceKernel : public Kernel {
   std::optional<std::vector<int64_t>> starts_, ends_, axes_;
 };
 
-// Numpy broadcasting of `input` against `shape`; nullopt when incompatible.
-std::optional<std::vector<int64_t>> BroadcastDims(const std::vector<int64_t>& input,
-                                                  const std::vector<int64_t>& shape) {
-  size_t rank = std::max(input.size(), shape.size());
-  std::vector<int64_t> dims(rank);
-  for (size_t k = 0; k < rank; ++k) {
-    int64_t a = k + input.size() >= rank ? input[k + input.size() - rank] : 1;
-    int64_t b = k + shape.size() >= rank ? shape[k + shape.size() - rank] : 1;
-    if (a != b && a != 1 && b != 1) return std::nullopt;
-    dims[k] = a == 1 ? b : a;
-  }
-  return dims;
-}
-
 class ExpandKernel : public Kernel {
  public:
   Status Init(const KernelInfo&) { return Status::Ok(); }
@@ -123,7 +110,7 @@ class ExpandKernel : public Kernel {
     const RtTensor& data = *context.input(0);
     FUSIONOPT_ASSIGN_OR_RETURN(size_t element_size, ElementBytes(data.dtype()));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*context.input(1), "the shape"));
-    std::optional<std::vector<int64_t>> dims = BroadcastDims(data.dims(), shape);
+    std::optional<std::vector<int64_t>> dims = BroadcastDims({data.dims(), shape});
     if (std::any_of(shape.begin(), shape.end(), [](int64_t dim) { return dim < 0; })) dims.reset();
     if (!dims) return InvalidModel("cannot expand " + DimsToString(data.dims()) + " to " + DimsToString(shape));
     std::vector<int64_t> in_strides = ContiguousStrides(data.dims());

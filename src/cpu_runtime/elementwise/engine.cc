@@ -20,28 +20,17 @@
 #include <algorithm>
 
 #include "cpu_runtime/elementwise/internal.h"
+#include "ir/broadcast.h"
 
 namespace fusionopt::cpu::ew {
 
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<const RtTensor*>& inputs) {
-  size_t rank = 0;
-  for (const RtTensor* input : inputs) rank = std::max(rank, input->rank());
-  std::vector<int64_t> out(rank, 1);
-  for (const RtTensor* input : inputs) {
-    size_t offset = rank - input->rank();
-    for (size_t axis = 0; axis < input->rank(); ++axis) {
-      int64_t dim = input->dim(axis);
-      int64_t& target = out[offset + axis];
-      if (dim == target || dim == 1) continue;
-      if (target != 1) {
-        std::string shapes;
-        for (const RtTensor* each : inputs) shapes += (shapes.empty() ? "" : " and ") + DimsToString(each->dims());
-        return InvalidModel("shapes " + shapes + " do not broadcast");
-      }
-      target = dim;
-    }
-  }
-  return out;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const RtTensor* input : inputs) shapes.push_back(input->dims());
+  if (std::optional<std::vector<int64_t>> out = fusionopt::BroadcastDims(shapes)) return *out;
+  std::string text;
+  for (const RtTensor* each : inputs) text += (text.empty() ? "" : " and ") + DimsToString(each->dims());
+  return InvalidModel("shapes " + text + " do not broadcast");
 }
 
 namespace {

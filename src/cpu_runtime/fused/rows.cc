@@ -19,6 +19,7 @@
 #include "cpu_runtime/reduction/common.h"
 #include "cpu_runtime/reduction/engine.h"
 #include "cpu_runtime/reduction/math.h"
+#include "ir/broadcast.h"
 #include "patterns/composite.h"
 
 namespace fusionopt::cpu {
@@ -30,21 +31,13 @@ using reduction::LoadElements;
 using reduction::RoundElements;
 using reduction::StoreElements;
 
+// The dims the present `operands` broadcast to (ir/broadcast.h).
 std::optional<std::vector<int64_t>> Broadcast(const std::vector<const RtTensor*>& operands) {
-  std::vector<int64_t> out;
+  std::vector<std::vector<int64_t>> shapes;
   for (const RtTensor* operand : operands) {
-    if (operand == nullptr) continue;
-    if (operand->rank() > out.size()) out.insert(out.begin(), operand->rank() - out.size(), 1);
-    const size_t offset = out.size() - operand->rank();
-    for (size_t axis = 0; axis < operand->rank(); ++axis) {
-      int64_t& target = out[offset + axis];
-      const int64_t dim = operand->dim(axis);
-      if (dim == target || dim == 1) continue;
-      if (target != 1) return std::nullopt;
-      target = dim;
-    }
+    if (operand != nullptr) shapes.push_back(operand->dims());
   }
-  return out;
+  return BroadcastDims(shapes);
 }
 
 // Where an operand's elements are for each row of an output it broadcasts to (numpy rules):

@@ -219,21 +219,6 @@ std::string IndexType(int64_t elements) {
   return elements < (int64_t{1} << 31) - (int64_t{1} << 22) ? "int" : "long long";
 }
 
-std::optional<std::vector<int64_t>> BroadcastDims(const std::vector<std::vector<int64_t>>& shapes) {
-  std::vector<int64_t> out;
-  for (const auto& shape : shapes) {
-    if (shape.size() > out.size()) out.insert(out.begin(), shape.size() - out.size(), 1);
-    const size_t offset = out.size() - shape.size();
-    for (size_t axis = 0; axis < shape.size(); ++axis) {
-      int64_t& target = out[offset + axis];
-      if (shape[axis] == target || shape[axis] == 1) continue;
-      if (target != 1) return std::nullopt;
-      target = shape[axis];
-    }
-  }
-  return out;
-}
-
 GeneratedKernel GridStrideLaunch(std::string entry, int64_t total) {
   constexpr int64_t kMaxBlocks = 8192;  // ~8 waves of 256-thread blocks on 132 SMs; the loop covers the rest
   GeneratedKernel kernel;

@@ -19,8 +19,9 @@
 #include <vector>
 
 #include "cuda_runtime/codegen/generated_kernel.h"
-#include "patterns/composite.h"
+#include "ir/broadcast.h"
 #include "ir/graph.h"
+#include "patterns/composite.h"
 #include "ir/status.h"
 
 namespace fusionopt::cuda {
@@ -100,9 +101,6 @@ std::string SplitIndex(const std::vector<int64_t>& dims, std::string_view index,
 // "int" when every index below `elements`, plus one grid-stride step, fits in 31 bits, else
 // "long long".
 std::string IndexType(int64_t elements);
-
-// numpy broadcast of `shapes`; nullopt when they do not broadcast.
-std::optional<std::vector<int64_t>> BroadcastDims(const std::vector<std::vector<int64_t>>& shapes);
 
 // A grid-stride kernel over `total` elements: one 1-D launch of 256-thread blocks, at most
 // 8192 of them (the loop covers the rest).
