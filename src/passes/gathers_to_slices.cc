@@ -27,11 +27,12 @@
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"
 #include "passes/shape_facts.h"
+#include "patterns/matcher_support.h"
 
 namespace fusionopt::passes {
 namespace {
 
-bool IsOp(const Node* node, const char* op) { return node != nullptr && IsStandardDomain(*node) && node->op_type() == op; }
+using composite::IsOp;
 
 std::optional<std::vector<int64_t>> Ints(const Node& node, size_t index, const Model& model) {
   if (node.inputs().size() <= index || node.input(index) == nullptr) return std::nullopt;

@@ -112,29 +112,6 @@ bool MergeTransposes(Graph& graph, Node& second, PassContext& context) {
   return true;
 }
 
-// The Reshape shape operand that turns `input` into `target` exactly, or nullopt.
-std::optional<std::vector<int64_t>> ShapeOperand(const Shape& input, const Shape& target) {
-  std::vector<int64_t> operand;
-  int copied = 0;
-  int inferred = 0;
-  for (size_t i = 0; i < target.size(); ++i) {
-    const Dim& dim = target[i];
-    if (dim.is_known()) {
-      if (dim.value == 0) return std::nullopt;
-      operand.push_back(dim.value);
-    } else if (dim.is_symbolic() && i < input.size() && input[i] == dim) {
-      operand.push_back(0);
-      ++copied;
-    } else {
-      operand.push_back(-1);
-      ++inferred;
-    }
-  }
-  // -1 is the element count over the other dims: certain only when they are known sizes.
-  if (inferred > 1 || (inferred == 1 && copied > 0)) return std::nullopt;
-  return operand;
-}
-
 // The views ending at `last`, producer first, each intermediate read only by the next view.
 std::vector<Node*> ViewChainEndingAt(const Graph& graph, Node& last) {
   std::vector<Node*> chain = {&last};
@@ -264,7 +241,7 @@ std::optional<std::pair<size_t, std::vector<int64_t>>> ReshapeRun(const std::vec
   for (size_t start = 0; start + 1 < chain.size(); ++start) {
     const Value& source = *chain[start]->input(0);
     if (!source.shape()) continue;
-    if (auto operand = ShapeOperand(*source.shape(), *output.shape())) return std::make_pair(start, *operand);
+    if (auto operand = ReshapeOperand(*source.shape(), *output.shape())) return std::make_pair(start, *operand);
   }
   return std::nullopt;
 }
@@ -430,7 +407,7 @@ bool MergeTransposeThroughGrouping(Graph& graph, Node& second, const Model& mode
   }
   Shape transposed;
   for (int64_t axis : composed) transposed.push_back((*x.shape())[static_cast<size_t>(axis)]);
-  auto target = ShapeOperand(transposed, *second.output(0)->shape());
+  auto target = ReshapeOperand(transposed, *second.output(0)->shape());
   if (!target) return false;
   Value& output = *second.output(0);
   Value* permuted = graph.CreateValue(graph.UniqueName(output.name() + "_transposed"));
@@ -485,7 +462,7 @@ bool MergeTransposeThroughSplitting(Graph& graph, Node& second, const Model& mod
   }
   std::vector<int64_t> composed;
   for (int64_t axis : outer) composed.push_back(moved[static_cast<size_t>(axis)]);
-  auto target = ShapeOperand(*x.shape(), unsplit_target);
+  auto target = ReshapeOperand(*x.shape(), unsplit_target);
   if (!target) return false;
   Value& output = *second.output(0);
   Value* unsplit = graph.CreateValue(graph.UniqueName(output.name() + "_split"));

@@ -81,4 +81,26 @@ bool RuntimeShapes::BroadcastsTo(const Value& from, const Value& to) const {
   return Root(&from) == Root(&to);
 }
 
+std::optional<std::vector<int64_t>> ReshapeOperand(const Shape& input, const Shape& target) {
+  std::vector<int64_t> operand;
+  int copied = 0;
+  int inferred = 0;
+  for (size_t i = 0; i < target.size(); ++i) {
+    const Dim& dim = target[i];
+    if (dim.is_known()) {
+      if (dim.value == 0) return std::nullopt;
+      operand.push_back(dim.value);
+    } else if (dim.is_symbolic() && i < input.size() && input[i] == dim) {
+      operand.push_back(0);
+      ++copied;
+    } else {
+      operand.push_back(-1);
+      ++inferred;
+    }
+  }
+  // -1 is the element count over the other dims: certain only when they are known sizes.
+  if (inferred > 1 || (inferred == 1 && copied > 0)) return std::nullopt;
+  return operand;
+}
+
 }  // namespace fusionopt::passes

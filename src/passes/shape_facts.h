@@ -8,7 +8,9 @@
 // %y = Relu(Add(%x, %bias[64])) has %x's shape even when %x is [batch,?,64].
 #pragma once
 
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -25,6 +27,12 @@ bool ProvablySameShape(const Value& a, const Value& b);
 // `from` broadcasts (numpy, aligned right) to exactly `to`: it is no longer, and each of its
 // dims is the matching dim of `to` or a known 1.
 bool ProvablyBroadcastsTo(const Shape& from, const Shape& to);
+
+// The Reshape shape operand (allowzero 0) that turns an input of shape `input` into `target` at
+// every run: known sizes as they are (a known 0 is never spelled: 0 means "copy"), 0 for a symbol
+// the input has at the same position, and one -1 only beside known sizes (a copied dim of 0 would
+// leave it undefined). Nullopt when Reshape cannot spell `target` so.
+std::optional<std::vector<int64_t>> ReshapeOperand(const Shape& input, const Shape& target);
 
 // The tensor shape of `value`, or null when its rank is unknown or it is not a tensor.
 const Shape* KnownRankShape(const Value& value);

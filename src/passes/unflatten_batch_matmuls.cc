@@ -35,12 +35,13 @@
 #include "passes/outline.h"
 #include "passes/shape_facts.h"
 #include "patterns/composite.h"
+#include "patterns/matcher_support.h"
 #include "shape_inference/context.h"
 
 namespace fusionopt::passes {
 namespace {
 
-bool IsOp(const Node* node, const char* op) { return node != nullptr && IsStandardDomain(*node) && node->op_type() == op; }
+using composite::IsOp;
 
 // The flattened axis holds outer × inner of the unflattened tensor.
 struct Unflattening {
@@ -86,24 +87,24 @@ std::optional<Unflattening> FlatteningAt(const Node& reshape, int64_t axis) {
   return Unflattening{outer, inner_dim};
 }
 
-// The Reshape target that spells `target` from an input of shape `from`: known sizes as they
-// are, a dim the input has at the same axis as 0 (copied), and at most one other as -1.
-std::optional<std::vector<int64_t>> SpelledTarget(const Shape& from, const Shape& target) {
-  std::vector<int64_t> spelled;
-  bool inferred = false;
+// The axes at which `target` is `input` with unit axes inserted, so that Unsqueeze spells it
+// exactly at every size (BLOOM's ALiBi [B,H,S] as [B,H,1,S]); nullopt otherwise. Input dims
+// pair with target dims in order; a unit dim pairs or is inserted alike, the order of the
+// elements being the same either way.
+std::optional<std::vector<int64_t>> InsertedUnitAxes(const Shape& input, const Shape& target) {
+  std::vector<int64_t> axes;
+  size_t next = 0;
   for (size_t i = 0; i < target.size(); ++i) {
-    if (target[i].is_known() && target[i].value > 0) {
-      spelled.push_back(target[i].value);
-    } else if (i < from.size() && ProvablySameDim(from[i], target[i])) {
-      spelled.push_back(0);
-    } else if (!inferred && !target[i].is_known()) {
-      spelled.push_back(-1);
-      inferred = true;
+    if (next < input.size() && ProvablySameDim(input[next], target[i])) {
+      ++next;
+    } else if (target[i] == Dim::Known(1)) {
+      axes.push_back(static_cast<int64_t>(i));
     } else {
       return std::nullopt;
     }
   }
-  return spelled;
+  if (next != input.size() || axes.empty()) return std::nullopt;
+  return axes;
 }
 
 // A member's inputs, each with the flattened axis it must have (nullopt: it stays as it is and
@@ -262,12 +263,21 @@ Value* Region::Unflattened(Graph& graph, Value* value, std::unordered_map<const 
   const Shape target = SplitAxis(*value->shape(), axis_of_.at(value), *split_);
   Value* unflattened = input;
   if (!ProvablySameShape(*input->shape(), target)) {
-    const std::vector<int64_t> spelled = *SpelledTarget(*input->shape(), target);
-    Value* shape = AddInt64Initializer(graph, value->name() + "_unflattened_shape", spelled);
     unflattened = graph.CreateValue(graph.UniqueName(value->name() + "_unflattened"));
     unflattened->type().dtype = value->dtype();
     unflattened->type().shape = target;
-    graph.CreateNode("Reshape", "", {input, shape}, {unflattened}, UniqueNodeName(graph, reshape.name() + "_unflattened"));
+    const std::string name = UniqueNodeName(graph, reshape.name() + "_unflattened");
+    if (std::optional<std::vector<int64_t>> axes = InsertedUnitAxes(*input->shape(), target)) {
+      // The axes are an input from opset 13, an attribute before.
+      std::vector<Value*> inputs = {input};
+      if (opset_ >= 13) inputs.push_back(AddInt64Initializer(graph, value->name() + "_unflattened_axes", *axes));
+      Node* unsqueeze = graph.CreateNode("Unsqueeze", "", inputs, {unflattened}, name);
+      if (opset_ < 13) unsqueeze->SetAttribute(Attribute::Ints("axes", *axes));
+    } else {
+      Value* shape = AddInt64Initializer(graph, value->name() + "_unflattened_shape",
+                                         *ReshapeOperand(*input->shape(), target));
+      graph.CreateNode("Reshape", "", {input, shape}, {unflattened}, name);
+    }
   }
   done[value] = unflattened;
   return unflattened;
@@ -367,13 +377,16 @@ void Region::ReplaceShapeRead(Graph& graph, Node& shape, Value& unflattened, int
   graph.RemoveNode(&shape);
 }
 
-// Everything that can fail is checked before the graph changes: each entry's unflattened
-// value is its input or a Reshape of it that the target can spell.
+// Everything that can fail is checked before the graph changes: each entry's unflattened value
+// is its input, an Unsqueeze of it, or a Reshape of it whose operand spells the target at every
+// run (a -1 beside a copied dim would be undefined where that dim is 0).
 bool Region::Spellable() const {
   for (const Value* entry : entries_) {
     const Shape target = SplitAxis(*entry->shape(), axis_of_.at(entry), *split_);
-    const Value* input = entry->producer()->input(0);
-    if (!ProvablySameShape(*input->shape(), target) && !SpelledTarget(*input->shape(), target)) return false;
+    const Shape& input = *entry->producer()->input(0)->shape();
+    if (!ProvablySameShape(input, target) && !InsertedUnitAxes(input, target) && !ReshapeOperand(input, target)) {
+      return false;
+    }
   }
   return true;
 }
@@ -416,7 +429,12 @@ Result<bool> UnflattenBatchMatmuls::RunOnGraph(Graph& graph, PassContext& contex
       }
       continue;
     }
-    if (!region.has_matmul() || !region.Spellable()) continue;
+    if (!region.has_matmul()) continue;
+    if (!region.Spellable()) {
+      context.Rejected(*seed, "an entry's unflattened shape is no Unsqueeze of its input and no Reshape target spells it at "
+                              "every size");
+      continue;
+    }
     // A Reshape back to the unflattened shape (the region's usual end) reads its input as it is.
     for (Node* exit : region.Rewrite(graph)) {
       if (PassesInputThrough(*exit, context.model())) BypassChain(graph, {exit}, *exit->input(0), *exit->output(0));

@@ -55,17 +55,19 @@ graph main (float[B,2,3,4] %q, )" + k_type + R"(, float[B,2,3,4] %v, float[B,2,3
 }  // namespace
 
 TEST_CASE("unflatten-batch-matmuls runs BLOOM's flattened-heads attention on the 4-D heads", "[passes]") {
-  // The Reshapes back to 4-D are no-ops now and go; the ALiBi bias [B,2,3] is viewed as
-  // [B,2,1,3] (0 copies B), and the flattened Q, K, V, bias and probabilities are read by nothing.
+  // The Reshapes back to 4-D are no-ops now and go; the ALiBi bias [B,2,3] is unsqueezed to
+  // [B,2,1,3] (exact at every size, B = 0 included), and the flattened Q, K, V, bias and
+  // probabilities are read by nothing.
   auto model = ExpectRewriteOps(Bloom(), kPass,
-                                {"Transpose", "MatMul", "Mul", "Reshape", "Add", "Add", "Softmax", "MatMul"});
+                                {"Transpose", "MatMul", "Mul", "Unsqueeze", "Add", "Add", "Softmax", "MatMul"});
   Rewritten rewritten = Rewrite(Bloom(), kPass);
   CHECK(rewritten.Counter("regions_unflattened") == 2);
   ExpectSameOutputs(*rewritten.original, *rewritten.model, kThreeBatches, {1e-5, 1e-6});
   const std::string text = PrintGraph(*rewritten.model->graph);
   INFO(text);
   CHECK(text.find("perm: [0, 1, 3, 2]") != std::string::npos);
-  CHECK(text.find("[0, 2, 1, 3]") != std::string::npos);  // the bias's unflattened target
+  CHECK(text.find("Unsqueeze(%alibi, %b3_unflattened_axes)") != std::string::npos);
+  CHECK(text.find("%b3_unflattened_axes = [2]") != std::string::npos);
   CHECK(text.find("Softmax(%m) {axis: -1}") != std::string::npos);  // the 4-D Softmax was never flattened
 }
 
