@@ -115,13 +115,12 @@ SymbolicInt DimArithmetic(const std::string& op, const SymbolicInt& a, const Sym
   auto as_dim = [](const SymbolicInt& element) { return element.is_known() ? Dim::Known(*element.value) : Dim::Symbol(element.symbol); };
   DimProduct left;
   left.Multiply(as_dim(a));
+  if (op == "Mul") {
+    left.Multiply(as_dim(b));
+    return SymbolicInt::FromDim(left.ToDim());
+  }
   DimProduct right;
   right.Multiply(as_dim(b));
-  if (op == "Mul") {
-    right.Multiply(Dim::Known(left.constant));
-    for (const std::string& symbol : left.symbols) right.Multiply(Dim::Symbol(symbol));
-    return SymbolicInt::FromDim(right.ToDim());
-  }
   std::optional<DimProduct> quotient = left.DividedBy(right);
   return quotient ? SymbolicInt::FromDim(quotient->ToDim()) : SymbolicInt::Unknown();
 }

@@ -249,7 +249,7 @@ void TileRule(InferenceContext& context) {
     product.Multiply((*data)[axis]);
     product.Multiply(times.is_known() ? Dim::Known(*times.value) : times.is_symbolic() ? Dim::Symbol(times.symbol) : Dim::Unknown());
     const Dim dim = product.ToDim();
-    out.push_back(dim.is_known() ? KnownOrUnknown(static_cast<double>(dim.value)) : dim);
+    out.push_back(dim.is_known() ? KnownOrUnknown(dim.value) : dim);
   }
   context.SetOutputShape(0, out);
 }
