@@ -86,7 +86,7 @@ OpClass ClassifyOp(const Node& node) {
   if (node.op_type() == "Dropout" && op_class == OpClass::kView) {
     const Value* training = node.input(2);
     if (training != nullptr) {
-      TensorPtr mode = ConstantValueOf(*training, /*initializers_overridable=*/true);
+      TensorPtr mode = ConstantValueOf(*training, InitializerRule::kFeedsOverride);
       bool constant_false = mode != nullptr && mode->dtype() == DataType::kBool && mode->NumElements() == 1 &&
                             mode->bytes()[0] == 0;
       if (!constant_false) return OpClass::kOpaque;
@@ -149,7 +149,7 @@ bool MayRunAhead(const Node& node) {
 
 }  // namespace
 
-bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_overridable,
+bool ClassifyLaunchFree(const Graph& graph, const Node& node, InitializerRule initializers,
                         LaunchFreeNodes& free) {
   if (!MayRunAhead(node)) return false;
   // A value is constant (host) when a load-time (host) node of this graph produced it.
@@ -158,7 +158,7 @@ bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_
   };
   auto is_constant = [&](const Value* value) {
     return produced_by(value, free.load_time) ||
-           (value->graph() == &graph && ConstantValueOf(*value, initializers_overridable) != nullptr);
+           (value->graph() == &graph && ConstantValueOf(*value, initializers) != nullptr);
   };
   auto is_host = [&](const Value* value) {
     return produced_by(value, free.host) || (is_constant(value) && IsIntegerOrBool(value->dtype()));
@@ -185,24 +185,24 @@ bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_
   return false;
 }
 
-LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable) {
+LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, InitializerRule initializers) {
   LaunchFreeNodes free;
-  for (const auto& node : graph.nodes()) ClassifyLaunchFree(graph, *node, initializers_overridable, free);
+  for (const auto& node : graph.nodes()) ClassifyLaunchFree(graph, *node, initializers, free);
   return free;
 }
 
-int64_t EstimateKernelLaunches(const Graph& graph, bool initializers_overridable) {
-  LaunchFreeNodes free = FindLaunchFreeNodes(graph, initializers_overridable);
+int64_t EstimateKernelLaunches(const Graph& graph, InitializerRule initializers) {
+  LaunchFreeNodes free = FindLaunchFreeNodes(graph, initializers);
   int64_t launches = 0;
   for (const auto& node : graph.nodes()) {
     if (LaunchesKernel(*node) && !free.contains(node.get())) ++launches;
-    for (const Graph* subgraph : node->Subgraphs()) launches += EstimateKernelLaunches(*subgraph, initializers_overridable);
+    for (const Graph* subgraph : node->Subgraphs()) launches += EstimateKernelLaunches(*subgraph, initializers);
   }
   return launches;
 }
 
 int64_t EstimateKernelLaunches(const Model& model) {
-  return EstimateKernelLaunches(*model.graph, model.ir_version >= 4);
+  return EstimateKernelLaunches(*model.graph, InitializerRuleOf(model));
 }
 
 }  // namespace fusionopt

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "ir/constant_value.h"
 #include "ir/graph.h"
 
 namespace fusionopt {
@@ -54,15 +55,15 @@ struct LaunchFreeNodes {
   std::unordered_set<const Node*> host;
   bool contains(const Node* node) const { return load_time.count(node) || host.count(node); }
 };
-LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, bool initializers_overridable);
+LaunchFreeNodes FindLaunchFreeNodes(const Graph& graph, InitializerRule initializers);
 // The rule FindLaunchFreeNodes applies to each node of `graph` in order: adds `node` to `free`
 // when it is launch-free given the nodes before it already in `free`; returns whether it did.
-bool ClassifyLaunchFree(const Graph& graph, const Node& node, bool initializers_overridable, LaunchFreeNodes& free);
+bool ClassifyLaunchFree(const Graph& graph, const Node& node, InitializerRule initializers, LaunchFreeNodes& free);
 
 // Kernels one inference is expected to launch: every node that launches a kernel and is not
 // launch-free, plus the nodes of every subgraph counted once (a branch or loop body's real
 // count depends on data).
-int64_t EstimateKernelLaunches(const Graph& graph, bool initializers_overridable);
+int64_t EstimateKernelLaunches(const Graph& graph, InitializerRule initializers);
 int64_t EstimateKernelLaunches(const Model& model);
 
 }  // namespace fusionopt

@@ -277,45 +277,4 @@ bool FoldAffine(Graph& graph, AffineTarget& target, const ChannelAffine& affine,
   return added_node;
 }
 
-namespace {
-
-constexpr int64_t kFirstOpset = 7;
-constexpr int64_t kLastKnownOpset = 28;  // BatchNormalization-15 is the newest version
-
-}  // namespace
-
-std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset) {
-  if (opset < kFirstOpset || opset > kLastKnownOpset) return "BatchNormalization opset outside 7-28";
-  if (batchnorm.GetInt("training_mode", 0) != 0) return "training mode";
-  if (opset < 9 && batchnorm.GetInt("spatial", 1) != 1) return "spatial=0 (per-activation statistics)";
-  if (batchnorm.output(0) == nullptr) return "no normalized output";
-  for (size_t i = 1; i < batchnorm.outputs().size(); ++i) {
-    const Value* statistics = batchnorm.output(i);
-    if (statistics != nullptr && (!statistics->uses().empty() || statistics->is_graph_output())) {
-      return "statistics outputs are read";
-    }
-  }
-  return "";
-}
-
-std::variant<ChannelAffine, std::string> BatchNormAffine(const Node& batchnorm, const Model& model, int64_t channels) {
-  std::vector<std::vector<double>> parameters;  // γ, β, μ, σ²
-  for (size_t input = 1; input <= 4; ++input) {
-    std::optional<ConstantOperand> operand = ReadConstantOperand(batchnorm.input(input), model);
-    if (!operand) return std::string("non-constant statistics");
-    if (operand->dims != std::vector<int64_t>{channels}) return std::string("statistics are not [C]");
-    parameters.push_back(operand->Values());
-  }
-  double epsilon = batchnorm.GetFloat("epsilon", 1e-5F);
-  ChannelAffine affine;
-  for (size_t c = 0; c < static_cast<size_t>(channels); ++c) {
-    double variance = parameters[3][c] + epsilon;
-    if (!(variance > 0)) return std::string("variance + epsilon is not positive");
-    double scale = parameters[0][c] / std::sqrt(variance);
-    affine.scale.push_back(scale);
-    affine.shift.push_back(parameters[1][c] - parameters[2][c] * scale);
-  }
-  return affine;
-}
-
 }  // namespace fusionopt::passes

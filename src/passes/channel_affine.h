@@ -1,5 +1,6 @@
-// Folding a per-output-channel affine map y → y·scale[c] + shift[c] into the weights and bias
-// of the contraction that computes y: what fold-batchnorm and fold-scale-into-conv share.
+// Folding a per-output-channel affine map y → y·scale[c] + shift[c] (ir/batchnorm.h's
+// ChannelAffine) into the weights and bias of the contraction that computes y: what
+// fold-batchnorm and fold-scale-into-conv share.
 //
 //   Conv(x, W, b)            W: [M, C/g, k...]       W'[m] = W[m]·s[m]     b' = b·s + t
 //   ConvTranspose(x, W, b)   W: [C, M/g, k...]       W'[c, j] = W[c, j]·s[(c / (C/g))·(M/g) + j]
@@ -16,15 +17,11 @@
 #include <variant>
 #include <vector>
 
+#include "ir/batchnorm.h"
 #include "ir/graph.h"
 #include "passes/constant_operand.h"
 
 namespace fusionopt::passes {
-
-struct ChannelAffine {
-  std::vector<double> scale;  // one per output channel
-  std::vector<double> shift;
-};
 
 enum class ContractionKind { kConv, kConvTranspose, kGemm, kMatMul };
 
@@ -59,13 +56,5 @@ std::string WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, 
 // (the caller sorts the graph before it is used).
 bool FoldAffine(Graph& graph, AffineTarget& target, const ChannelAffine& affine, const std::vector<Node*>& absorbed,
                 Value& result);
-
-// Why `batchnorm` is not an inference-form BatchNormalization (training mode, spatial=0 before
-// opset 9, read statistics outputs, an opset outside 7-28), or "".
-std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset);
-
-// Its per-channel map s = γ/√(σ² + ε), t = β − μ·s over `channels`, or why the statistics do
-// not give one (not constant, not [C], variance + ε not positive).
-std::variant<ChannelAffine, std::string> BatchNormAffine(const Node& batchnorm, const Model& model, int64_t channels);
 
 }  // namespace fusionopt::passes

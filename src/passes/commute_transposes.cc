@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/constant_value.h"
 #include "ir/dtype.h"
 #include "ir/op_class.h"
 #include "ir/permutation.h"
@@ -76,7 +77,7 @@ bool ProducedByLayoutOp(const Value& value) {
 }
 
 TensorPtr ConstantOf(const Value* value, const Model& model) {
-  return value != nullptr ? FoldableConstant(*value, model) : nullptr;
+  return value != nullptr ? ConstantValueOf(*value, InitializerRuleOf(model)) : nullptr;
 }
 
 // A constant that, added to a [..., N] tensor, varies along the last axis only.

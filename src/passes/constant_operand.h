@@ -29,13 +29,9 @@ struct ConstantOperand {
 };
 
 // The operand `value` holds when it is a floating-point (float, float16, bfloat16, double)
-// constant: a FoldableConstant or a splat. nullopt otherwise.
+// constant: a constant under the model's initializer rule, or a splat. nullopt otherwise.
 std::optional<ConstantOperand> ReadConstantOperand(Value* value, const Model& model);
 
-bool IsFloatingPointForFolding(DataType dtype);
 
-// `values` as a tensor of `dtype` (one of the floating-point types above), each element rounded
-// once from double to the nearest representable value (ties to even).
-TensorPtr MakeFloatingTensor(DataType dtype, std::vector<int64_t> dims, const std::vector<double>& values);
 
 }  // namespace fusionopt::passes

@@ -40,7 +40,6 @@ KernelCost LaunchFree() {
   return cost;
 }
 
-bool InitializersOverridable(const Model& model) { return model.ir_version >= 4; }
 
 // Registers one element of `value` occupies: two for 64-bit types.
 int64_t RegistersOf(const Value& value) { return BitsOf(value.dtype()) > 32 ? 2 : 1; }
@@ -91,7 +90,7 @@ TypedBody TypeBodyForCall(const Model& model, const Node& call, const ShapeLooku
     // The argument's shape at these sizes: symbols left in the body would not cancel against
     // the sized Reshape targets below.
     if (const Shape* shape = shapes.SizedShapeOf(*argument)) parameter->type().shape = *shape;
-    TensorPtr constant = ConstantValueOf(*argument, InitializersOverridable(model));
+    TensorPtr constant = ConstantValueOf(*argument, InitializerRuleOf(model));
     // Shape arithmetic at these sizes (a Reshape target the exporter computes) is as good as a
     // constant to the body: its Reshapes then know their output dims.
     if (constant == nullptr && argument->dtype() == DataType::kInt64) {
@@ -272,13 +271,13 @@ void CostModel::FinishKernel(KernelCost& cost) const {
 KernelCost CostModel::NodeCost(const Node& node) const { return CostWithin(node, LaunchFreeIn(*node.graph()), 0); }
 
 const LaunchFreeNodes& CostModel::LaunchFreeIn(const Graph& graph) const {
-  bool overridable = InitializersOverridable(model_);
+  const InitializerRule initializers = InitializerRuleOf(model_);
   LaunchFreeCache& cached = launch_free_[&graph];
-  if (cached.revision != graph.revision() || cached.initializers_overridable != overridable) {
-    cached.nodes = FindLaunchFreeNodes(graph, overridable);
+  if (cached.revision != graph.revision() || cached.initializers != initializers) {
+    cached.nodes = FindLaunchFreeNodes(graph, initializers);
     ++launch_free_scans_;
     cached.revision = graph.revision();
-    cached.initializers_overridable = overridable;
+    cached.initializers = initializers;
   }
   return cached.nodes;
 }
@@ -305,7 +304,7 @@ void CostModel::AdoptRewrite(const Graph& graph, uint64_t revision_before, const
   }
   const std::unordered_set<const Node*> added_set(added.begin(), added.end());
   for (const Node* node : MembersInGraphOrder(AsConst(added))) {
-    if (!ClassifyLaunchFree(graph, *node, cached.initializers_overridable, cached.nodes)) continue;
+    if (!ClassifyLaunchFree(graph, *node, cached.initializers, cached.nodes)) continue;
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       const bool read_outside = output->is_graph_output() || std::any_of(output->uses().begin(), output->uses().end(),
@@ -353,7 +352,7 @@ KernelCost CostModel::FusedCallCost(const Node& call, bool as_separate_kernels, 
   for (const auto& node : body.graph->nodes()) nodes.push_back(node.get());
   if (as_separate_kernels) {
     KernelCost total = LaunchFree();
-    LaunchFreeNodes free = FindLaunchFreeNodes(*body.graph, /*initializers_overridable=*/false);
+    LaunchFreeNodes free = FindLaunchFreeNodes(*body.graph, InitializerRule::kAllConstant);
     for (const Node* node : nodes) Accumulate(total, CostWithin(*node, free, depth + 1));
     return total;
   }
@@ -493,7 +492,7 @@ int64_t CostModel::EstimateRegisters(const std::vector<const Node*>& members) co
 // ---------------------------------------------------------------- whole model
 
 void CostModel::CostGraph(const Graph& graph, const std::string& graph_name, ModelCost& result) const {
-  LaunchFreeNodes free = FindLaunchFreeNodes(graph, InitializersOverridable(model_));
+  LaunchFreeNodes free = FindLaunchFreeNodes(graph, InitializerRuleOf(model_));
   for (const auto& owned : graph.nodes()) {
     const Node& node = *owned;
     if (!LaunchesKernel(node) || free.contains(&node)) {

@@ -202,7 +202,7 @@ class CostModel {
   mutable std::unique_ptr<cost::ConcreteValues> concrete_;  // Concrete(), once made
   struct LaunchFreeCache {
     uint64_t revision = 0;  // the graph's when computed (revisions start at 1)
-    bool initializers_overridable = false;
+    InitializerRule initializers = InitializerRule::kAllConstant;
     LaunchFreeNodes nodes;
   };
   mutable std::unordered_map<const Graph*, LaunchFreeCache> launch_free_;

@@ -135,7 +135,7 @@ class Eliminator {
   void MergeInitializers() {
     std::vector<Value*> initializers = graph_.initializers();
     for (Value* initializer : initializers) {
-      TensorPtr tensor = FoldableConstant(*initializer, context_.model());
+      TensorPtr tensor = ConstantValueOf(*initializer, InitializerRuleOf(context_.model()));
       if (tensor == nullptr) continue;
       Value* kept = constants_.FindOrAdd(initializer, tensor);
       if (kept == nullptr || initializer->is_graph_output()) continue;

@@ -41,7 +41,7 @@ std::string TryFold(Graph& graph, Node& batchnorm, const Model& model, int64_t m
   }
   DataType dtype = batchnorm.output(0)->dtype();
   if (dtype != DataType::kUndefined && dtype != target.weight.dtype) return "weights dtype differs from the output's";
-  auto affine = BatchNormAffine(batchnorm, model, target.channels);
+  auto affine = BatchNormAffine(batchnorm, target.channels, InitializerRuleOf(model));
   if (auto* reason = std::get_if<std::string>(&affine)) return *reason;
   why = WhyNotFold(target, std::get<ChannelAffine>(affine), max_bytes);
   if (!why.empty()) return why;

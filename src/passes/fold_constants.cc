@@ -102,7 +102,7 @@ TensorPtr GatherOfKnownDims(const Node& gather, const Model& model) {
   const Node& shape = *data->producer();
   if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
   std::optional<std::vector<Dim>> dims = ShapeResult(shape);
-  TensorPtr indices = FoldableConstant(*indices_value, model);
+  TensorPtr indices = ConstantValueOf(*indices_value, InitializerRuleOf(model));
   if (!dims || indices == nullptr) return nullptr;
   int64_t axis = gather.GetInt("axis", 0);
   if (axis != 0 && axis != -1) return nullptr;
@@ -130,7 +130,7 @@ TensorPtr SliceOfKnownDims(const Node& slice, const Model& model) {
   if (!dims) return nullptr;
   auto single = [&](size_t input) -> std::optional<int64_t> {
     if (input >= slice.inputs().size() || slice.input(input) == nullptr) return std::nullopt;
-    TensorPtr tensor = FoldableConstant(*slice.input(input), model);
+    TensorPtr tensor = ConstantValueOf(*slice.input(input), InitializerRuleOf(model));
     std::optional<std::vector<int64_t>> values = tensor ? tensor->AsInt64s() : std::nullopt;
     if (!values || values->size() != 1) return std::nullopt;
     return values->front();
@@ -207,7 +207,7 @@ class Folder {
     std::vector<TensorPtr> inputs;
     bool all_constant = true;
     for (const Value* input : node.inputs()) {
-      inputs.push_back(input != nullptr ? FoldableConstant(*input, model_) : nullptr);
+      inputs.push_back(input != nullptr ? ConstantValueOf(*input, InitializerRuleOf(model_)) : nullptr);
       if (input != nullptr && inputs.back() == nullptr) all_constant = false;
     }
     if (shape_result == nullptr && !all_constant) return {};

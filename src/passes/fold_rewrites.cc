@@ -9,29 +9,6 @@ namespace fusionopt::passes {
 
 bool IsStandardDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
 
-TensorPtr FoldableConstant(const Value& value, const Model& model) {
-  return ConstantValueOf(value, /*initializers_overridable=*/model.ir_version >= 4);
-}
-
-namespace {
-
-// A fresh initializer's type is its tensor's, so later rewrites in the same pass can read it
-// before shape inference runs again.
-void SetTensorInitializer(Graph& graph, Value* value, TensorPtr tensor) {
-  value->type().dtype = tensor->dtype();
-  Shape shape;
-  for (int64_t dim : tensor->dims()) shape.push_back(Dim::Known(dim));
-  value->type().shape = std::move(shape);
-  graph.SetInitializer(value, std::move(tensor));
-}
-
-}  // namespace
-
-Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor) {
-  Value* value = graph.CreateValue(graph.UniqueName(base));
-  SetTensorInitializer(graph, value, std::move(tensor));
-  return value;
-}
 
 Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values) {
   return AddInitializer(graph, base,

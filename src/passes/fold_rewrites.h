@@ -14,13 +14,6 @@ namespace fusionopt::passes {
 // The default ONNX domain, however the model spells it.
 bool IsStandardDomain(const Node& node);
 
-// The value's tensor when no caller can change it at run time: an initializer that is not a
-// graph input, or one that is but the model's IR version (< 4) makes initializers constant —
-// the rule the CPU runtime and onnxruntime apply — or a Constant node's value. Null otherwise.
-TensorPtr FoldableConstant(const Value& value, const Model& model);
-
-// A fresh initializer of `graph` named after `base` (made unique).
-Value* AddInitializer(Graph& graph, const std::string& base, TensorPtr tensor);
 // The same for a 1-D int64 tensor holding `values` (shapes, sizes, axes).
 Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values);
 

@@ -159,7 +159,7 @@ class DimProver {
 
   // The scale's non-constant operand.
   static Value* ScaledOperand(const Node& scale) {
-    return ConstantValueOf(*scale.input(1), true) != nullptr ? scale.input(0) : scale.input(1);
+    return ConstantValueOf(*scale.input(1), InitializerRule::kFeedsOverride) != nullptr ? scale.input(0) : scale.input(1);
   }
 
   // The rotated operand x: the value every rotary form reads that its own nodes do not compute.
@@ -242,7 +242,7 @@ std::variant<std::vector<ShapeRead>, std::string> PlanShapeReads(const Attention
       Node* gather = use.node;
       TensorPtr index = gather->op_type() == "Gather" && gather->domain().empty() && use.input_index == 0 &&
                                 gather->GetInt("axis", 0) == 0 && gather->inputs().size() == 2
-                            ? ConstantValueOf(*gather->input(1), /*initializers_overridable=*/true)
+                            ? ConstantValueOf(*gather->input(1), InitializerRule::kFeedsOverride)
                             : nullptr;
       std::optional<std::vector<int64_t>> indices = index ? index->AsInt64s() : std::nullopt;
       if (!indices || indices->size() != 1 || gather->output(0) == nullptr || gather->output(0)->is_graph_output()) {
@@ -265,7 +265,7 @@ TensorPtr Int64Tensor(const std::vector<int64_t>& dims, int64_t value) {
 void RewireShapeReads(Graph& graph, const std::vector<ShapeRead>& reads, const std::vector<Node*>& shapes) {
   for (const ShapeRead& read : reads) {
     Node& gather = *read.gather;
-    const std::vector<int64_t> index_dims = ConstantValueOf(*gather.input(1), true)->dims();
+    const std::vector<int64_t> index_dims = ConstantValueOf(*gather.input(1), InitializerRule::kFeedsOverride)->dims();
     if (read.source.constant) {
       Value* result = gather.output(0);
       ReplaceByInitializer(graph, *result, Int64Tensor(index_dims, *read.source.constant));

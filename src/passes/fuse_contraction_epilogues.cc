@@ -137,7 +137,7 @@ Next BinaryStep(Node& reader, Value& value, const Contraction& contraction, cons
   if (operand == nullptr) return Stop(&reader, "both operands are the chain's value");
   if (operand->dtype() != value.dtype()) return Stop(&reader, "operand dtype differs");
   bool full_shape = shapes.Same(*operand, value);
-  if (TensorPtr constant = ConstantValueOf(*operand, /*initializers_overridable=*/true)) {
+  if (TensorPtr constant = ConstantValueOf(*operand, InitializerRule::kFeedsOverride)) {
     bool scalar = constant->NumElements() == 1;
     if (!scalar && !full_shape && !PerChannel(constant->dims(), contraction)) {
       return Stop(&reader, "constant operand is neither scalar, per-channel nor full-shape");
@@ -164,7 +164,7 @@ std::string WhyNotActivation(const Node& reader, int64_t opset) {
     for (size_t i = 1; i < reader.inputs().size(); ++i) {
       const Value* bound = reader.input(i);
       if (bound == nullptr) continue;
-      TensorPtr constant = ConstantValueOf(*bound, /*initializers_overridable=*/true);
+      TensorPtr constant = ConstantValueOf(*bound, InitializerRule::kFeedsOverride);
       if (constant == nullptr || constant->NumElements() != 1) return "Clip bounds are not constant scalars";
     }
   }

@@ -79,7 +79,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
   if (max_members < 2) return UsageError("fuse-horizontal-elementwise.max_members must be at least 2");
   Model& model = context.model();
   const int64_t opset = model.OpsetFor("").value_or(0);
-  const LaunchFreeNodes launch_free = FindLaunchFreeNodes(graph, model.ir_version >= 4);
+  const LaunchFreeNodes launch_free = FindLaunchFreeNodes(graph, InitializerRuleOf(model));
 
   std::vector<Group> groups;
   // Indices of the groups with room for another member, in creation order: a node joins the

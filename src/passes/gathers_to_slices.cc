@@ -23,6 +23,7 @@
 
 #include <algorithm>
 
+#include "ir/constant_value.h"
 #include "ir/permutation.h"
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"
@@ -36,7 +37,7 @@ using composite::IsOp;
 
 std::optional<std::vector<int64_t>> Ints(const Node& node, size_t index, const Model& model) {
   if (node.inputs().size() <= index || node.input(index) == nullptr) return std::nullopt;
-  TensorPtr tensor = FoldableConstant(*node.input(index), model);
+  TensorPtr tensor = ConstantValueOf(*node.input(index), InitializerRuleOf(model));
   return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
 }
 
@@ -52,7 +53,7 @@ std::optional<TakenSlice> SliceTakenBy(const Node& gather, const Model& model) {
   const bool nd = IsOp(&gather, "GatherND");
   if ((!nd && !IsOp(&gather, "Gather")) || gather.inputs().size() != 2 || gather.input(0) == nullptr) return std::nullopt;
   const Shape* shape = KnownRankShape(*gather.input(0));
-  TensorPtr indices = FoldableConstant(*gather.input(1), model);
+  TensorPtr indices = ConstantValueOf(*gather.input(1), InitializerRuleOf(model));
   std::optional<std::vector<int64_t>> values = indices != nullptr ? indices->AsInt64s() : std::nullopt;
   if (shape == nullptr || !values || values->empty()) return std::nullopt;
   const std::vector<int64_t>& dims = indices->dims();

@@ -10,13 +10,12 @@
 //
 // It runs at O2, right before fuse-elementwise, so that no level counts more kernels than the
 // one below it: O1 keeps the BatchNormalization (one kernel), O2 fuses the Mul and Add into at
-// least one. Conditions (each reported): fold-batchnorm's inference form (channel_affine.h),
-// constant [C] statistics, a floating-point input of known rank at least 2 and known channels.
-// Arithmetic in double, rounded once to the input's dtype.
+// least one. The form, its conditions (each reported) and its arithmetic are ir/batchnorm.h's:
+// the inference form, constant [C] statistics, a floating-point input of known rank at least 2
+// and known channels.
 #include "passes/lower_batchnorm.h"
 
-#include "passes/channel_affine.h"
-#include "passes/constant_operand.h"
+#include "ir/batchnorm.h"
 #include "passes/fold_rewrites.h"
 #include "passes/outline.h"
 
@@ -25,35 +24,11 @@ namespace {
 
 // Why `batchnorm` is not lowered, or "" after lowering it.
 std::string TryLower(Graph& graph, Node& batchnorm, const Model& model) {
-  std::string why = WhyNotInferenceBatchNorm(batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0));
-  if (!why.empty()) return why;
-  Value* x = batchnorm.input(0);
-  if (x == nullptr || !x->shape() || x->shape()->size() < 2) return "input rank unknown or below 2";
-  const Dim& channels = (*x->shape())[1];
-  if (!channels.is_known() || channels.value <= 0) return "channel count unknown";
-  const DataType dtype = x->dtype();
-  if (dtype != DataType::kFloat && dtype != DataType::kFloat16 && dtype != DataType::kBFloat16 &&
-      dtype != DataType::kDouble) {
-    return "not a floating-point input";
-  }
-  auto affine = BatchNormAffine(batchnorm, model, channels.value);
-  if (auto* reason = std::get_if<std::string>(&affine)) return *reason;
-  const ChannelAffine& map = std::get<ChannelAffine>(affine);
-  // [C, 1, ...]: broadcast over the dims after the channel axis, right-aligned against x.
-  std::vector<int64_t> dims(x->shape()->size() - 1, 1);
-  dims[0] = channels.value;
-  // Named after the BatchNormalization (its output, when it has no name), so a report reader can
-  // tell where the two nodes came from.
-  const std::string stem = batchnorm.name().empty() ? batchnorm.output(0)->name() : batchnorm.name();
-  Value* scale = AddInitializer(graph, stem + "_scale", MakeFloatingTensor(dtype, dims, map.scale));
-  Value* shift = AddInitializer(graph, stem + "_shift", MakeFloatingTensor(dtype, dims, map.shift));
-  Value* scaled = graph.CreateValue(graph.UniqueName(batchnorm.output(0)->name() + "_scaled"));
-  Node* mul = graph.CreateNode("Mul", "", {x, scale}, {scaled}, UniqueNodeName(graph, stem + "_scale"));
-  Node* add = graph.CreateNode("Add", "", {scaled, shift}, {nullptr}, UniqueNodeName(graph, stem + "_shift"));
-  graph.MoveBefore(mul, &batchnorm);
-  graph.MoveBefore(add, &batchnorm);
   std::vector<Value*> statistics(batchnorm.inputs().begin() + 1, batchnorm.inputs().end());
-  ReplaceChain(graph, *add, 0, {&batchnorm}, *batchnorm.output(0));
+  auto written = WriteBatchNormAsAffine(graph, batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0),
+                                        InitializerRuleOf(model));
+  if (auto* why = std::get_if<std::string>(&written)) return *why;
+  ReplaceChain(graph, *std::get<BatchNormAsAffine>(written).add, 0, {&batchnorm}, *batchnorm.output(0));
   RemoveIfUnused(statistics);
   return "";
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 
+#include "ir/constant_value.h"
 #include "ir/op_class.h"
 #include "passes/lower_for_ort.h"
 #include "passes/lower_for_ort_support.h"
@@ -19,16 +20,16 @@ static_assert(std::string_view(kOrtDomain) == "com.microsoft");
 // The known trailing entries of a Reshape target part: its constants; or, for a target read at
 // run time, the call's argument when it is a constant, or the constant tail of the Concat that
 // computes it (exporters concatenate Shape dims with the constant [H], [D]).
-std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call) {
+std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call, InitializerRule initializers) {
   if (part.kind == ShapePartMatch::Kind::kConstant) return part.constant;
   if (part.kind != ShapePartMatch::Kind::kValues || part.input < 0) return {};
   const Value* argument = call.input(static_cast<size_t>(part.input));
-  if (std::optional<std::vector<int64_t>> whole = Int64Constant(argument)) return *whole;
+  if (std::optional<std::vector<int64_t>> whole = ConstantInts(argument, initializers)) return *whole;
   const Node* concat = argument != nullptr ? argument->producer() : nullptr;
   if (concat == nullptr || concat->op_type() != "Concat" || !concat->domain().empty()) return {};
   std::vector<int64_t> tail;
   for (auto input = concat->inputs().rbegin(); input != concat->inputs().rend(); ++input) {
-    std::optional<std::vector<int64_t>> values = Int64Constant(*input);
+    std::optional<std::vector<int64_t>> values = ConstantInts(*input, initializers);
     if (!values) break;
     tail.insert(tail.begin(), values->begin(), values->end());
   }
@@ -37,13 +38,14 @@ std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call)
 
 // The trailing [H, D] of a head split's target where it is known; H may be -1 (inferred from
 // the width by Reshape, as the dynamo exporter writes it).
-std::optional<std::pair<int64_t, int64_t>> HeadsAndSize(const AttentionReshape& split, const Node& call) {
+std::optional<std::pair<int64_t, int64_t>> HeadsAndSize(const AttentionReshape& split, const Node& call,
+                                                        InitializerRule initializers) {
   std::vector<int64_t> trailing;
   for (auto part = split.parts.rbegin(); part != split.parts.rend() && trailing.size() < 2; ++part) {
-    std::vector<int64_t> tail = KnownTail(*part, call);
+    std::vector<int64_t> tail = KnownTail(*part, call, initializers);
     trailing.insert(trailing.begin(), tail.begin(), tail.end());
     const bool whole = part->kind == ShapePartMatch::Kind::kConstant ||
-                       (part->input >= 0 && Int64Constant(call.input(static_cast<size_t>(part->input))).has_value());
+                       (part->input >= 0 && ConstantInts(call.input(static_cast<size_t>(part->input)), initializers));
     if (!whole) break;  // only partly known: the parts before it do not line up with the dims
   }
   if (trailing.size() < 2) return std::nullopt;
@@ -138,7 +140,7 @@ class AttentionLowering {
     if (!rotary.partial) return head_size_;
     std::optional<std::vector<int64_t>> sizes;
     if (rotary.part_sizes.input >= 0) {
-      sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.part_sizes.input)));
+      sizes = ConstantInts(call_.input(static_cast<size_t>(rotary.part_sizes.input)), InitializerRuleOf(model_));
     } else if (rotary.part_sizes.constant != nullptr) {
       sizes = rotary.part_sizes.constant->AsInt64s();
     } else if (!rotary.part_attribute.empty()) {
@@ -167,7 +169,7 @@ class AttentionLowering {
       }
       turned_width_ = *turned;
       if (rotary.split_sizes >= 0) {
-        std::optional<std::vector<int64_t>> sizes = Int64Constant(call_.input(static_cast<size_t>(rotary.split_sizes)));
+        std::optional<std::vector<int64_t>> sizes = ConstantInts(call_.input(static_cast<size_t>(rotary.split_sizes)), InitializerRuleOf(model_));
         if (!sizes || *sizes != std::vector<int64_t>{*turned / 2, *turned / 2}) return "the rotary halves are not constant equal halves";
       }
       Value* cos = call_.input(static_cast<size_t>(rotary.cos));
@@ -360,7 +362,7 @@ class AttentionLowering {
     for (auto [operand, value] : {std::pair{&attention_.q, query_}, {&attention_.k, key_}, {&attention_.v, value_}}) {
       const size_t index = operand == &attention_.q ? 0 : operand == &attention_.k ? 1 : 2;
       std::optional<std::pair<int64_t, int64_t>> split =
-          operand->split ? HeadsAndSize(*operand->split, call_) : std::optional(split_outside_[index]);
+          operand->split ? HeadsAndSize(*operand->split, call_, InitializerRuleOf(model_)) : std::optional(split_outside_[index]);
       if (!split) return "the head size is not a constant of the head split";
       int64_t count = split->first;
       const std::optional<Dim> width = DimOf(value, 2);
@@ -451,7 +453,7 @@ class AttentionLowering {
     if (attention_.split_sizes.constant != nullptr) {
       sizes = attention_.split_sizes.constant->AsInt64s();
     } else if (attention_.split_sizes.input >= 0) {
-      sizes = Int64Constant(call_.input(static_cast<size_t>(attention_.split_sizes.input)));
+      sizes = ConstantInts(call_.input(static_cast<size_t>(attention_.split_sizes.input)), InitializerRuleOf(model_));
     } else if (!attention_.split_attribute.empty()) {
       sizes = attention_.split_attribute;
     } else if (const Dim width = (*combined->shape())[2]; width.is_known() && attention_.split_outputs > 0 &&

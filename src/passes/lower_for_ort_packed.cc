@@ -19,6 +19,7 @@
 #include <array>
 #include <map>
 
+#include "ir/constant_value.h"
 #include "ir/function_body.h"
 #include "passes/fold_constants.h"
 #include "passes/lower_for_ort_support.h"
@@ -37,8 +38,8 @@ constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
 // of those read as Reshape targets, from the call's arguments or — where the model leaves B or S
 // open — the model's copy at the trial's sizes. `unevaluable` is set when a target's values are
 // known at neither.
-std::optional<AttentionLayout> LayoutAt(const FusedAttention& attention, const Node& call, const Model* trial,
-                                        bool& unevaluable) {
+std::optional<AttentionLayout> LayoutAt(const FusedAttention& attention, const Node& call, const Model& model,
+                                        const Model* trial, bool& unevaluable) {
   auto sized = [&call, trial](int index) -> const Value* {
     const Value* argument = index >= 0 ? call.input(static_cast<size_t>(index)) : nullptr;
     if (argument == nullptr || trial == nullptr) return argument;
@@ -55,10 +56,11 @@ std::optional<AttentionLayout> LayoutAt(const FusedAttention& attention, const N
     }
     return dims;
   };
-  inputs.values = [&call, sized, &unevaluable](int index) -> std::optional<std::vector<int64_t>> {
+  const InitializerRule initializers = InitializerRuleOf(model);
+  inputs.values = [&call, sized, &unevaluable, initializers](int index) -> std::optional<std::vector<int64_t>> {
     std::optional<std::vector<int64_t>> values =
-        index >= 0 ? Int64Constant(call.input(static_cast<size_t>(index))) : std::nullopt;
-    if (!values) values = Int64Constant(sized(index));
+        index >= 0 ? ConstantInts(call.input(static_cast<size_t>(index)), initializers) : std::nullopt;
+    if (!values) values = ConstantInts(sized(index), initializers);
     if (!values) unevaluable = true;
     return values;
   };
@@ -132,7 +134,7 @@ std::string ProvePackedOperands(const FusedAttention& attention, const Node& cal
     if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
     if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
     bool unevaluable = false;
-    std::optional<AttentionLayout> layout = LayoutAt(attention, call, sizes.empty() ? nullptr : trials.At(sizes), unevaluable);
+    std::optional<AttentionLayout> layout = LayoutAt(attention, call, trials.model(), sizes.empty() ? nullptr : trials.At(sizes), unevaluable);
     if (!layout) {
       return unevaluable ? "a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"
                          : "a packed projection's layout chain does not address its [B,S,W] source as a strided view";

@@ -4,6 +4,7 @@
 // lower_for_ort.h for the rewrite and its limits.
 #include <string>
 
+#include "ir/constant_value.h"
 #include "ir/op_class.h"
 #include "passes/lower_for_ort.h"
 #include "passes/lower_for_ort_support.h"
@@ -20,10 +21,8 @@ struct Place {
   std::optional<int64_t> rank;  // the value's rank where the walk knows it
 };
 
-bool IsScalarConstant(const Value* value) {
-  if (value == nullptr) return false;
-  TensorPtr constant = ConstantValueOf(*value, /*initializers_overridable=*/false);
-  return constant != nullptr && constant->NumElements() == 1;
+bool IsScalarConstant(const Value* value, InitializerRule initializers) {
+  return ConstantScalar(value, initializers).has_value();
 }
 
 // The place `place.value` is computed at: into a fused call's body for its result, out to the
@@ -48,9 +47,9 @@ Place Resolve(const Model& model, Place place) {
 
 // The Unsqueeze's axes, when it keeps the last axis of its `rank`-D result where it was: every
 // axis constant and not that last one (the rank must be known to tell).
-std::optional<size_t> AxesKeepingLast(const Node& unsqueeze, std::optional<int64_t> rank) {
+std::optional<size_t> AxesKeepingLast(const Node& unsqueeze, std::optional<int64_t> rank, InitializerRule initializers) {
   std::optional<std::vector<int64_t>> axes = unsqueeze.GetInts("axes");
-  if (!axes && unsqueeze.inputs().size() > 1) axes = Int64Constant(unsqueeze.input(1));
+  if (!axes && unsqueeze.inputs().size() > 1) axes = ConstantInts(unsqueeze.input(1), initializers);
   if (!axes || !rank) return std::nullopt;
   for (int64_t axis : *axes) {
     const int64_t normalized = axis < 0 ? axis + *rank : axis;
@@ -64,6 +63,7 @@ std::optional<size_t> AxesKeepingLast(const Node& unsqueeze, std::optional<int64
 bool HalvesProvablyEqual(const Model& model, const Value* table) {
   if (table == nullptr || !table->shape()) return false;
   Place place{table, nullptr, nullptr, static_cast<int64_t>(table->shape()->size())};
+  const InitializerRule initializers = InitializerRuleOf(model);
   for (int step = 0; step < 16; ++step) {
     place = Resolve(model, place);
     const Node* node = place.value->producer();
@@ -79,10 +79,10 @@ bool HalvesProvablyEqual(const Model& model, const Value* table) {
       next = node->input(0);
     } else if (op == "Mul" || op == "Div" || op == "Add" || op == "Sub") {
       // x op c keeps equal halves equal; c op x too (a scalar on either side).
-      if (IsScalarConstant(node->input(1))) next = node->input(0);
-      else if (IsScalarConstant(node->input(0))) next = node->input(1);
+      if (IsScalarConstant(node->input(1), initializers)) next = node->input(0);
+      else if (IsScalarConstant(node->input(0), initializers)) next = node->input(1);
     } else if (op == "Unsqueeze") {
-      std::optional<size_t> added = AxesKeepingLast(*node, place.rank);
+      std::optional<size_t> added = AxesKeepingLast(*node, place.rank, initializers);
       if (!added) return false;
       next = node->input(0);
       place.rank = *place.rank - static_cast<int64_t>(*added);

@@ -94,13 +94,6 @@ inline std::optional<Dim> DimOf(const Value* value, size_t axis) {
   return (*value->shape())[axis];
 }
 
-inline std::optional<std::vector<int64_t>> Int64Constant(const Value* value) {
-  if (value == nullptr) return std::nullopt;
-  TensorPtr constant = ConstantValueOf(*value, /*initializers_overridable=*/false);
-  if (constant == nullptr || constant->dtype() != DataType::kInt64) return std::nullopt;
-  return constant->AsInt64s();
-}
-
 // Values written once and shared by every layer that reads the same source: keyed by the source
 // and what was done to it ("bias": a Where condition made additive; "expand Sq Sk": a mask
 // expanded to the scores' rows and columns, where both dims are provably the same; "rotary
@@ -147,6 +140,7 @@ using TrialSizes = std::map<std::string, int64_t, std::less<>>;
 class TrialModels {
  public:
   explicit TrialModels(const Model& model) : model_(model) {}
+  const Model& model() const { return model_; }
   // The folded copy for `sizes`; null when folding it failed.
   const Model* At(const TrialSizes& sizes);
 

@@ -52,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/constant_value.h"
 #include "ir/permutation.h"
 #include "passes/bypass.h"
 #include "passes/shape_facts.h"
@@ -127,7 +128,7 @@ std::vector<Node*> ViewChainEndingAt(const Graph& graph, Node& last) {
 std::optional<std::vector<int64_t>> ConstantAxes(const Node& node, int64_t opset, const Model& model) {
   if (opset < 13) return node.GetInts("axes");
   const Value* axes = node.input(1);
-  TensorPtr tensor = axes != nullptr ? FoldableConstant(*axes, model) : nullptr;
+  TensorPtr tensor = axes != nullptr ? ConstantValueOf(*axes, InitializerRuleOf(model)) : nullptr;
   return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
 }
 

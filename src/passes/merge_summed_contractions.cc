@@ -102,7 +102,7 @@ std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channe
   }
   why = WhyNotInferenceBatchNorm(*batchnorm, model.OpsetFor(batchnorm->domain()).value_or(0));
   if (!why.empty()) return std::nullopt;
-  auto affine = BatchNormAffine(*batchnorm, model, channels);
+  auto affine = BatchNormAffine(*batchnorm, channels, InitializerRuleOf(model));
   if (auto* reason = std::get_if<std::string>(&affine)) {
     why = *reason;
     return std::nullopt;

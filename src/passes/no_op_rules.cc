@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/constant_value.h"
 #include "ir/op_class.h"
 #include "passes/bypass.h"
 #include "passes/shape_facts.h"
@@ -23,23 +24,16 @@ struct Site {
   const Node& node;
   const Model& model;
   int64_t opset;
+
+  std::optional<std::vector<int64_t>> Ints(size_t input) const {
+    return ConstantInts(node.input(input), InitializerRuleOf(model));
+  }
+  std::optional<std::vector<double>> Floats(size_t input) const {
+    return ConstantFloats(node.input(input), InitializerRuleOf(model));
+  }
 };
 
 using Rule = std::function<bool(const Site&)>;
-
-std::optional<std::vector<int64_t>> ConstantInts(const Site& site, size_t input_index) {
-  const Value* value = site.node.input(input_index);
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = FoldableConstant(*value, site.model);
-  return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
-}
-
-std::optional<std::vector<double>> ConstantFloats(const Site& site, size_t input_index) {
-  const Value* value = site.node.input(input_index);
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = FoldableConstant(*value, site.model);
-  return tensor != nullptr ? tensor->AsDoubles() : std::nullopt;
-}
 
 const Shape* KnownRankShape(const Value* value) {
   return value != nullptr && value->type().is_tensor() && value->shape() ? &*value->shape() : nullptr;
@@ -97,7 +91,7 @@ struct TargetEntry {
 std::optional<std::vector<TargetEntry>> ReshapeTarget(const Site& site) {
   if (site.opset < 5 || site.node.input(1) == nullptr) return std::nullopt;
   std::vector<TargetEntry> entries;
-  if (auto target = ConstantInts(site, 1)) {
+  if (auto target = site.Ints(1)) {
     for (int64_t entry : *target) entries.push_back({entry, std::nullopt});
     return entries;
   }
@@ -149,13 +143,13 @@ bool ReshapeToOwnShape(const Site& site) {
 bool ExpandToOwnShape(const Site& site) {
   if (KeepsShape(site)) return true;
   const Shape* shape = KnownRankShape(site.node.input(0));
-  auto target = ConstantInts(site, 1);
+  auto target = site.Ints(1);
   return shape != nullptr && target && target->size() <= shape->size() && AllEqual(*target, 1);
 }
 
 bool TileOnce(const Site& site) {
   if (KeepsShape(site)) return true;
-  auto repeats = site.opset >= 6 ? ConstantInts(site, 1) : std::nullopt;
+  auto repeats = site.opset >= 6 ? site.Ints(1) : std::nullopt;
   return repeats && AllEqual(*repeats, 1);
 }
 
@@ -169,10 +163,10 @@ bool SliceKeepsAll(const Site& site) {
     ends = site.node.GetInts("ends");
     axes = site.node.GetInts("axes");
   } else {
-    starts = ConstantInts(site, 1);
-    ends = ConstantInts(site, 2);
-    if (site.node.input(3) != nullptr && !(axes = ConstantInts(site, 3))) return false;
-    if (site.node.input(4) != nullptr && !(steps = ConstantInts(site, 4))) return false;
+    starts = site.Ints(1);
+    ends = site.Ints(2);
+    if (site.node.input(3) != nullptr && !(axes = site.Ints(3))) return false;
+    if (site.node.input(4) != nullptr && !(steps = site.Ints(4))) return false;
   }
   if (!starts || !ends || starts->size() != ends->size()) return false;
   if ((axes && axes->size() != starts->size()) || (steps && steps->size() != starts->size())) return false;
@@ -194,7 +188,7 @@ bool SliceKeepsAll(const Site& site) {
 bool PadsNothing(const Site& site) {
   std::optional<std::vector<int64_t>> pads;
   if (site.opset >= 11) {
-    pads = ConstantInts(site, 1);
+    pads = site.Ints(1);
   } else {
     pads = site.node.GetInts(site.opset >= 2 ? "pads" : "paddings");
   }
@@ -218,12 +212,12 @@ bool SplitIntoOne(const Site& site) {
 bool ResizeByOne(const Site& site) {
   if (site.node.GetString("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") return false;
   size_t scales_index = site.opset >= 11 ? 2 : 1;
-  auto scales = ConstantFloats(site, scales_index);
+  auto scales = site.Floats(scales_index);
   if (scales && !scales->empty()) {
     return std::all_of(scales->begin(), scales->end(), [](double scale) { return scale == 1.0; });
   }
   const Shape* shape = KnownRankShape(site.node.input(0));
-  auto sizes = site.opset >= 11 ? ConstantInts(site, 3) : std::nullopt;
+  auto sizes = site.opset >= 11 ? site.Ints(3) : std::nullopt;
   if (shape == nullptr || !sizes || sizes->size() != shape->size() || site.node.FindAttribute("axes")) return false;
   for (size_t i = 0; i < sizes->size(); ++i) {
     if (!(*shape)[i].is_known() || (*shape)[i].value != (*sizes)[i]) return false;

@@ -34,7 +34,7 @@ std::vector<Node*> InGraphOrder(const std::vector<Node*>& nodes) {
 }
 
 TensorPtr InlinableConstant(const Value& value) {
-  TensorPtr tensor = ConstantValueOf(value, /*initializers_overridable=*/true);
+  TensorPtr tensor = ConstantValueOf(value, InitializerRule::kFeedsOverride);
   if (tensor == nullptr || tensor->dtype() == DataType::kString || tensor->NumElements() > 1) return nullptr;
   return tensor;
 }

@@ -29,8 +29,8 @@
 namespace fusionopt::passes {
 namespace {
 
-bool IsScalarConstant(const Value* value) {
-  TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, /*initializers_overridable=*/false) : nullptr;
+bool IsScalarConstant(const Value* value, InitializerRule initializers) {
+  TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, initializers) : nullptr;
   return tensor != nullptr && tensor->NumElements() == 1 && tensor->dims().size() <= 1;
 }
 
@@ -45,7 +45,7 @@ struct Region {
 };
 
 // The elementwise region fed by `viewed`, or nullopt when it is not closed as the rewrite needs.
-std::optional<Region> RegionAfter(const Graph& graph, Value& viewed) {
+std::optional<Region> RegionAfter(const Graph& graph, Value& viewed, InitializerRule initializers) {
   std::unordered_set<const Value*> inside = {&viewed};
   std::unordered_set<const Node*> members;
   // A reader joins once every input is inside or a scalar constant: readers whose other inputs
@@ -56,7 +56,7 @@ std::optional<Region> RegionAfter(const Graph& graph, Value& viewed) {
       return false;
     }
     return std::all_of(node->inputs().begin(), node->inputs().end(), [&](const Value* input) {
-      return input == nullptr || inside.count(input) || IsScalarConstant(input);
+      return input == nullptr || inside.count(input) || IsScalarConstant(input, initializers);
     });
   };
   std::vector<Node*> frontier;
@@ -153,7 +153,7 @@ Result<bool> SinkViews::RunOnGraph(Graph& graph, PassContext& context) {
   }
   bool changed = false;
   for (Node* view : views) {
-    std::optional<Region> region = RegionAfter(graph, *view->output(0));
+    std::optional<Region> region = RegionAfter(graph, *view->output(0), InitializerRuleOf(context.model()));
     if (!region) continue;
     if (!WorthMoving(*view->input(0), *region)) {
       context.Rejected(*view, "neither a contraction before it nor views after the elementwise ops");

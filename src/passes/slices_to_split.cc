@@ -32,7 +32,7 @@ struct Piece {
 
 std::optional<int64_t> SingleConstant(const Node& node, size_t index, const Model& model) {
   if (node.inputs().size() <= index || node.input(index) == nullptr) return std::nullopt;
-  TensorPtr tensor = FoldableConstant(*node.input(index), model);
+  TensorPtr tensor = ConstantValueOf(*node.input(index), InitializerRuleOf(model));
   if (tensor == nullptr || tensor->NumElements() != 1) return std::nullopt;
   auto values = tensor->AsInt64s();
   if (!values || values->size() != 1) return std::nullopt;

@@ -15,7 +15,6 @@ namespace {
 
 using composite::IsOp;
 using composite::ProducerOp;
-using composite::ScalarConstant;
 using composite::SoleReader;
 
 using Perm = std::vector<int64_t>;
@@ -67,18 +66,10 @@ std::string CoreIntermediateProblem(const Value* value, const Node* reader) {
   return "";
 }
 
-std::optional<std::vector<int64_t>> ConstantInts(const Value* value) {
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = ConstantValueOf(*value, /*initializers_overridable=*/true);
-  if (tensor == nullptr || tensor->dims().size() > 1) return std::nullopt;
-  if (tensor->dtype() != DataType::kInt64 && tensor->dtype() != DataType::kInt32) return std::nullopt;
-  return tensor->AsInt64s();
-}
-
 // Unsqueeze(x, [0]) in either opset's spelling: the unsqueezed value, or null.
 Value* UnsqueezedAtZero(const Node& unsqueeze) {
   std::optional<std::vector<int64_t>> axes = unsqueeze.GetInts("axes");
-  if (!axes && unsqueeze.inputs().size() == 2) axes = ConstantInts(unsqueeze.input(1));
+  if (!axes && unsqueeze.inputs().size() == 2) axes = ConstantInts(unsqueeze.input(1), InitializerRule::kFeedsOverride);
   if (!axes || axes->size() != 1 || ((*axes)[0] != 0 && (*axes)[0] != -1)) return nullptr;
   return unsqueeze.input(0);
 }
@@ -87,7 +78,7 @@ Value* UnsqueezedAtZero(const Node& unsqueeze) {
 std::optional<ShapePartMatch> DimOfShape(const Value* gathered, std::vector<Node*>& chain) {
   Node* gather = ProducerOp(gathered, "Gather");
   if (gather == nullptr || gather->GetInt("axis", 0) != 0 || gather->inputs().size() != 2) return std::nullopt;
-  std::optional<std::vector<int64_t>> index = ConstantInts(gather->input(1));
+  std::optional<std::vector<int64_t>> index = ConstantInts(gather->input(1), InitializerRule::kFeedsOverride);
   Node* shape = ProducerOp(gather->input(0), "Shape");
   if (!index || index->size() != 1 || shape == nullptr || shape->input(0) == nullptr) return std::nullopt;
   if (shape->FindAttribute("start") != nullptr || shape->FindAttribute("end") != nullptr) return std::nullopt;
@@ -278,10 +269,10 @@ class OperandWalker {
     }
     if (IsOp(node, "Reshape")) return node->inputs().size() == 2;
     if (IsOp(node, "Squeeze") || IsOp(node, "Unsqueeze")) {
-      return node->GetInts("axes").has_value() || (node->inputs().size() == 2 && ConstantInts(node->input(1)));
+      return node->GetInts("axes").has_value() || (node->inputs().size() == 2 && ConstantInts(node->input(1), InitializerRule::kFeedsOverride));
     }
     if (IsOp(node, "Gather")) {
-      TensorPtr index = node->inputs().size() == 2 ? ConstantValueOf(*node->input(1), true) : nullptr;
+      TensorPtr index = node->inputs().size() == 2 ? ConstantValueOf(*node->input(1), InitializerRule::kFeedsOverride) : nullptr;
       return index != nullptr && index->dims().empty() && index->AsInt64s().has_value();
     }
     return false;
@@ -331,9 +322,9 @@ class OperandWalker {
       if ((!mul && !div) || node->inputs().size() != 2 || !Inside()) return;
       int operand = -1;
       std::optional<double> constant;
-      if ((constant = ScalarConstant(node->input(1)))) {
+      if ((constant = ConstantScalar(node->input(1), InitializerRule::kFeedsOverride))) {
         operand = 0;
-      } else if (mul && (constant = ScalarConstant(node->input(0)))) {
+      } else if (mul && (constant = ConstantScalar(node->input(0), InitializerRule::kFeedsOverride))) {
         operand = 1;
       }
       if (operand < 0 || *constant == 0) return;
@@ -363,7 +354,7 @@ class OperandWalker {
     Node* unsqueeze = ProducerOp(expand->input(0), "Unsqueeze");
     if (unsqueeze == nullptr || !ReadOnlyWithin(expand->input(0), {expand})) return false;
     std::optional<std::vector<int64_t>> axes = unsqueeze->GetInts("axes");
-    if (!axes && unsqueeze->inputs().size() == 2) axes = ConstantInts(unsqueeze->input(1));
+    if (!axes && unsqueeze->inputs().size() == 2) axes = ConstantInts(unsqueeze->input(1), InitializerRule::kFeedsOverride);
     if (axes != std::optional<std::vector<int64_t>>(std::vector<int64_t>{2})) return false;
     RepeatMatch repeat;
     repeat.unsqueeze = unsqueeze;
@@ -383,11 +374,11 @@ class OperandWalker {
   // x₁ or x₂ of `x`: a Slice of the last axis from `start` to `end` (steps 1), as constants.
   static std::optional<std::pair<int64_t, int64_t>> SliceOfLast(const Node* slice, const Value* x) {
     if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 4) return std::nullopt;
-    auto starts = ConstantInts(slice->input(1)), ends = ConstantInts(slice->input(2)), axes = ConstantInts(slice->input(3));
+    auto starts = ConstantInts(slice->input(1), InitializerRule::kFeedsOverride), ends = ConstantInts(slice->input(2), InitializerRule::kFeedsOverride), axes = ConstantInts(slice->input(3), InitializerRule::kFeedsOverride);
     if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return std::nullopt;
     if ((*axes)[0] != -1 && (*axes)[0] != 3) return std::nullopt;
     if (slice->inputs().size() >= 5 && slice->input(4) != nullptr &&
-        ConstantInts(slice->input(4)) != std::optional<std::vector<int64_t>>(std::vector<int64_t>{1})) {
+        ConstantInts(slice->input(4), InitializerRule::kFeedsOverride) != std::optional<std::vector<int64_t>>(std::vector<int64_t>{1})) {
       return std::nullopt;
     }
     return std::pair{(*starts)[0], (*ends)[0]};
@@ -414,7 +405,7 @@ class OperandWalker {
       }
       int64_t half = 0;
       if (first->inputs().size() == 2 && first->input(1) != nullptr) {
-        auto constant = ConstantInts(first->input(1));
+        auto constant = ConstantInts(first->input(1), InitializerRule::kFeedsOverride);
         if (!constant) {
           sizes = first->input(1);  // a runtime checks they are two halves
         } else if (constant->size() != 2 || (*constant)[0] != (*constant)[1] || (*constant)[0] <= 0) {
@@ -441,8 +432,8 @@ class OperandWalker {
   // x[..., start::2] over the last axis of the 4-D x: start, or nullopt.
   static std::optional<int64_t> EverySecondOfLast(const Node* slice, const Value* x) {
     if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 5) return std::nullopt;
-    auto starts = ConstantInts(slice->input(1)), ends = ConstantInts(slice->input(2));
-    auto axes = ConstantInts(slice->input(3)), steps = ConstantInts(slice->input(4));
+    auto starts = ConstantInts(slice->input(1), InitializerRule::kFeedsOverride), ends = ConstantInts(slice->input(2), InitializerRule::kFeedsOverride);
+    auto axes = ConstantInts(slice->input(3), InitializerRule::kFeedsOverride), steps = ConstantInts(slice->input(4), InitializerRule::kFeedsOverride);
     if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
         steps != std::optional<std::vector<int64_t>>(std::vector<int64_t>{2}) || ((*axes)[0] != -1 && (*axes)[0] != 3)) {
       return std::nullopt;
@@ -487,7 +478,7 @@ class OperandWalker {
   // Unsqueeze(v) of one new last axis (of the 5-D result): v, or null.
   static Value* UnsqueezedAtLast(const Node& unsqueeze) {
     std::optional<std::vector<int64_t>> axes = unsqueeze.GetInts("axes");
-    if (!axes && unsqueeze.inputs().size() == 2) axes = ConstantInts(unsqueeze.input(1));
+    if (!axes && unsqueeze.inputs().size() == 2) axes = ConstantInts(unsqueeze.input(1), InitializerRule::kFeedsOverride);
     if (!axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != 4)) return nullptr;
     return unsqueeze.input(0);
   }
@@ -513,7 +504,7 @@ class OperandWalker {
     }
     // Sizes known before the run must turn a positive, even prefix; others are checked each run.
     std::optional<std::vector<int64_t>> sizes =
-        split->inputs().size() == 2 && split->input(1) != nullptr ? ConstantInts(split->input(1)) : split->GetInts("split");
+        split->inputs().size() == 2 && split->input(1) != nullptr ? ConstantInts(split->input(1), InitializerRule::kFeedsOverride) : split->GetInts("split");
     if (sizes && (sizes->size() != 2 || (*sizes)[0] <= 0 || (*sizes)[0] % 2 != 0 || (*sizes)[1] < 0)) return false;
     Value* const operand = value_;
     const std::unordered_set<const Node*> readers = readers_;
@@ -741,7 +732,7 @@ Node* ScoresMatMul(const Value* value) {
 bool SlicedFromLowerTriangle(const Value* condition) {
   const Value* value = condition;
   while (Node* slice = ProducerOp(value, "Slice")) value = slice->input(0);
-  TensorPtr buffer = value == nullptr ? nullptr : ConstantValueOf(*value, /*initializers_overridable=*/true);
+  TensorPtr buffer = value == nullptr ? nullptr : ConstantValueOf(*value, InitializerRule::kFeedsOverride);
   if (buffer == nullptr || buffer->dtype() != DataType::kBool || buffer->dims().size() < 2) return false;
   const auto& dims = buffer->dims();
   const int64_t rows = dims[dims.size() - 2], columns = dims.back();
@@ -1002,7 +993,7 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
   } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
     int fill_index = MaskedScores(where->input(1)) ? 2 : 1;
     if (!MaskedScores(where->input(3 - fill_index))) return AttentionSearch{};
-    std::optional<double> fill = ScalarConstant(where->input(fill_index));
+    std::optional<double> fill = ConstantScalar(where->input(fill_index), InitializerRule::kFeedsOverride);
     if (!fill) return NearMiss("the mask fill is not a constant scalar");
     match.mask_kind = AttentionMaskKind::kBoolean;
     match.mask_node = where;
@@ -1040,7 +1031,7 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
     if (match.score_matmul == nullptr) return AttentionSearch{};
     Value* product = match.score_matmul->output(0);
     Value* constant = scale->input(0) == product ? scale->input(1) : scale->input(0);
-    match.scale = ScalarConstant(constant);
+    match.scale = ConstantScalar(constant, InitializerRule::kFeedsOverride);
     if (!match.scale) return NearMiss("the scale is not a constant scalar");
     match.scale_divides = scale->op_type() == "Div";
     match.scale_node = scale;
@@ -1098,7 +1089,7 @@ std::optional<AttentionSearch> MatchOpCore(Node& op, AttentionMatch& match) {
 
 std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<Node*>* chain) {
   std::vector<ShapePartMatch> parts;
-  if (std::optional<std::vector<int64_t>> constant = ConstantInts(&shape)) {
+  if (std::optional<std::vector<int64_t>> constant = ConstantInts(&shape, InitializerRule::kFeedsOverride)) {
     ShapePartMatch part;
     part.constant = *constant;
     return std::vector<ShapePartMatch>{part};
@@ -1107,7 +1098,7 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
   if (concat == nullptr || (concat->GetInt("axis", 0) != 0 && concat->GetInt("axis", 0) != -1)) return std::nullopt;
   std::vector<Node*> nodes;
   for (Value* input : concat->inputs()) {
-    if (std::optional<std::vector<int64_t>> constant = ConstantInts(input)) {
+    if (std::optional<std::vector<int64_t>> constant = ConstantInts(input, InitializerRule::kFeedsOverride)) {
       ShapePartMatch part;
       part.constant = *constant;
       parts.push_back(part);
@@ -1129,7 +1120,7 @@ std::optional<std::vector<ShapePartMatch>> ShapeParts(Value& shape, std::vector<
     }
     // The Gather's index is a scalar under an Unsqueeze, a one-element list without one.
     const Node* gather = nodes.back();
-    const TensorPtr index = ConstantValueOf(*gather->input(1), true);
+    const TensorPtr index = ConstantValueOf(*gather->input(1), InitializerRule::kFeedsOverride);
     if ((unsqueeze != nullptr) != (index->dims().empty())) return std::nullopt;
     if (unsqueeze != nullptr) nodes.push_back(unsqueeze);
     parts.push_back(*dim);

@@ -149,7 +149,7 @@ std::optional<AttentionViewStep> DescribeViewStep(const Graph& body, const Atten
   const Node& node = *step.node;
   AttentionViewStep described;
   auto constant_ints = [](const Value* value) -> std::optional<std::vector<int64_t>> {
-    TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, /*initializers_overridable=*/true) : nullptr;
+    TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, InitializerRule::kFeedsOverride) : nullptr;
     return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
   };
   const std::string& op = node.op_type();

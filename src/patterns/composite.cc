@@ -20,15 +20,6 @@ Node* ProducerOp(const Value* value, std::string_view op_type) {
   return IsOp(producer, op_type) ? producer : nullptr;
 }
 
-std::optional<double> ScalarConstant(const Value* value) {
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = ConstantValueOf(*value, /*initializers_overridable=*/true);
-  if (tensor == nullptr || tensor->NumElements() != 1) return std::nullopt;
-  if (auto floats = tensor->AsDoubles()) return floats->front();
-  if (auto integers = tensor->AsInt64s()) return static_cast<double>(integers->front());
-  return std::nullopt;
-}
-
 bool Near(double value, double expected) { return Near(value, expected, DataType::kFloat); }
 
 bool Near(double value, double expected, DataType stored_as) {
@@ -39,7 +30,7 @@ bool Near(double value, double expected, DataType stored_as) {
 }
 
 bool IsScalarConstantNear(const Value* value, double expected) {
-  std::optional<double> constant = ScalarConstant(value);
+  std::optional<double> constant = ConstantScalar(value, InitializerRule::kFeedsOverride);
   return constant.has_value() && Near(*constant, expected);
 }
 

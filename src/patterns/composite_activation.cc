@@ -21,20 +21,20 @@ struct ScaledBy {
 
 // The element type of a constant scalar as stored (function bodies leave values untyped).
 DataType StoredType(const Value* constant) {
-  TensorPtr tensor = ConstantValueOf(*constant, /*initializers_overridable=*/true);
+  TensorPtr tensor = ConstantValueOf(*constant, InitializerRule::kFeedsOverride);
   return tensor != nullptr ? tensor->dtype() : DataType::kUndefined;
 }
 
 std::optional<ScaledBy> ScaledByConstant(const Value* value) {
   if (Node* div = ProducerOp(value, "Div")) {
-    std::optional<double> divisor = ScalarConstant(div->input(1));
+    std::optional<double> divisor = ConstantScalar(div->input(1), InitializerRule::kFeedsOverride);
     if (divisor && *divisor != 0) return ScaledBy{div->input(0), *divisor, true, StoredType(div->input(1))};
     return std::nullopt;
   }
   Node* mul = ProducerOp(value, "Mul");
   if (mul == nullptr || mul->inputs().size() != 2) return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    if (std::optional<double> factor = ScalarConstant(mul->input(i))) {
+    if (std::optional<double> factor = ConstantScalar(mul->input(i), InitializerRule::kFeedsOverride)) {
       return ScaledBy{mul->input(1 - i), *factor, false, StoredType(mul->input(i))};
     }
   }
@@ -135,7 +135,7 @@ CompositeSearch MatchSoftmax(Node& softmax, int64_t opset) {
       scores = add->input(second_scaled ? 1 : 0);
     } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
       for (int fill_index : {2, 1}) {
-        if (std::optional<double> fill = ScalarConstant(where->input(fill_index))) {
+        if (std::optional<double> fill = ConstantScalar(where->input(fill_index), InitializerRule::kFeedsOverride)) {
           match.mask_node = where;
           match.condition = where->input(0);
           match.fill = *fill;

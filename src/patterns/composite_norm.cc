@@ -27,7 +27,7 @@ AxisOrReason ReduceMeanAxis(const Node& reduce, int64_t opset) {
   } else {
     if (attribute != nullptr) return {std::nullopt, "ReduceMean axes attribute from opset 18"};
     if (input == nullptr) return {std::nullopt, "a ReduceMean reduces every axis"};
-    TensorPtr tensor = ConstantValueOf(*input, /*initializers_overridable=*/true);
+    TensorPtr tensor = ConstantValueOf(*input, InitializerRule::kFeedsOverride);
     std::optional<std::vector<int64_t>> values = tensor ? tensor->AsInt64s() : std::nullopt;
     if (!values) return {std::nullopt, "ReduceMean axes are not constant"};
     axes = *values;
@@ -145,7 +145,7 @@ CompositeSearch MatchDecomposedNorm(Node& sqrt, int64_t opset) {
   CompositeMatch match;
   match.kind = layer_norm ? CompositeKind::kLayerNorm : CompositeKind::kRmsNorm;
   match.x = layer_norm ? sub->input(0) : centered;
-  std::optional<double> epsilon_value = ScalarConstant(epsilon);
+  std::optional<double> epsilon_value = ConstantScalar(epsilon, InitializerRule::kFeedsOverride);
   if (!epsilon_value || !(*epsilon_value >= 0)) return NearMiss(match.kind, "epsilon is not a constant scalar");
   match.epsilon = *epsilon_value;
   AxisOrReason axis = ReduceMeanAxis(*variance, opset);

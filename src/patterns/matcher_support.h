@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/constant_value.h"
 #include "patterns/composite.h"
 
 namespace fusionopt::composite {
@@ -17,8 +18,8 @@ inline constexpr double kConstantTolerance = 1e-6;
 bool IsOp(const Node* node, std::string_view op_type);  // of the default domain
 // The producer of `value` when it is an `op_type` op of the default domain.
 Node* ProducerOp(const Value* value, std::string_view op_type);
-// The value as one number: a one-element numeric constant that callers cannot override.
-std::optional<double> ScalarConstant(const Value* value);
+// Matchers read constants under InitializerRule::kFeedsOverride: they do not see the model's
+// IR version, and a fused group must not bake in what a feed may replace.
 bool Near(double value, double expected);
 // Near, for a constant stored as `stored_as`: float16 and bfloat16 constants are the exact value
 // rounded to that type, so they match within half an ulp of it (2^-11 and 2^-8 of the value: a

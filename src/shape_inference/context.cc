@@ -43,7 +43,7 @@ std::optional<int64_t> InferenceContext::InputLength(size_t index) const {
 TensorPtr InferenceContext::InputConstant(size_t index) const {
   const Value* value = node_.input(index);
   if (value == nullptr) return nullptr;
-  return ConstantValueOf(*value, state_.InitializersOverridable());
+  return ConstantValueOf(*value, state_.Initializers());
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/constant_value.h"
 #include "ir/graph.h"
 #include "shape_inference/shape_inference.h"
 
@@ -156,7 +157,7 @@ class InferenceState {
   // Whether an initializer listed as a graph input may be replaced by the caller's tensor.
   // IR version 3 lists every initializer as an input, so there they are constants (as in
   // onnxruntime); from IR version 4 on such an initializer is only a default.
-  bool InitializersOverridable() const { return model_.ir_version == 0 || model_.ir_version >= 4; }
+  InitializerRule Initializers() const { return InitializerRuleOf(model_); }
   void SetData(const Value* value, SymbolicData data);
 
  private:

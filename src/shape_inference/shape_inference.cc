@@ -169,7 +169,7 @@ const SymbolicData* InferenceState::DataOf(const Value* value) const {
 std::optional<SymbolicData> InferenceState::ContentOf(const Value* value) const {
   if (value == nullptr) return std::nullopt;
   if (const SymbolicData* tracked = DataOf(value)) return *tracked;
-  TensorPtr constant = ConstantValueOf(*value, InitializersOverridable());
+  TensorPtr constant = ConstantValueOf(*value, Initializers());
   if (constant == nullptr || constant->dims().size() > 1 ||
       constant->NumElements() > static_cast<int64_t>(kMaxSymbolicElements)) {
     return std::nullopt;

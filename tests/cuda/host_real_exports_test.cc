@@ -65,7 +65,7 @@ std::vector<cpu::NamedTensor> ManifestFeeds(const Model& model, const std::strin
 // A value's bytes this run: a feed, a constant, or what the CPU runtime computed.
 uint8_t* BytesOf(const Value& value, std::map<std::string, cpu::RtTensor>& computed) {
   if (auto it = computed.find(value.name()); it != computed.end()) return it->second.raw();
-  TensorPtr constant = ConstantValueOf(value, false);
+  TensorPtr constant = ConstantValueOf(value, InitializerRule::kAllConstant);
   REQUIRE(constant != nullptr);
   return const_cast<uint8_t*>(constant->bytes().data());
 }

@@ -234,7 +234,7 @@ inline bool RequestFor(const Model& model, const Node& node, const SavedProtos& 
   std::vector<ValueType> input_types, output_types;
   for (const Value* input : node.inputs()) {
     input_types.push_back(input ? input->type() : ValueType{});
-    request.constants.push_back(input ? ConstantValueOf(*input, model.ir_version >= 4) : nullptr);
+    request.constants.push_back(input ? ConstantValueOf(*input, InitializerRuleOf(model)) : nullptr);
   }
   for (const Value* output : node.outputs()) output_types.push_back(output ? output->type() : ValueType{});
   for (const ValueType& type : input_types) {

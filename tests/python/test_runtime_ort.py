@@ -607,3 +607,63 @@ def test_convolutions_stay_unmerged_for_ort_unless_asked(fusionopt, tmp_path):
     assert splits(default) < splits(merged)
     original = nodes_ort_runs(entry.path, tmp_path)
     assert nodes_ort_runs(default, tmp_path) == original < nodes_ort_runs(merged, tmp_path)
+
+
+def attention_with_head_split_target(path, target_is_input):
+    """Q, K and V projected from x and split into heads by Reshape(·, heads_shape), an
+    initializer [0, 0, 4, 8]; with `target_is_input` it is also a graph input (IR 8), which
+    a feed may replace: [0, 0, 2, 16] splits the same 32 features into 2 heads of 16."""
+    rng = np.random.default_rng(0)
+    helper, tensor = onnx.helper, onnx.TensorProto
+    initializers = [onnx.numpy_helper.from_array((rng.standard_normal((32, 32)) * 0.2).astype(np.float32), "w" + n)
+                    for n in "qkv"]
+    initializers += [onnx.numpy_helper.from_array(np.array(v, dtype), name) for name, v, dtype in (
+        ("heads_shape", [0, 0, 4, 8], np.int64), ("merged_shape", [0, 0, 32], np.int64),
+        ("scale", 8 ** -0.5, np.float32))]
+    nodes = []
+    for n in "qkv":
+        nodes += [helper.make_node("MatMul", ["x", "w" + n], [n + "_projected"]),
+                  helper.make_node("Reshape", [n + "_projected", "heads_shape"], [n + "_heads"]),
+                  helper.make_node("Transpose", [n + "_heads"], [n + "_t"], perm=[0, 2, 3, 1] if n == "k" else [0, 2, 1, 3])]
+    nodes += [helper.make_node("MatMul", ["q_t", "k_t"], ["scores"]),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+              helper.make_node("Softmax", ["scaled"], ["weights"], axis=-1),
+              helper.make_node("MatMul", ["weights", "v_t"], ["context"]),
+              helper.make_node("Transpose", ["context"], ["context_t"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["context_t", "merged_shape"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", tensor.FLOAT, ["batch", "sequence", 32])]
+    if target_is_input:
+        inputs.append(helper.make_tensor_value_info("heads_shape", tensor.INT64, [4]))
+    graph = helper.make_graph(nodes, "attention", inputs,
+                              [helper.make_tensor_value_info("y", tensor.FLOAT, ["batch", "sequence", 32])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("target_is_input", [False, True])
+def test_an_initializer_a_feed_may_replace_is_not_lowered_as_a_constant(fusionopt, tmp_path, target_is_input):
+    """The lowering reads constants under the model's rule (ir/constant_value.h): from IR 4 an
+    initializer that is also a graph input is a default a feed may replace. The head count of
+    MultiHeadAttention is an attribute, so a head split by such a target stays the portable node,
+    and ORT on the output equals ORT on the original for the default and for a fed [0, 0, 2, 16].
+    A target that is no graph input is lowered as usual."""
+    model = attention_with_head_split_target(tmp_path / "attention.onnx", target_is_input)
+    out, report = tmp_path / "attention.ort.onnx", tmp_path / "report.json"
+    rc, _, stderr = fusionopt(model, "-O3", "--runtime", "ort", "-o", out, "--report", report)
+    assert rc == 0, stderr
+    lowering = json.loads(report.read_text())["ort_lowering"]
+    written = [one["written"] for one in lowering["lowered"]]
+    kept = [one["reason"] for one in lowering["kept"] if "FusedAttention" in one["function"]]
+    if target_is_input:
+        assert written == [] and kept == ["the head size is not a constant of the head split"]
+    else:
+        assert written == ["com.microsoft::MultiHeadAttention"] and kept == []
+    x = np.random.default_rng(1).standard_normal((2, 5, 32)).astype(np.float32)
+    targets = [None, np.array([0, 0, 2, 16], np.int64)] if target_is_input else [None]
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    original, optimized = session(model, level), session(out, level)
+    for target in targets:
+        feeds = {"x": x} if target is None else {"x": x, "heads_shape": target}
+        want, got = original.run(None, feeds)[0], optimized.run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "ir/constant_value.h"
 #include "ir/graph.h"
 #include "ir/op_class.h"
 #include "pass_test_support.h"
@@ -39,7 +40,7 @@ void RequireSameNodes(const std::unordered_set<const Node*>& kept, const std::un
 
 void RequireSameAsFresh(const CostModel& costs, const Model& model) {
   const LaunchFreeNodes& kept = costs.LaunchFreeIn(*model.graph);
-  const LaunchFreeNodes fresh = FindLaunchFreeNodes(*model.graph, /*initializers_overridable=*/model.ir_version >= 4);
+  const LaunchFreeNodes fresh = FindLaunchFreeNodes(*model.graph, InitializerRuleOf(model));
   RequireSameNodes(kept.load_time, fresh.load_time);
   RequireSameNodes(kept.host, fresh.host);
 }

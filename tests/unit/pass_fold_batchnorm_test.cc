@@ -243,9 +243,9 @@ graph main (float[1,2,3,3] %x) -> (float[1,2,3,3] %y)
 TEST_CASE("fold-batchnorm computes float16 weights in double and rounds once", "[passes]") {
   // 1 + 2^-11 + 2^-40 lies just above the midpoint of two halves: through float it would land
   // exactly on the midpoint and round (to even) down to 1.
-  TensorPtr rounded = passes::MakeFloatingTensor(DataType::kFloat16, {1}, {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)});
+  TensorPtr rounded = MakeFloatingTensor(DataType::kFloat16, {1}, {1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)});
   CHECK(HalfToFloat(rounded->values<uint16_t>()[0]) == 1.0F + std::ldexp(1.0F, -10));
-  TensorPtr bf16 = passes::MakeFloatingTensor(DataType::kBFloat16, {1}, {1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)});
+  TensorPtr bf16 = MakeFloatingTensor(DataType::kBFloat16, {1}, {1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)});
   CHECK(BFloat16ToFloat(bf16->values<uint16_t>()[0]) == 1.0F + std::ldexp(1.0F, -7));
 
   auto folded = ExpectRewriteOps(R"(

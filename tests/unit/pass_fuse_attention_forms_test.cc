@@ -526,7 +526,7 @@ std::optional<AttentionLayout> LayoutOfCall(const Rewritten& rewritten, const Fu
     return dims;
   };
   inputs.values = [call](int input) -> std::optional<std::vector<int64_t>> {
-    TensorPtr tensor = ConstantValueOf(*call->input(static_cast<size_t>(input)), true);
+    TensorPtr tensor = ConstantValueOf(*call->input(static_cast<size_t>(input)), InitializerRule::kFeedsOverride);
     return tensor != nullptr ? tensor->AsInt64s() : std::nullopt;
   };
   return LayOutAttention(attention, inputs);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ir/constant_value.h"
 #include "ir/graph.h"
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"
@@ -316,7 +317,7 @@ graph main (float[N,3] %x, float[3] %overridable) -> (float[N,3] %y, int64[2] %s
 }
 )");
   InferShapes(*model);
-  LaunchFreeNodes free = FindLaunchFreeNodes(*model->graph, /*initializers_overridable=*/true);
+  LaunchFreeNodes free = FindLaunchFreeNodes(*model->graph, InitializerRule::kFeedsOverride);
   REQUIRE(free.load_time.count(FindNode(*model->graph, "load_time")));
   REQUIRE(free.host.count(FindNode(*model->graph, "host_gather")));
   REQUIRE(free.host.count(FindNode(*model->graph, "host_concat")));

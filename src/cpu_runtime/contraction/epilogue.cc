@@ -23,16 +23,6 @@ PostOp Eltwise(algorithm kind, float alpha = 0.0f, float beta = 0.0f) {
   return PostOp{PostOp::Kind::kEltwise, kind, alpha, beta};
 }
 
-// A scalar the body holds as a Constant node (the outliner inlines scalars so).
-std::optional<float> ScalarConstant(const Value* value) {
-  if (value == nullptr || value->producer() == nullptr) return std::nullopt;
-  TensorPtr tensor = ConstantNodeValue(*value->producer());
-  if (tensor == nullptr || tensor->NumElements() != 1) return std::nullopt;
-  std::optional<std::vector<double>> values = tensor->AsDoubles();
-  if (!values) return std::nullopt;
-  return static_cast<float>(values->front());
-}
-
 // Clip(x, lo, hi) with constant bounds (attributes before opset 11).
 std::optional<std::vector<PostOp>> ClipPostOps(const Node& clip, int64_t opset) {
   float lo = -FLT_MAX, hi = FLT_MAX;
@@ -42,9 +32,10 @@ std::optional<std::vector<PostOp>> ClipPostOps(const Node& clip, int64_t opset) 
   } else {
     for (size_t i = 1; i < clip.inputs().size(); ++i) {
       if (clip.input(i) == nullptr) continue;
-      std::optional<float> bound = ScalarConstant(clip.input(i));
+      // A body has no graph inputs: the outliner inlined the scalars as Constant nodes.
+      std::optional<double> bound = ConstantScalar(clip.input(i), InitializerRule::kAllConstant);
       if (!bound) return std::nullopt;
-      (i == 1 ? lo : hi) = *bound;
+      (i == 1 ? lo : hi) = static_cast<float>(*bound);
     }
   }
   if (!(lo <= hi)) return std::nullopt;  // ONNX then gives hi everywhere; oneDNN's clip does not
@@ -109,9 +100,10 @@ class ChainMatcher {
       if (node.inputs().size() != 2) return nullptr;
       const Value* other = node.input(0) == &value ? node.input(1) : node.input(0);
       if (other == &value) return nullptr;
-      if (std::optional<float> constant = ScalarConstant(other)) {
-        Append({op == "Add" ? Eltwise(algorithm::eltwise_linear, 1.0f, *constant)
-                            : Eltwise(algorithm::eltwise_linear, *constant, 0.0f)});
+      if (std::optional<double> scalar = ConstantScalar(other, InitializerRule::kAllConstant)) {
+        const auto constant = static_cast<float>(*scalar);
+        Append({op == "Add" ? Eltwise(algorithm::eltwise_linear, 1.0f, constant)
+                            : Eltwise(algorithm::eltwise_linear, constant, 0.0f)});
       } else {
         const auto& formals = info_.body.inputs();
         auto it = std::find(formals.begin(), formals.end(), other);

@@ -8,6 +8,7 @@
 
 #include "cpu_runtime/contraction/common.h"
 #include "cpu_runtime/onednn/common.h"
+#include "ir/batchnorm.h"
 #include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
@@ -57,27 +58,16 @@ void ChannelStatistics(const T* x, int64_t batch, int64_t channels, int64_t inne
   }
 }
 
-// The per-channel affine map a batch normalization applies: a = scale / sqrt(var + eps),
-// b = B - mean * a. Empty when the parameter sizes disagree.
-struct FoldedAffine {
-  std::vector<double> scale;
-  std::vector<double> shift;
-};
-
-FoldedAffine Fold(const std::vector<double>& scale, const std::vector<double>& bias, const std::vector<double>& mean,
-                  const std::vector<double>& variance, double epsilon) {
-  FoldedAffine folded;
-  if (bias.size() != scale.size() || mean.size() != scale.size() || variance.size() != scale.size()) return folded;
-  for (size_t c = 0; c < scale.size(); ++c) {
-    folded.scale.push_back(scale[c] / std::sqrt(variance[c] + epsilon));
-    folded.shift.push_back(bias[c] - mean[c] * folded.scale.back());
-  }
-  return folded;
+// The per-channel map (ir/batchnorm.h); empty when the parameter sizes disagree.
+ChannelAffine Fold(const std::vector<double>& scale, const std::vector<double>& bias, const std::vector<double>& mean,
+                   const std::vector<double>& variance, double epsilon) {
+  if (bias.size() != scale.size() || mean.size() != scale.size() || variance.size() != scale.size()) return {};
+  return BatchNormChannelAffine(scale, bias, mean, variance, epsilon);
 }
 
 // Y = x * a[c] + b[c] in X's dtype (float16/bfloat16 through float32).
 void ApplyFolded(KernelContext& context, const RtTensor& x, int64_t batch, int64_t channels, int64_t inner,
-                 const FoldedAffine& folded) {
+                 const ChannelAffine& folded) {
   if (x.dtype() == DataType::kDouble) {
     RtTensor& y = context.Output(0, x.dtype(), x.dims());
     ApplyChannelAffine(x.data<double>(), y.data<double>(), batch, channels, inner, folded.scale, folded.shift);
@@ -172,7 +162,7 @@ class BatchNormalizationKernel : public Kernel {
   float momentum_ = 0.9f;
   bool training_ = false;
   bool per_channel_ = true;       // false: opset < 9 with spatial = 0, one parameter per (C, D1, ...) element
-  FoldedAffine constant_folded_;  // from constant parameters, at Init
+  ChannelAffine constant_folded_;  // from constant parameters, at Init
 };
 
 // ---- InstanceNormalization: each (n, c) plane normalized by its own mean and variance.

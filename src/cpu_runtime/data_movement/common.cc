@@ -178,7 +178,7 @@ Result<std::vector<int64_t>> ReadInts(const RtTensor& tensor, std::string_view w
   return tensor.ToInt64s();
 }
 
-std::optional<std::vector<int64_t>> ConstantInts(const KernelInfo& info, size_t index) {
+std::optional<std::vector<int64_t>> ConstantInputInts(const KernelInfo& info, size_t index) {
   const TensorPtr& constant = info.constant_input(index);
   if (!constant) return std::nullopt;
   return constant->AsInt64s();

@@ -100,7 +100,7 @@ Result<std::vector<uint8_t>> EncodeScalar(DataType dtype, double value);
 Result<std::vector<int64_t>> ReadInts(const RtTensor& tensor, std::string_view what);
 
 // Values of constant input `index` when it is a known integer tensor.
-std::optional<std::vector<int64_t>> ConstantInts(const KernelInfo& info, size_t index);
+std::optional<std::vector<int64_t>> ConstantInputInts(const KernelInfo& info, size_t index);
 
 // Axes normalised against `rank`; an error naming `what` when one is out of range or repeated.
 Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, int64_t rank, std::string_view what);

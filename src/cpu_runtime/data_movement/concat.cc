@@ -146,7 +146,7 @@ class SplitKernel : public Kernel {
     if (info.opset < 13) {
       split_ = info.node.GetInts("split");
     } else if (info.node.input(1) != nullptr) {
-      split_ = ConstantInts(info, 1);
+      split_ = ConstantInputInts(info, 1);
       split_at_run_time_ = !split_.has_value();
     }
     if (info.opset >= 18 && info.node.FindAttribute("num_outputs") != nullptr) {

@@ -63,7 +63,7 @@ class AxesViewKernel : public ViewKernel {
     if (!axes_from_input_) {
       axes_ = info.node.GetInts("axes");
     } else if (info.node.input(1) != nullptr) {
-      axes_ = ConstantInts(info, 1);
+      axes_ = ConstantInputInts(info, 1);
       runtime_axes_ = !axes_.has_value();
     }
     if (required && !axes_ && !runtime_axes_) return info.Error("axes are required");

@@ -61,7 +61,7 @@ Result<std::unique_ptr<Kernel>> CreateKernel(const Node& node, const PrepareCont
 }  // namespace
 
 TensorPtr PrepareContext::ConstantOf(const Value& value) const {
-  if (TensorPtr constant = ConstantValueOf(value, initializers_overridable)) return constant;
+  if (TensorPtr constant = ConstantValueOf(value, initializers)) return constant;
   if (computed_ahead == nullptr) return nullptr;
   auto it = computed_ahead->find(&value);
   return it == computed_ahead->end() ? nullptr : it->second;
@@ -123,7 +123,7 @@ struct GraphExecutor::PrepareState {
 
 Result<std::unique_ptr<GraphExecutor>> GraphExecutor::Prepare(const Graph& graph, const PrepareContext& context) {
   std::unique_ptr<GraphExecutor> executor(new GraphExecutor(graph));
-  PrepareState state(context, FindLaunchFreeNodes(graph, context.initializers_overridable));
+  PrepareState state(context, FindLaunchFreeNodes(graph, context.initializers));
   state.context.computed_ahead = &state.computed_ahead;
   state.kernel_context.allocator = &state.allocator;
   for (const Value* value : graph.initializers()) {

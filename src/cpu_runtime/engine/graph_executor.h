@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/constant_value.h"
 #include "cpu_runtime/engine/allocator.h"
 #include "cpu_runtime/engine/kernel.h"
 #include "cpu_runtime/engine/rt_tensor.h"
@@ -62,8 +63,8 @@ struct RunStats {
 // What preparing any graph of a model needs to know about the model.
 struct PrepareContext {
   const Model& model;
-  // Initializers that are also graph inputs may be fed by the caller (IR version >= 4).
-  bool initializers_overridable = false;
+  // Whether initializers that are also graph inputs may be fed by the caller.
+  InitializerRule initializers = InitializerRule::kAllConstant;
   // Whether nodes calling fused functions run as fused kernels; false runs every body op by
   // op (function_call.h), which tests use to cross-check the fused kernels.
   bool fused_kernels = true;

@@ -41,7 +41,7 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
   plan->run_fused = options.run_fused;
   plan->fused_output_hook = options.fused_output_hook;
   const Graph& graph = *model.graph;
-  PrepareContext context{model, model.ir_version >= 4};
+  PrepareContext context{model, InitializerRuleOf(model)};
   context.fused_kernels = options.fused_kernels;
   context.conv_layouts = options.conv_layouts && !RowMajorOnlyRequested();
   if (options.run_fused) context.run_fused = &plan->run_fused;
@@ -49,7 +49,7 @@ Result<std::unique_ptr<Session>> Session::Create(const Model& model, const Sessi
   FUSIONOPT_ASSIGN_OR_RETURN(plan->executor, GraphExecutor::Prepare(graph, context));
   for (size_t i = 0; i < graph.inputs().size(); ++i) {
     const Value* input = graph.inputs()[i];
-    if (input->is_initializer() && !context.initializers_overridable) continue;
+    if (input->is_initializer() && context.initializers == InitializerRule::kAllConstant) continue;
     plan->inputs.push_back(input);
     plan->input_positions.push_back(i);
   }

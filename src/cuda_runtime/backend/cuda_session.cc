@@ -218,7 +218,7 @@ Status Describe(const Model& model, const onnx::ModelProto& proto, size_t index,
     out.constants.push_back(nullptr);
     if (input == nullptr) continue;
     FUSIONOPT_ASSIGN_OR_RETURN(out.input_dims.back(), StaticDims(*input));
-    if (TensorPtr constant = ConstantValueOf(*input, model.ir_version >= 4)) out.constants.back() = constant->bytes().data();
+    if (TensorPtr constant = ConstantValueOf(*input, InitializerRuleOf(model))) out.constants.back() = constant->bytes().data();
   }
   for (const Value* output : node.outputs()) {
     out.output_dims.push_back({});

@@ -6,6 +6,7 @@
 #include "cuda_runtime/codegen/attention_kernel_plan.h"
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
+#include "ir/constant_value.h"
 #include "patterns/attention.h"
 #include "patterns/attention_layout.h"
 
@@ -157,7 +158,7 @@ AttentionInputs StaticInputs(const Graph& unfolded, const UnfoldedBody& folded) 
     if (index < 0 || static_cast<size_t>(index) >= folded.folded.size() || folded.folded[index] == nullptr) {
       return std::nullopt;
     }
-    return ConstantInts(folded.folded[static_cast<size_t>(index)]);
+    return ConstantInts(folded.folded[static_cast<size_t>(index)], InitializerRule::kAllConstant);
   };
   return inputs;
 }

@@ -156,9 +156,9 @@ Result<Emitted> Slice(Emitter& e, const Coordinates& c) {
   const std::vector<int64_t> in = e.InDims(0), out = e.OutDims();
   std::optional<std::vector<int64_t>> starts, ends, axes, steps;
   if (node.inputs().size() >= 3) {
-    starts = ConstantInts(node.input(1)), ends = ConstantInts(node.input(2));
-    if (node.input(3) != nullptr && !(axes = ConstantInts(node.input(3)))) starts.reset();
-    if (node.input(4) != nullptr && !(steps = ConstantInts(node.input(4)))) starts.reset();
+    starts = ConstantInts(node.input(1), InitializerRule::kAllConstant), ends = ConstantInts(node.input(2), InitializerRule::kAllConstant);
+    if (node.input(3) != nullptr && !(axes = ConstantInts(node.input(3), InitializerRule::kAllConstant))) starts.reset();
+    if (node.input(4) != nullptr && !(steps = ConstantInts(node.input(4), InitializerRule::kAllConstant))) starts.reset();
     if (!starts || !ends) return SliceAtRunTime(e, c);
   } else {
     starts = node.GetInts("starts"), ends = node.GetInts("ends"), axes = node.GetInts("axes");
@@ -352,8 +352,8 @@ Result<std::vector<int64_t>> BeginPads(const Node& node, size_t rank) {
   std::optional<std::vector<int64_t>> pads = node.GetInts("pads");
   std::optional<std::vector<int64_t>> axes;
   if (node.input(1) != nullptr) {
-    pads = ConstantInts(node.input(1));
-    if (node.input(3) != nullptr && !(axes = ConstantInts(node.input(3)))) pads.reset();
+    pads = ConstantInts(node.input(1), InitializerRule::kAllConstant);
+    if (node.input(3) != nullptr && !(axes = ConstantInts(node.input(3), InitializerRule::kAllConstant))) pads.reset();
   }
   if (!pads) return Unsupported("Pad with pads or axes not constant");
   std::vector<int64_t> begin(rank, 0);
@@ -374,7 +374,7 @@ Result<std::string> PadValueBits(Emitter& e) {
   const DataType dtype = node.output(0)->dtype();
   const Value* value = node.input(2);
   if (value != nullptr) {
-    TensorPtr constant = ConstantValueOf(*value, false);
+    TensorPtr constant = ConstantValueOf(*value, InitializerRule::kAllConstant);
     if (constant == nullptr) return "reinterpret_cast<const " + e.Bits() + "*>(" + e.parameters().PointerTo(*value) + ")[0]";
     if (constant->dtype() != dtype || constant->NumElements() != 1) return Unsupported("bad Pad value");
     uint64_t bits = 0;

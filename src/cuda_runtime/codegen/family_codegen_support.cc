@@ -267,20 +267,4 @@ const Node* SingleOp(const Graph& body) {
   return found;
 }
 
-std::optional<std::vector<int64_t>> ConstantInts(const Value* value) {
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = ConstantValueOf(*value, /*initializers_overridable=*/false);
-  if (tensor == nullptr) return std::nullopt;
-  return tensor->AsInt64s();
-}
-
-std::optional<double> ConstantScalar(const Value* value) {
-  if (value == nullptr) return std::nullopt;
-  TensorPtr tensor = ConstantValueOf(*value, /*initializers_overridable=*/false);
-  if (tensor == nullptr || tensor->NumElements() != 1) return std::nullopt;
-  if (auto floats = tensor->AsDoubles()) return floats->front();
-  if (auto integers = tensor->AsInt64s()) return static_cast<double>(integers->front());
-  return std::nullopt;
-}
-
 }  // namespace fusionopt::cuda

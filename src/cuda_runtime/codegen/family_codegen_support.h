@@ -125,8 +125,4 @@ std::optional<std::string> BitsType(DataType dtype);
 // The one non-Constant node of a single-op body, or null when there are several.
 const Node* SingleOp(const Graph& body);
 
-// A constant the body holds for `value` (an initializer or a Constant node's output) as int64s.
-std::optional<std::vector<int64_t>> ConstantInts(const Value* value);
-std::optional<double> ConstantScalar(const Value* value);
-
 }  // namespace fusionopt::cuda

@@ -3,6 +3,7 @@
 
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
+#include "ir/constant_value.h"
 
 namespace fusionopt::cuda {
 namespace {
@@ -86,7 +87,7 @@ Result<LineBody> Normalize(const Node& node, KernelParameters& parameters, const
 // The axis the op runs along; Softmax on its last axis is the row family's.
 Result<size_t> LineAxis(const Node& node, size_t rank) {
   if (node.op_type() == "CumSum") {
-    std::optional<std::vector<int64_t>> axis = ConstantInts(node.input(1));
+    std::optional<std::vector<int64_t>> axis = ConstantInts(node.input(1), InitializerRule::kAllConstant);
     if (!axis || axis->size() != 1) return Unsupported("CumSum with its axis computed at run time");
     return LineAxisOf(axis->front(), rank, "CumSum");
   }

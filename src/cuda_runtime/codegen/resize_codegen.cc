@@ -21,7 +21,7 @@ constexpr int64_t kAttributeOpset = 19;
 Result<std::optional<std::vector<double>>> ConstantArgument(const Node& node, size_t index, const char* what) {
   const Value* value = node.input(index);
   if (value == nullptr) return std::optional<std::vector<double>>();
-  TensorPtr constant = ConstantValueOf(*value, false);
+  TensorPtr constant = ConstantValueOf(*value, InitializerRule::kAllConstant);
   if (constant == nullptr) return Unsupported(std::string("Resize ") + what + " computed at run time");
   std::optional<std::vector<double>> values = constant->AsDoubles();
   if (!values) return Unsupported(std::string("Resize ") + what + " of " + std::string(NameOf(constant->dtype())));
@@ -35,7 +35,7 @@ Result<std::vector<AxisSampling>> Samplings(const Node& node, const ResizeAttrib
   FUSIONOPT_ASSIGN_OR_RETURN(auto scales, ConstantArgument(node, 2, "scales"));
   std::optional<std::vector<int64_t>> sizes;
   if (node.input(3) != nullptr) {
-    if (!(sizes = ConstantInts(node.input(3)))) return Unsupported("Resize sizes computed at run time");
+    if (!(sizes = ConstantInts(node.input(3), InitializerRule::kAllConstant))) return Unsupported("Resize sizes computed at run time");
   }
   FUSIONOPT_ASSIGN_OR_RETURN(ResizeGeometry geometry,
                              ResolveResizeGeometry(attributes, in, scales.value_or(std::vector<double>()), sizes,

@@ -6,6 +6,7 @@
 
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
+#include "ir/constant_value.h"
 
 namespace fusionopt::cuda {
 namespace {
@@ -160,7 +161,7 @@ std::optional<ReductionOp> ReductionOf(std::string_view op_type) {
 Result<size_t> TrailingReducedAxes(const Node& node, size_t rank) {
   std::optional<std::vector<int64_t>> axes = node.GetInts("axes");
   if (node.input(1) != nullptr) {
-    axes = ConstantInts(node.input(1));
+    axes = ConstantInts(node.input(1), InitializerRule::kAllConstant);
     if (!axes) return Unsupported(node.op_type() + " with axes computed at run time");
   }
   if (!axes || axes->empty()) {

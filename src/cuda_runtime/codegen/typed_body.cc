@@ -48,7 +48,7 @@ void FoldConstantArguments(const Model& model, const Node& node, Graph& body) {
   for (size_t i = 0; i < parameters.size() && i < node.inputs().size(); ++i) {
     const Value* argument = node.input(i);
     if (argument == nullptr) continue;
-    TensorPtr constant = ConstantValueOf(*argument, model.ir_version >= 4);
+    TensorPtr constant = ConstantValueOf(*argument, InitializerRuleOf(model));
     if (constant == nullptr) continue;
     Value* folded = body.CreateValue(body.UniqueName(parameters[i]->name() + "_constant"));
     folded->type() = parameters[i]->type();
@@ -59,8 +59,8 @@ void FoldConstantArguments(const Model& model, const Node& node, Graph& body) {
 
 // Softmax, LogSoftmax and Hardmax before opset 13 coerce the input to 2-D at `axis` (default
 // 1) and normalize over the whole flattened block; from 13 on they normalize along `axis`
-// (default -1). A typed body carries no opset, so the axis is written out in the modern sense
-// — possible when the block after the axis is all ones, where the two agree; otherwise the
+// (default -1). A typed body carries no opset (kTypedBodyOpset), so the axis is written out in
+// the modern sense — possible when the block after the axis is all ones, where the two agree; otherwise the
 // node is refused rather than given the other meaning.
 Status SpellOutSoftmaxAxis(const Model& model, Graph& body) {
   for (const auto& node : body.nodes()) {

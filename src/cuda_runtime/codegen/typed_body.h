@@ -11,6 +11,10 @@
 
 namespace fusionopt::cuda {
 
+// A typed body carries no opset: its ops are read in their modern sense (TypedBodyOf writes
+// Softmax's legacy axis out, for one), as of this opset.
+inline constexpr int64_t kTypedBodyOpset = 17;
+
 // `node` (in `model`'s main graph, or any graph whose values are typed) as a typed body.
 // Arguments that are constants become initializers of the body (the body's input stays, so
 // inputs still match the node's one to one: a constant's device pointer is passed but need not

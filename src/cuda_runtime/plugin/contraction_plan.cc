@@ -65,7 +65,7 @@ Node* SoleReader(const Graph& body, const Value& value) {
   return value.uses().front().node;
 }
 
-std::optional<double> ScalarConstant(const Graph& body, const Value* value) {
+std::optional<double> ResolvedScalar(const Graph& body, const Value* value) {
   std::optional<OperandRef> ref = ResolveValue(body, value);
   if (!ref || ref->constant == nullptr || ref->constant->NumElements() != 1) return std::nullopt;
   std::optional<std::vector<double>> values = ref->constant->AsDoubles();

@@ -140,8 +140,8 @@ std::optional<OperandRef> ResolveValue(const Graph& body, const Value* value);
 bool IsDefaultDomain(const Node& node);
 // The node that alone reads `value`, when `value` is no body output; else null.
 Node* SoleReader(const Graph& body, const Value& value);
-// The scalar a constant `value` holds, if it is a one-element constant.
-std::optional<double> ScalarConstant(const Graph& body, const Value* value);
+// The scalar `value` holds where it resolves (through the call) to a one-element constant.
+std::optional<double> ResolvedScalar(const Graph& body, const Value* value);
 // The dims of a statically shaped value.
 std::vector<int64_t> DimsOf(const Value& value);
 

@@ -246,7 +246,7 @@ class EpilogueWalker {
   bool Scale(const Node& node, const Value& value) {
     const Value* other = OtherOperand(node, value);
     if (other == nullptr || (node.op_type() == "Div" && node.input(0) != &value)) return false;
-    std::optional<double> scalar = ScalarConstant(body_, other);
+    std::optional<double> scalar = ResolvedScalar(body_, other);
     if (!scalar || (node.op_type() == "Div" && *scalar == 0.0)) return false;
     const double factor = node.op_type() == "Mul" ? *scalar : 1.0 / *scalar;
     plan_.alpha = static_cast<float>(plan_.alpha * factor);
