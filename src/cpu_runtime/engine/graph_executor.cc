@@ -6,6 +6,7 @@
 #include "cpu_runtime/fused/function_call.h"
 #include "cpu_runtime/control_flow/kernels.h"
 #include "ir/constant_value.h"
+#include "ir/liveness.h"
 #include "ir/op_class.h"
 
 namespace fusionopt::cpu {
@@ -208,20 +209,18 @@ bool GraphExecutor::ComputeAhead(Step& step, KernelContext& context) {
 }
 
 void GraphExecutor::PlanReleases() {
-  // A value written and never read is freed by its writer; else by its last reader.
-  std::vector<int64_t> last_use(constants_.size(), -1);
-  for (size_t index = 0; index < steps_.size(); ++index) {
-    for (int slot : steps_[index].inputs) {
-      if (slot >= 0) last_use[slot] = static_cast<int64_t>(index);
-    }
-    for (int slot : steps_[index].outputs) {
-      if (slot >= 0) last_use[slot] = std::max(last_use[slot], static_cast<int64_t>(index));
-    }
-  }
-  for (int slot : output_slots_) last_use[slot] = -1;  // graph outputs live to the end
-  for (size_t slot = 0; slot < last_use.size(); ++slot) {
-    if (last_use[slot] >= 0 && !constants_[slot].defined()) {
-      steps_[last_use[slot]].release.push_back(static_cast<int>(slot));
+  // Each step releases what dies at its node (ir/liveness.h). Nodes computed ahead have no step:
+  // what they read and wrote is constant (never released), or an output they left undefined.
+  const Liveness liveness(graph_);
+  std::unordered_map<const Node*, Step*> step_of;
+  for (Step& step : steps_) step_of.emplace(step.node, &step);
+  size_t position = 0;
+  for (const auto& node : graph_.nodes()) {
+    auto step = step_of.find(node.get());
+    for (const Value* dying : liveness.DyingAt(position++)) {
+      auto slot = slot_of_.find(dying);
+      if (step == step_of.end() || slot == slot_of_.end() || constants_[slot->second].defined()) continue;
+      step->second->release.push_back(slot->second);
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ir/constant_value.h"
+#include "ir/liveness.h"
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
@@ -37,6 +38,13 @@ bool IsView(const Node& node) {
   // Inference Dropout is Identity when nobody reads its mask.
   return node.op_type() == "Dropout" && (node.outputs().size() < 2 || node.output(1) == nullptr ||
                                          node.output(1)->uses().empty());
+}
+
+// Outputs kept in input 0's storage: a view's, or a Split's that launches no kernel (nothing but
+// unit dims before the axis: each part is a contiguous slice of the input).
+bool SharesInputStorage(const Node& node) {
+  if (node.inputs().empty() || node.input(0) == nullptr) return false;
+  return IsView(node) || (node.op_type() == "Split" && node.domain().empty() && !LaunchesKernel(node));
 }
 
 Result<std::vector<int64_t>> StaticDims(const Value& value) {
@@ -282,9 +290,200 @@ Result<int64_t> CudaSession::InlineUnsupportedFusedNodes(Model& model, CudaPlanS
   return inlined;
 }
 
-// Plans every node in order. Storage is simulated as it will run: each value gets a storage
-// when produced (a view: its input's), and a storage whose last reader has run goes back to a
-// pool that later values of the same byte size draw from.
+// Where every value of one plan lives. Storage is simulated as it will run: each value gets a
+// storage when produced (a view: its input's), and a storage goes back to a pool that later
+// values of the same byte size draw from when the value it was made for dies (ir/liveness.h:
+// never before the views of it).
+class CudaSession::Planner {
+ public:
+  Planner(CudaSession& session, Prepared& plan)
+      : session_(session), plan_(plan), graph_(*plan.model->graph), compile_only_(session.options_.device < 0),
+        liveness_(graph_, SharesInputStorage) {}
+
+  Status PlaceConstantsAndInputs() {
+    for (const Value* value : graph_.initializers()) FUSIONOPT_RETURN_IF_ERROR(Upload(*value, *value->initializer()));
+    for (const Value* input : graph_.inputs()) {
+      if (plan_.storage_of.count(input)) continue;  // an initializer the feeds may not override here
+      FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*input));
+      FUSIONOPT_ASSIGN_OR_RETURN(int index, NewStorage(BytesOf(*input, dims), /*constant=*/true));
+      plan_.storage_of[input] = index;
+    }
+    for (const Value* input : graph_.inputs()) plan_.input_storages.push_back(plan_.storage_of.at(input));
+    return Status::Ok();
+  }
+
+  // Plans the node at `position`, then recycles what dies there.
+  Status PlanNode(const Node& node, size_t position) {
+    PlannedNode planned;
+    planned.node = node.name().empty() ? node.op_type() : node.name();
+    planned.op = OpLabel(node);
+    if (TensorPtr value = ConstantNodeValue(node)) {
+      FUSIONOPT_RETURN_IF_ERROR(Upload(*node.output(0), *value));
+      planned.implementation = "constant";
+    } else if (SharesInputStorage(node) && plan_.storage_of.count(node.input(0))) {
+      FUSIONOPT_ASSIGN_OR_RETURN(planned.implementation, PlaceAlias(node));
+    } else if (!node.Subgraphs().empty()) {
+      planned.unsupported = "If/Loop/Scan are not supported by the CUDA backend";
+    } else {
+      FUSIONOPT_RETURN_IF_ERROR(PlanKernel(node, position, planned));
+    }
+    if (!planned.unsupported.empty()) FUSIONOPT_RETURN_IF_ERROR(PlaceUnsupported(node));
+    CudaPlanSummary& summary = plan_.summary;
+    summary.peak_intermediate_bytes = std::max(summary.peak_intermediate_bytes, live_bytes_);
+    Recycle(position);
+    summary.nodes.push_back(std::move(planned));
+    return Status::Ok();
+  }
+
+  Status Finish() {
+    for (const Value* output : graph_.outputs()) {
+      plan_.output_storages.push_back(plan_.storage_of.count(output) ? plan_.storage_of.at(output) : -1);
+      plan_.output_offsets.push_back(plan_.offset_of[output]);
+      auto dims = StaticDims(*output);
+      plan_.output_dims.push_back(dims.ok() ? *dims : std::vector<int64_t>{});
+    }
+    plan_.summary.workspace_bytes = workspace_;
+    if (compile_only_ || workspace_ == 0) return Status::Ok();
+    return session_.api_.Check(session_.api_.device_alloc(session_.context_, workspace_, &plan_.workspace), "workspace");
+  }
+
+ private:
+  Result<int> NewStorage(uint64_t bytes, bool constant) {
+    auto reusable = constant ? pool_.end() : pool_.find(bytes);
+    if (reusable != pool_.end()) {
+      int index = reusable->second;
+      pool_.erase(reusable);
+      return index;
+    }
+    Storage storage;
+    storage.bytes = bytes;
+    storage.constant = constant;
+    if (!compile_only_ && bytes > 0) {
+      const PluginApi& api = session_.api_;
+      FUSIONOPT_RETURN_IF_ERROR(api.Check(api.device_alloc(session_.context_, bytes, &storage.pointer), "device memory"));
+    }
+    plan_.storages.push_back(storage);
+    return static_cast<int>(plan_.storages.size() - 1);
+  }
+
+  Status Upload(const Value& value, const Tensor& tensor) {
+    FUSIONOPT_ASSIGN_OR_RETURN(int index, NewStorage(tensor.nbytes(), /*constant=*/true));
+    if (!compile_only_ && tensor.nbytes() > 0) {
+      const PluginApi& api = session_.api_;
+      FUSIONOPT_RETURN_IF_ERROR(api.Check(api.copy_to_device(session_.context_, plan_.storages[index].pointer,
+                                                             tensor.bytes().data(), tensor.nbytes()),
+                                          "uploading '" + value.name() + "'"));
+    }
+    plan_.storage_of[&value] = index;
+    return Status::Ok();
+  }
+
+  // A view's output is its input's bytes; a Split launching no kernel (nothing but unit dims
+  // before the axis) makes each part a contiguous slice of its input.
+  Result<std::string> PlaceAlias(const Node& node) {
+    const int storage = plan_.storage_of.at(node.input(0));
+    uint64_t offset = plan_.offset_of[node.input(0)];
+    if (node.op_type() != "Split") {
+      plan_.storage_of[node.output(0)] = storage;
+      plan_.offset_of[node.output(0)] = offset;
+      return std::string("view");
+    }
+    for (const Value* output : node.outputs()) {
+      if (output == nullptr) continue;
+      plan_.storage_of[output] = storage;
+      plan_.offset_of[output] = offset;
+      FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*output));
+      offset += BytesOf(*output, dims);
+    }
+    return std::string("view (contiguous slices)");
+  }
+
+  Status PlanKernel(const Node& node, size_t position, PlannedNode& planned) {
+    const PluginApi& api = session_.api_;
+    NodeDescription description;
+    Status described = Describe(*plan_.model, plan_.proto, position, node, description);
+    fo_kernel* kernel = nullptr;
+    Status built = described.ok()
+                       ? api.Check(api.kernel_build(session_.context_, &description.desc, &kernel), OpLabel(node))
+                       : described;
+    if (!built.ok()) {
+      planned.unsupported = built.message();
+      return Status::Ok();
+    }
+    Prepared::Step step;
+    step.node = &node;
+    step.kernel = kernel;
+    api.kernel_launch_count(kernel, &step.launches);
+    size_t bytes = 0;
+    api.kernel_workspace_size(kernel, &bytes);
+    workspace_ = std::max<uint64_t>(workspace_, bytes);
+    planned.implementation = api.kernel_describe(kernel);
+    planned.launches = step.launches;
+    for (const Value* input : node.inputs()) {
+      step.inputs.push_back(input ? plan_.storage_of.at(input) : -1);
+      step.input_offsets.push_back(input ? plan_.offset_of[input] : 0);
+    }
+    FUSIONOPT_RETURN_IF_ERROR(PlaceOutputs(node, description, step));
+    CudaPlanSummary& summary = plan_.summary;
+    ++summary.kernels;
+    summary.launches_per_inference += step.launches;
+    summary.intermediate_traffic_bytes += IntermediateBytes(graph_, node, plan_.storages, plan_.storage_of);
+    plan_.steps.push_back(std::move(step));
+    return Status::Ok();
+  }
+
+  Status PlaceOutputs(const Node& node, const NodeDescription& description, Prepared::Step& step) {
+    for (size_t i = 0; i < node.outputs().size(); ++i) {
+      const Value* output = node.output(i);
+      step.output_offsets.push_back(0);
+      if (output == nullptr) {
+        step.outputs.push_back(-1);
+        continue;
+      }
+      uint64_t bytes = BytesOf(*output, description.output_dims[i]);
+      FUSIONOPT_ASSIGN_OR_RETURN(int index, NewStorage(bytes, /*constant=*/false));
+      plan_.storage_of[output] = index;
+      owner_[index] = output;
+      step.outputs.push_back(index);
+      live_bytes_ += bytes;
+    }
+    return Status::Ok();
+  }
+
+  // Later nodes still get planned (the summary lists every problem): the outputs get
+  // placeholder storage.
+  Status PlaceUnsupported(const Node& node) {
+    ++plan_.summary.unsupported;
+    for (const Value* output : node.outputs()) {
+      if (output == nullptr || plan_.storage_of.count(output)) continue;
+      FUSIONOPT_ASSIGN_OR_RETURN(int index, NewStorage(0, /*constant=*/true));
+      plan_.storage_of[output] = index;
+    }
+    return Status::Ok();
+  }
+
+  void Recycle(size_t position) {
+    for (const Value* dying : liveness_.DyingAt(position)) {
+      auto found = plan_.storage_of.find(dying);
+      if (found == plan_.storage_of.end() || owner_[found->second] != dying) continue;  // a view, or not planned
+      Storage& storage = plan_.storages[found->second];
+      if (storage.constant) continue;
+      pool_.emplace(storage.bytes, found->second);
+      live_bytes_ -= std::min(live_bytes_, storage.bytes);
+    }
+  }
+
+  CudaSession& session_;
+  Prepared& plan_;
+  const Graph& graph_;
+  const bool compile_only_;
+  const Liveness liveness_;
+  std::unordered_map<int, const Value*> owner_;  // storage index -> the value it was made for
+  std::multimap<uint64_t, int> pool_;            // free storages by byte size
+  uint64_t live_bytes_ = 0;
+  uint64_t workspace_ = 0;
+};
+
 Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::NamedTensor>& feeds) {
   std::string key = DimsKey(feeds);
   if (auto found = plans_.find(key); found != plans_.end()) return found->second.get();
@@ -297,171 +496,15 @@ Result<CudaSession::Prepared*> CudaSession::PlanFor(const std::vector<cpu::Named
   FUSIONOPT_ASSIGN_OR_RETURN(plan->summary.fused_nodes_inlined, InlineUnsupportedFusedNodes(*plan->model, plan->summary));
   FUSIONOPT_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(*plan->model));
   FUSIONOPT_CHECK(plan->proto.ParseFromString(bytes), "SerializeModel writes a valid ModelProto");
-  const Model& model = *plan->model;
-  const Graph& graph = *model.graph;
-  const bool compile_only = options_.device < 0;
-  CudaPlanSummary& summary = plan->summary;
-
-  // Last reader of every value, so storages can be recycled.
-  std::unordered_map<const Value*, size_t> last_use;
+  Planner planner(*this, *plan);
+  FUSIONOPT_RETURN_IF_ERROR(planner.PlaceConstantsAndInputs());
   size_t position = 0;
-  for (const auto& node : graph.nodes()) {
-    for (const Value* input : node->inputs()) {
-      if (input != nullptr) last_use[input] = position;
-    }
-    ++position;
-  }
-  for (const Value* output : graph.outputs()) last_use[output] = SIZE_MAX;
-
-  std::multimap<uint64_t, int> pool;  // free storages by byte size
-  uint64_t live_bytes = 0;
-  auto new_storage = [&](uint64_t bytes, bool constant) -> Result<int> {
-    auto reusable = constant ? pool.end() : pool.find(bytes);
-    if (reusable != pool.end()) {
-      int index = reusable->second;
-      pool.erase(reusable);
-      return index;
-    }
-    Storage storage;
-    storage.bytes = bytes;
-    storage.constant = constant;
-    if (!compile_only && bytes > 0) {
-      FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, bytes, &storage.pointer), "device memory"));
-    }
-    plan->storages.push_back(storage);
-    return static_cast<int>(plan->storages.size() - 1);
-  };
-  auto upload = [&](const Value& value, const Tensor& tensor) -> Result<int> {
-    FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(tensor.nbytes(), /*constant=*/true));
-    if (!compile_only && tensor.nbytes() > 0) {
-      FUSIONOPT_RETURN_IF_ERROR(api_.Check(
-          api_.copy_to_device(context_, plan->storages[index].pointer, tensor.bytes().data(), tensor.nbytes()),
-          "uploading '" + value.name() + "'"));
-    }
-    plan->storage_of[&value] = index;
-    return index;
-  };
-  for (const Value* value : graph.initializers()) FUSIONOPT_RETURN_IF_ERROR(upload(*value, *value->initializer()).status());
-  for (const Value* input : graph.inputs()) {
-    if (plan->storage_of.count(input)) continue;  // an initializer the feeds may not override here
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*input));
-    FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(BytesOf(*input, dims), /*constant=*/true));
-    plan->storage_of[input] = index;
-  }
-  for (const Value* input : graph.inputs()) plan->input_storages.push_back(plan->storage_of.at(input));
-
-  position = 0;
-  uint64_t workspace = 0;
-  for (const auto& node_ptr : graph.nodes()) {
-    const Node& node = *node_ptr;
-    PlannedNode planned;
-    planned.node = node.name().empty() ? node.op_type() : node.name();
-    planned.op = OpLabel(node);
-    if (TensorPtr value = ConstantNodeValue(node)) {
-      FUSIONOPT_RETURN_IF_ERROR(upload(*node.output(0), *value).status());
-      planned.implementation = "constant";
-    } else if (IsView(node) && node.input(0) != nullptr && plan->storage_of.count(node.input(0))) {
-      plan->storage_of[node.output(0)] = plan->storage_of.at(node.input(0));
-      plan->offset_of[node.output(0)] = plan->offset_of[node.input(0)];
-      planned.implementation = "view";
-    } else if (node.op_type() == "Split" && node.domain().empty() && !LaunchesKernel(node) && node.input(0) != nullptr &&
-               plan->storage_of.count(node.input(0))) {
-      // Nothing but unit dims before the axis: each part is a contiguous slice of the input.
-      uint64_t offset = plan->offset_of[node.input(0)];
-      for (const Value* output : node.outputs()) {
-        if (output == nullptr) continue;
-        FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, StaticDims(*output));
-        plan->storage_of[output] = plan->storage_of.at(node.input(0));
-        plan->offset_of[output] = offset;
-        offset += BytesOf(*output, dims);
-      }
-      planned.implementation = "view (contiguous slices)";
-    } else if (!node.Subgraphs().empty()) {
-      planned.unsupported = "If/Loop/Scan are not supported by the CUDA backend";
-    } else {
-      NodeDescription description;
-      Status described = Describe(model, plan->proto, position, node, description);
-      fo_kernel* kernel = nullptr;
-      Status built = described.ok() ? api_.Check(api_.kernel_build(context_, &description.desc, &kernel), OpLabel(node))
-                                    : described;
-      if (!built.ok()) {
-        planned.unsupported = built.message();
-      } else {
-        Prepared::Step step;
-        step.node = &node;
-        step.kernel = kernel;
-        api_.kernel_launch_count(kernel, &step.launches);
-        size_t bytes = 0;
-        api_.kernel_workspace_size(kernel, &bytes);
-        workspace = std::max<uint64_t>(workspace, bytes);
-        planned.implementation = api_.kernel_describe(kernel);
-        planned.launches = step.launches;
-        for (const Value* input : node.inputs()) {
-          step.inputs.push_back(input ? plan->storage_of.at(input) : -1);
-          step.input_offsets.push_back(input ? plan->offset_of[input] : 0);
-        }
-        for (size_t i = 0; i < node.outputs().size(); ++i) {
-          const Value* output = node.output(i);
-          step.output_offsets.push_back(0);
-          if (output == nullptr) {
-            step.outputs.push_back(-1);
-            continue;
-          }
-          uint64_t output_bytes = BytesOf(*output, description.output_dims[i]);
-          FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(output_bytes, /*constant=*/false));
-          plan->storage_of[output] = index;
-          step.outputs.push_back(index);
-          live_bytes += output_bytes;
-        }
-        ++summary.kernels;
-        summary.launches_per_inference += step.launches;
-        summary.intermediate_traffic_bytes += IntermediateBytes(graph, node, plan->storages, plan->storage_of);
-        plan->steps.push_back(std::move(step));
-      }
-    }
-    if (!planned.unsupported.empty()) {
-      ++summary.unsupported;
-      // Later nodes still get planned (the summary lists every problem): give the outputs
-      // placeholder storage.
-      for (const Value* output : node.outputs()) {
-        if (output != nullptr && !plan->storage_of.count(output)) {
-          FUSIONOPT_ASSIGN_OR_RETURN(int index, new_storage(0, /*constant=*/true));
-          plan->storage_of[output] = index;
-        }
-      }
-    }
-    summary.peak_intermediate_bytes = std::max(summary.peak_intermediate_bytes, live_bytes);
-    // Storages whose every value has had its last reader go back to the pool.
-    for (const Value* input : node.inputs()) {
-      if (input == nullptr || last_use[input] != position) continue;
-      int index = plan->storage_of.at(input);
-      Storage& storage = plan->storages[index];
-      bool still_read = false;
-      for (const auto& [value, storage_index] : plan->storage_of) {
-        if (storage_index == index && last_use.count(value) && last_use[value] > position) still_read = true;
-      }
-      if (!storage.constant && !still_read) {
-        pool.emplace(storage.bytes, index);
-        live_bytes -= std::min(live_bytes, storage.bytes);
-      }
-    }
-    summary.nodes.push_back(std::move(planned));
-    ++position;
-  }
-  for (const Value* output : graph.outputs()) {
-    plan->output_storages.push_back(plan->storage_of.count(output) ? plan->storage_of.at(output) : -1);
-    plan->output_offsets.push_back(plan->offset_of[output]);
-    auto dims = StaticDims(*output);
-    plan->output_dims.push_back(dims.ok() ? *dims : std::vector<int64_t>{});
-  }
-  summary.workspace_bytes = workspace;
-  if (!compile_only && workspace > 0) {
-    FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.device_alloc(context_, workspace, &plan->workspace), "workspace"));
-  }
+  for (const auto& node : plan->model->graph->nodes()) FUSIONOPT_RETURN_IF_ERROR(planner.PlanNode(*node, position++));
+  FUSIONOPT_RETURN_IF_ERROR(planner.Finish());
   fo_build_stats after{};
   after.struct_size = sizeof(after);
   FUSIONOPT_RETURN_IF_ERROR(api_.Check(api_.context_build_stats(context_, &after), "build stats"));
-  FirstInferenceCost& cost = summary.first_inference;
+  FirstInferenceCost& cost = plan->summary.first_inference;
   cost.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   cost.kernels_built = static_cast<int64_t>(after.kernels_built - before.kernels_built);
   cost.modules_compiled = static_cast<int64_t>(after.modules_compiled - before.modules_compiled);

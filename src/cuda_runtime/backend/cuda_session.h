@@ -122,6 +122,7 @@ class CudaSession {
 
  private:
   struct Prepared;
+  class Planner;
   CudaSession(const Model& model, const PluginApi& api, CudaSessionOptions options);
   Result<Prepared*> PlanFor(const std::vector<cpu::NamedTensor>& feeds);
   Result<int64_t> InlineUnsupportedFusedNodes(Model& model, CudaPlanSummary& summary);
