@@ -23,6 +23,7 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeRequest& reque
   pipeline.dump_dir = request.dump_dir;
   pipeline.check_each_pass = request.check_each_pass;
   pipeline.target = request.target;
+  pipeline.runtime = request.runtime == "ort" ? "ort" : "";
   if (request.level < 0 || request.level > 3) {
     return UsageError("level " + std::to_string(request.level) + " is not 0, 1, 2 or 3");
   }
@@ -79,37 +80,39 @@ Result<passes::FusionCheckReport> VerifyOptimized(const OptimizeRequest& request
 }
 
 std::string ReportWithChecks(const passes::PipelineReport& report, const std::optional<passes::FusionTimingReport>& timing,
-                             const std::optional<passes::FusionCheckReport>& check,
-                             const std::optional<passes::OrtLoweringReport>& ort) {
+                             const std::optional<passes::FusionCheckReport>& check) {
   std::string json = passes::ReportToJson(report);
-  if (!check && !timing && !ort) return json;
+  if (!check && !timing) return json;
   nlohmann::json combined = nlohmann::json::parse(json);
   if (timing) combined["fusion_timing"] = nlohmann::json::parse(passes::FusionTimingToJson(*timing));
   if (check) combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
-  if (ort) combined["ort_lowering"] = nlohmann::json::parse(passes::OrtLoweringToJson(*ort));
   return combined.dump(2);
 }
 
-// runtime "ort": the groups ONNX Runtime has kernels for, written as those kernels.
-Result<std::optional<passes::OrtLoweringReport>> LowerForRuntime(const OptimizeRequest& request,
-                                                                 const passes::SymbolSizes& dims, Model& optimized) {
-  if (request.runtime != "ort") return std::optional<passes::OrtLoweringReport>();
-  passes::OrtLoweringOptions lowering{passes::OrtProviderForTarget(request.target), dims};
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::OrtLoweringReport report, passes::LowerForOrt(optimized, lowering));
+// What lower-for-ort wrote and kept, from its report section (runtime "ort" only).
+void LogOrtLowering(const OptimizeRequest& request, const passes::PipelineReport& report) {
+  auto pass = std::find_if(report.passes.begin(), report.passes.end(),
+                           [](const passes::PassStatistics& one) { return one.pass == "lower-for-ort"; });
+  if (pass == report.passes.end()) return;
+  const nlohmann::json lowering =
+      nlohmann::json::parse(pass->report_sections.at(std::string(passes::kOrtLoweringSection)));
   std::map<std::string, int> written;
-  for (const passes::OrtLowering& lowered : report.lowered) ++written[lowered.written];
+  for (const auto& lowered : lowering["lowered"]) ++written[lowered["written"].get<std::string>()];
   std::string listed;
   for (const auto& [op, count] : written) listed += (listed.empty() ? "" : ", ") + op + " x" + std::to_string(count);
   spdlog::info("--runtime ort ({}): {} fused groups written as ORT kernels ({}), {} left as functions ORT inlines",
-               passes::NameOf(lowering.provider), report.lowered.size(), listed.empty() ? "none" : listed,
-               report.kept.size());
-  for (const passes::OrtLowering& lowered : report.lowered) {
-    if (!lowered.because.empty()) spdlog::debug("--runtime ort: {} as {}: {}", lowered.node, lowered.written, lowered.because);
+               passes::NameOf(passes::OrtProviderForTarget(request.target)), lowering["lowered"].size(),
+               listed.empty() ? "none" : listed, lowering["kept"].size());
+  for (const auto& lowered : lowering["lowered"]) {
+    if (lowered.contains("because")) {
+      spdlog::debug("--runtime ort: {} as {}: {}", lowered["node"].get<std::string>(),
+                    lowered["written"].get<std::string>(), lowered["because"].get<std::string>());
+    }
   }
-  for (const passes::OrtKeptGroup& kept : report.kept) {
-    spdlog::debug("--runtime ort: kept {} ({}): {}", kept.node, kept.function, kept.reason);
+  for (const auto& kept : lowering["kept"]) {
+    spdlog::debug("--runtime ort: kept {} ({}): {}", kept["node"].get<std::string>(),
+                  kept["function"].get<std::string>(), kept["reason"].get<std::string>());
   }
-  return std::optional<passes::OrtLoweringReport>(std::move(report));
 }
 
 // target cpu: the fusions slower on this CPU than their members undone (fusion_timing.h).
@@ -157,20 +160,25 @@ Result<OptimizeOutcome> Optimize(Model& model, const OptimizeRequest& request, c
                                  const std::string& source) {
   FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineOptions pipeline, PipelineOptionsFrom(request));
   FUSIONOPT_ASSIGN_OR_RETURN(pipeline.dims, DimsForModel(source, model, std::move(pipeline.dims), request.strict_dims));
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineReport report, passes::RunPipeline(model, pipeline));
-  // Verified before timed: a fusion whose kernel is wrong is undone as wrong, never timed.
+  // Verified before timed: a fusion whose kernel is wrong is undone as wrong, never timed. Both
+  // run before the conversion to --runtime ort (fusionopt's runtime has no ORT contrib kernels;
+  // the lowering itself is checked against ORT by the test suite).
   std::optional<passes::FusionCheckReport> check;
-  if (request.verify) {
-    FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport verified, VerifyOptimized(request, pipeline.dims, original, model));
-    if (!verified.matches) return StillDiffers(verified);
-    check = std::move(verified);
-  }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto timing, TimeFusionsForCpu(request, pipeline.dims, model));
-  // Last: verification and timing ran the portable groups on fusionopt's runtime, which has no
-  // ORT contrib kernels; the lowering itself is checked against ORT by the test suite.
-  FUSIONOPT_ASSIGN_OR_RETURN(auto ort, LowerForRuntime(request, pipeline.dims, model));
+  std::optional<passes::FusionTimingReport> timing;
+  pipeline.before_conversion = [&](Model& optimized) -> Status {
+    if (request.verify) {
+      FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport verified,
+                                 VerifyOptimized(request, pipeline.dims, original, optimized));
+      if (!verified.matches) return StillDiffers(verified);
+      check = std::move(verified);
+    }
+    FUSIONOPT_ASSIGN_OR_RETURN(timing, TimeFusionsForCpu(request, pipeline.dims, optimized));
+    return Status::Ok();
+  };
+  FUSIONOPT_ASSIGN_OR_RETURN(passes::PipelineReport report, passes::RunPipeline(model, pipeline));
+  LogOrtLowering(request, report);
   OptimizeOutcome outcome;
-  outcome.report_json = ReportWithChecks(report, timing, check, ort);
+  outcome.report_json = ReportWithChecks(report, timing, check);
   outcome.dims = pipeline.dims;
   return outcome;
 }

@@ -51,10 +51,12 @@ int ReportError(const std::string& file, const Status& status) {
 }
 
 int ListPasses() {
-  // One line per pass, "NAME<TAB>LEVEL<TAB>SUMMARY", after a header: scripts rely on it.
+  // One line per pass, "NAME<TAB>LEVEL<TAB>SUMMARY", after a header: scripts rely on it. A
+  // conversion's level is the runtime it converts for ("--runtime ort"): it runs at every level.
   std::printf("name\tlevel\tsummary\n");
   for (const passes::PassInfo& pass : passes::AllPasses()) {
-    std::printf("%s\tO%d\t%s\n", pass.name.c_str(), pass.level, pass.summary.c_str());
+    const std::string level = pass.runtime.empty() ? "O" + std::to_string(pass.level) : "--runtime " + pass.runtime;
+    std::printf("%s\t%s\t%s\n", pass.name.c_str(), level.c_str(), pass.summary.c_str());
   }
   return 0;
 }

@@ -97,25 +97,30 @@ Result<bool> EliminateDeadCode::Run(Model& model, PassContext& context) {
   return changed;
 }
 
-Result<bool> EliminateDeadCode::RunOnGraph(Graph& graph, PassContext& context) {
-  bool changed = false;
+DeadCode RemoveDeadCode(Graph& graph) {
+  DeadCode removed;
   std::vector<Node*> order;
   for (const auto& node : graph.nodes()) order.push_back(node.get());
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     if (!IsDead(**it)) continue;
     graph.RemoveNode(*it);
-    context.Count("nodes_removed");
-    changed = true;
+    ++removed.nodes;
   }
   std::vector<Value*> initializers = graph.initializers();
   for (Value* initializer : initializers) {
     if (initializer->uses().empty() && !initializer->is_graph_input() && !initializer->is_graph_output()) {
       graph.RemoveInitializer(initializer);
-      context.Count("initializers_removed");
-      changed = true;
+      ++removed.initializers;
     }
   }
-  return changed;
+  return removed;
+}
+
+Result<bool> EliminateDeadCode::RunOnGraph(Graph& graph, PassContext& context) {
+  const DeadCode removed = RemoveDeadCode(graph);
+  if (removed.nodes > 0) context.Count("nodes_removed", removed.nodes);
+  if (removed.initializers > 0) context.Count("initializers_removed", removed.initializers);
+  return removed.nodes > 0 || removed.initializers > 0;
 }
 
 }  // namespace fusionopt::passes

@@ -9,6 +9,16 @@ namespace fusionopt::passes {
 // Other domains' functions are the model's own and stay, with what they call.
 int RemoveUncalledFusedFunctions(Model& model);
 
+// What RemoveDeadCode removed from one graph.
+struct DeadCode {
+  int64_t nodes = 0;
+  int64_t initializers = 0;
+};
+
+// The sweep of eliminate-dead-code over one graph (its header states the rule): every later
+// rewrite that may leave dead nodes behind (the ORT lowering) sweeps with it.
+DeadCode RemoveDeadCode(Graph& graph);
+
 class EliminateDeadCode : public Pass {
  public:
   std::string_view name() const override { return "eliminate-dead-code"; }

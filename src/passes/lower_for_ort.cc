@@ -124,24 +124,6 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
   return {};  // decided after the inlined values are typed
 }
 
-// What a lowering wrote before a later check kept the group after all (a Split, an expanded
-// mask, their initializers): the pipeline leaves no dead nodes, so every node and initializer
-// nothing reads now is such a leftover.
-void RemoveLeftovers(Graph& graph) {
-  auto unread = [](const Value* value) { return value == nullptr || (value->uses().empty() && !value->is_graph_output()); };
-  std::vector<Node*> order;
-  for (const auto& node : graph.nodes()) order.push_back(node.get());
-  for (auto node = order.rbegin(); node != order.rend(); ++node) {  // readers first
-    if ((*node)->Subgraphs().empty() && std::all_of((*node)->outputs().begin(), (*node)->outputs().end(), unread)) {
-      graph.RemoveNode(*node);
-    }
-  }
-  std::vector<Value*> initializers = graph.initializers();
-  for (Value* initializer : initializers) {
-    if (unread(initializer) && !initializer->is_graph_input()) graph.RemoveInitializer(initializer);
-  }
-}
-
 }  // namespace
 
 const std::vector<std::string>& PassesOrtRunsBetterWithout() {
@@ -203,7 +185,9 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
       report.lowered.push_back({gelu.node, gelu.function, written, {}, {}});
     }
   }
-  RemoveLeftovers(graph);
+  // What a lowering wrote before a later check kept the group after all (a Split, an expanded
+  // mask, their initializers): the pipeline leaves no dead code, so all there is is such leftovers.
+  RemoveDeadCode(graph);
   if (!report.lowered.empty() || !gelus.empty()) {
     RemoveUncalledFusedFunctions(model);
     if (!model.OpsetFor(kOrtDomain)) model.opsets.push_back(OpsetImport{kOrtDomain, 1, {}});
@@ -211,6 +195,21 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
     InferShapes(model);
   }
   return report;
+}
+
+Result<bool> LowerForOrtPass::Run(Model& model, PassContext& context) {
+  const CostModel& costs = context.cost_model();
+  const OrtLoweringOptions options{OrtProviderForTarget(costs.profile().name), costs.symbols()};
+  const uint64_t revision = model.graph->revision();
+  const size_t functions = model.functions.size(), opsets = model.opsets.size();
+  FUSIONOPT_ASSIGN_OR_RETURN(OrtLoweringReport report, LowerForOrt(model, options));
+  for (const OrtLowering& lowered : report.lowered) {
+    context.Matched();
+    context.Count(lowered.written);
+  }
+  for (const OrtKeptGroup& kept : report.kept) context.Rejected(kept.node, kept.reason);
+  context.AddReportSection(std::string(kOrtLoweringSection), OrtLoweringToJson(report));
+  return model.graph->revision() != revision || model.functions.size() != functions || model.opsets.size() != opsets;
 }
 
 std::string OrtLoweringToJson(const OrtLoweringReport& report) {

@@ -55,10 +55,13 @@
 #include "ir/graph.h"
 #include "ir/status.h"
 #include "passes/ort_kernel_choice.h"
+#include "passes/pass.h"
 
 namespace fusionopt::passes {
 
 inline constexpr const char* kOrtDomain = "com.microsoft";
+// The --report section lower-for-ort writes: OrtLoweringToJson's document.
+inline constexpr std::string_view kOrtLoweringSection = "ort_lowering";
 
 struct OrtLowering {
   std::string node;      // the fused call (or, for a GELU, the group it was inlined from)
@@ -102,5 +105,18 @@ const std::vector<OrtPassOption>& PassOptionsForOrt();
 Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& options = {});
 
 std::string OrtLoweringToJson(const OrtLoweringReport& report);
+
+// LowerForOrt as the conversion `--runtime ort` ends the pipeline with (registry.h): the
+// provider from the pipeline's target, the choices' sizes from its --dim. Each group written
+// counts a match and its op; each kept is a rejection with its reason; the full account is the
+// report's "ort_lowering" section.
+class LowerForOrtPass : public Pass {
+ public:
+  std::string_view name() const override { return "lower-for-ort"; }
+  std::string_view summary() const override {
+    return "the fused groups ONNX Runtime has kernels for, written as its com.microsoft ops (--runtime ort)";
+  }
+  Result<bool> Run(Model& model, PassContext& context) override;
+};
 
 }  // namespace fusionopt::passes

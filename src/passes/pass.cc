@@ -46,10 +46,12 @@ Result<double> PassContext::FloatOption(std::string_view name) const {
   return value;
 }
 
-void PassContext::Rejected(const Node& node, const std::string& reason) {
+void PassContext::Rejected(const Node& node, const std::string& reason) { Rejected(node.name(), reason); }
+
+void PassContext::Rejected(const std::string& node_name, const std::string& reason) {
   Rejection& rejection = statistics_.rejections[reason];
   ++rejection.count;
-  if (rejection.examples.size() < Rejection::kMaxExamples) rejection.examples.push_back(node.name());
+  if (rejection.examples.size() < Rejection::kMaxExamples) rejection.examples.push_back(node_name);
 }
 
 void PassContext::RecordFusion(FusionRecord record) {

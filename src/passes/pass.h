@@ -77,6 +77,9 @@ struct PassStatistics {
   std::map<std::string, Rejection> rejections;  // by reason
   std::map<std::string, int64_t> counters;      // pass-specific ("batchnorms_folded")
   std::vector<CostRejection> cost_rejections;   // candidates JudgeFusion refused
+  // Top-level --report sections the pass wrote, by key: a JSON document each (lower-for-ort:
+  // "ort_lowering", each group written or kept and why).
+  std::map<std::string, std::string> report_sections;
   int64_t nodes_before = 0;
   int64_t nodes_after = 0;
   double milliseconds = 0;
@@ -113,6 +116,9 @@ class PassContext {
 
   void Matched(int64_t count = 1) { statistics_.matches += count; }
   void Rejected(const Node& node, const std::string& reason);
+  // The same for a candidate known by name (one the pass has removed since).
+  void Rejected(const std::string& node_name, const std::string& reason);
+  void AddReportSection(const std::string& key, std::string json) { statistics_.report_sections[key] = std::move(json); }
   void Count(const std::string& counter, int64_t amount = 1) { statistics_.counters[counter] += amount; }
   void RecordFusion(FusionRecord record);
 

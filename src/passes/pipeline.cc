@@ -79,6 +79,44 @@ bool ShouldCheck(const PipelineOptions& options) {
 #endif
 }
 
+bool AnyChanged(const PipelineReport& report, size_t from) {
+  return std::any_of(report.passes.begin() + static_cast<std::ptrdiff_t>(from), report.passes.end(),
+                     [](const PassStatistics& pass) { return pass.changed; });
+}
+
+// One pass with its statistics, the IR check after a change and the --dump-after snapshot.
+Status RunOnePass(const std::string& name, Model& model, const PipelineOptions& options, CostModel& cost_model,
+                  PipelineReport& report) {
+  const PassInfo* info = FindPass(name);
+  FUSIONOPT_CHECK(info != nullptr, "the pipeline names a registered pass");
+  std::unique_ptr<Pass> pass = info->create();
+  PassStatistics statistics;
+  statistics.pass = name;
+  statistics.nodes_before = CountNodes(*model.graph);
+  auto pass_start = std::chrono::steady_clock::now();
+  PassContext context(model, *pass, options.pass_options, statistics, report.fusions);
+  context.UseCostModel(cost_model, options.level >= 3);
+  auto changed = pass->Run(model, context);
+  if (!changed.ok()) return changed.status().WithContext("pass " + name);
+  statistics.changed = *changed;
+  statistics.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
+  statistics.nodes_after = CountNodes(*model.graph);
+  // New values get their types before the next pass matches on them.
+  if (statistics.changed) {
+    InferShapes(model);
+    cost_model.ForgetConcreteShapes();
+  }
+  if (statistics.changed && ShouldCheck(options)) {
+    Status valid = VerifyModel(model);
+    if (!valid.ok()) return InternalError("pass " + name + " broke the IR: " + valid.message());
+  }
+  report.passes.push_back(std::move(statistics));
+  if (options.dump_after == "all" || options.dump_after == name) {
+    FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, report.passes.size(), name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidatePipelineOptions(const PipelineOptions& options) {
@@ -88,8 +126,19 @@ Status ValidatePipelineOptions(const PipelineOptions& options) {
     }
     return Status::Ok();
   };
-  for (const auto& name : options.only) FUSIONOPT_RETURN_IF_ERROR(known(name, "--only"));
-  for (const auto& name : options.disabled) FUSIONOPT_RETURN_IF_ERROR(known(name, "--disable"));
+  auto optimization = [&known](const std::string& name, const char* flag) -> Status {
+    FUSIONOPT_RETURN_IF_ERROR(known(name, flag));
+    if (const std::string& runtime = FindPass(name)->runtime; !runtime.empty()) {
+      return UsageError(std::string(flag) + " names '" + name + "', the conversion --runtime " + runtime +
+                        " ends with; --only and --disable select optimization passes");
+    }
+    return Status::Ok();
+  };
+  for (const auto& name : options.only) FUSIONOPT_RETURN_IF_ERROR(optimization(name, "--only"));
+  for (const auto& name : options.disabled) FUSIONOPT_RETURN_IF_ERROR(optimization(name, "--disable"));
+  if (!options.runtime.empty() && ConversionsFor(options.runtime).empty()) {
+    return UsageError("no conversion writes for runtime '" + options.runtime + "'");
+  }
   if (!options.dump_after.empty() && options.dump_after != "all") {
     FUSIONOPT_RETURN_IF_ERROR(known(options.dump_after, "--dump-after"));
   }
@@ -124,41 +173,23 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
     std::filesystem::create_directories(options.dump_dir, error);
     FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, 0, "input"));
   }
-  size_t index = 0;
   for (const std::string& name : PassesToRun(options)) {
-    const PassInfo* info = FindPass(name);
-    FUSIONOPT_CHECK(info != nullptr, "the pipeline names a registered pass");
-    std::unique_ptr<Pass> pass = info->create();
-    PassStatistics statistics;
-    statistics.pass = name;
-    statistics.nodes_before = CountNodes(*model.graph);
-    auto pass_start = std::chrono::steady_clock::now();
-    PassContext context(model, *pass, options.pass_options, statistics, report.fusions);
-    context.UseCostModel(cost_model, options.level >= 3);
-    auto changed = pass->Run(model, context);
-    if (!changed.ok()) return changed.status().WithContext("pass " + name);
-    statistics.changed = *changed;
-    statistics.milliseconds =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
-    statistics.nodes_after = CountNodes(*model.graph);
-    // New values get their types before the next pass matches on them.
-    if (statistics.changed) {
-      InferShapes(model);
-      cost_model.ForgetConcreteShapes();
-    }
-    if (statistics.changed && ShouldCheck(options)) {
-      Status valid = VerifyModel(model);
-      if (!valid.ok()) return InternalError("pass " + name + " broke the IR: " + valid.message());
-    }
-    report.passes.push_back(std::move(statistics));
-    ++index;
-    if (options.dump_after == "all" || options.dump_after == name) {
-      FUSIONOPT_RETURN_IF_ERROR(Dump(model, options, index, name));
-    }
+    FUSIONOPT_RETURN_IF_ERROR(RunOnePass(name, model, options, cost_model, report));
   }
-  bool changed = std::any_of(report.passes.begin(), report.passes.end(), [](const auto& pass) { return pass.changed; });
-  if (changed && model.ir_version < 4) MoveToIrFour(model);
-  report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (AnyChanged(report, 0) && model.ir_version < 4) MoveToIrFour(model);
+  double hook_milliseconds = 0;
+  if (options.before_conversion) {
+    const auto hook_start = std::chrono::steady_clock::now();
+    FUSIONOPT_RETURN_IF_ERROR(options.before_conversion(model));
+    hook_milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hook_start).count();
+  }
+  const size_t optimizations = report.passes.size();
+  for (const std::string& name : ConversionsFor(options.runtime)) {
+    FUSIONOPT_RETURN_IF_ERROR(RunOnePass(name, model, options, cost_model, report));
+  }
+  if (AnyChanged(report, optimizations) && model.ir_version < 4) MoveToIrFour(model);
+  report.milliseconds =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() - hook_milliseconds;
   return report;
 }
 
@@ -203,6 +234,9 @@ std::string ReportToJson(const PipelineReport& report) {
                    {"fusions", fusions},
                    {"target", report.target},
                    {"milliseconds", report.milliseconds}};
+  for (const PassStatistics& pass : report.passes) {
+    for (const auto& [key, section] : pass.report_sections) document[key] = json::parse(section);
+  }
   return document.dump(2) + "\n";
 }
 

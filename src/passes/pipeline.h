@@ -2,6 +2,7 @@
 // the IR check after every pass that changed the model, and --dump-after snapshots.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ struct PipelineOptions {
   // Fusion passes consult it at every level; from level 3 it decides (PassContext::JudgeFusion).
   std::string target = std::string(kDefaultTarget);
   SymbolSizes dims;
+  // The runtime the model is written for: "" (fusionopt's) or "ort", whose conversion
+  // (lower-for-ort) ends the pipeline.
+  std::string runtime;
+  // Runs on the optimized model before the conversions (the CLI verifies and times the
+  // fusions there: fusionopt's runtime has no kernels for what a conversion writes). An error
+  // stops the pipeline as it is.
+  std::function<Status(Model&)> before_conversion;
 };
 
 struct PipelineReport {

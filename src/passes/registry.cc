@@ -27,6 +27,7 @@
 #include "passes/fuse_horizontal_contractions.h"
 #include "passes/fuse_horizontal_elementwise.h"
 #include "passes/lower_batchnorm.h"
+#include "passes/lower_for_ort.h"
 #include "passes/matmul_add_to_gemm.h"
 #include "passes/merge_reshapes.h"
 #include "passes/merge_summed_contractions.h"
@@ -41,8 +42,15 @@ namespace {
 template <typename P>
 PassInfo Describe(int level) {
   P pass;
-  return PassInfo{std::string(pass.name()), level, std::string(pass.summary()), pass.options(),
+  return PassInfo{std::string(pass.name()), level, "", std::string(pass.summary()), pass.options(),
                   [] { return std::unique_ptr<Pass>(new P()); }};
+}
+
+template <typename P>
+PassInfo DescribeConversion(std::string runtime) {
+  PassInfo info = Describe<P>(0);
+  info.runtime = std::move(runtime);
+  return info;
 }
 
 const std::vector<std::string>& LevelOne() {
@@ -171,6 +179,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<FuseHorizontalContractions>(3),
       Describe<FuseHorizontalElementwise>(3),
       Describe<FuseAttention>(3),
+      DescribeConversion<LowerForOrtPass>("ort"),
   };
   return passes;
 }
@@ -180,6 +189,14 @@ const PassInfo* FindPass(std::string_view name) {
     if (info.name == name) return &info;
   }
   return nullptr;
+}
+
+std::vector<std::string> ConversionsFor(std::string_view runtime) {
+  std::vector<std::string> conversions;
+  for (const PassInfo& info : AllPasses()) {
+    if (!runtime.empty() && info.runtime == runtime) conversions.push_back(info.name);
+  }
+  return conversions;
 }
 
 std::vector<std::string> PipelineFor(int level) {

@@ -14,6 +14,9 @@ namespace fusionopt::passes {
 struct PassInfo {
   std::string name;
   int level = 1;
+  // A conversion's runtime ("ort"): it runs after every optimization, whatever the level,
+  // exactly when --runtime names that runtime, and --only/--disable do not select it.
+  std::string runtime;
   std::string summary;
   std::vector<PassOptionInfo> options;
   std::function<std::unique_ptr<Pass>()> create;
@@ -26,5 +29,9 @@ const PassInfo* FindPass(std::string_view name);
 // The passes of `level` (0-3), in order; a pass may appear more than once (cleanup after
 // fusion). RunPipeline runs them less the deselected ones, never one twice in a row.
 std::vector<std::string> PipelineFor(int level);
+
+// The conversions --runtime `runtime` ends the pipeline with, in order; none for "" (our own
+// runtimes, which run the fused functions as they are).
+std::vector<std::string> ConversionsFor(std::string_view runtime);
 
 }  // namespace fusionopt::passes

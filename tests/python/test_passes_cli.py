@@ -19,14 +19,45 @@ def listed_passes(fusionopt):
     lines = stdout.splitlines()
     assert lines[0] == "name\tlevel\tsummary"
     rows = [line.split("\t") for line in lines[1:]]
-    assert all(len(row) == 3 and row[1] in ("O1", "O2", "O3") and row[2] for row in rows), rows
+    assert all(len(row) == 3 and row[1] in ("O1", "O2", "O3", "--runtime ort") and row[2] for row in rows), rows
     return {row[0]: row[1] for row in rows}
 
 
 def test_list_passes_names_every_pass_with_its_level(fusionopt):
     passes = listed_passes(fusionopt)
     assert passes["eliminate-dead-code"] == "O1"
+    assert passes["lower-for-ort"] == "--runtime ort"  # a conversion: every level, under --runtime ort
     assert len(passes) == len(set(passes))
+
+
+@pytest.mark.parametrize("level", ["-O0", "-O2"])
+def test_runtime_ort_ends_the_pipeline_with_its_conversion_pass(fusionopt, tmp_path, model, level):
+    """lower-for-ort is a registered pass: it runs last under --runtime ort at any level, with
+    its statistics in the report, --check-each-pass and --dump-after; without --runtime ort it
+    does not run, and --only / --disable cannot name it."""
+    out, report, dumps = tmp_path / "out.onnx", tmp_path / "report.json", tmp_path / "dumps"
+    rc, _, stderr = fusionopt(model, level, "--runtime", "ort", "-o", out, "--report", report, "--check-each-pass",
+                              "--dump-after", "lower-for-ort", "--dump-dir", dumps)
+    assert rc == lib.EXIT_OK, stderr
+    document = json.loads(report.read_text())
+    run = [entry["pass"] for entry in document["passes"]]
+    assert run[-1] == "lower-for-ort" and run.count("lower-for-ort") == 1, run
+    kept = [] if level == "-O0" else [{"node": "FusedElementwise_Add_Relu", "function": "ai.fusionopt::FusedElementwise_Add_Relu",
+                                       "reason": "ORT has no kernel for this group (it inlines the function)"}]
+    assert document["ort_lowering"] == {"lowered": [], "kept": kept}
+    assert document["passes"][-1]["rejections"] == (
+        {} if level == "-O0" else {kept[0]["reason"]: {"count": 1, "examples": ["FusedElementwise_Add_Relu"]}})
+    assert [path.name for path in dumps.iterdir() if path.name != "00-input.ir"] == [f"{len(run):02d}-lower-for-ort.ir"]
+
+    rc, _, stderr = fusionopt(model, level, "-o", out, "--report", report)
+    assert rc == lib.EXIT_OK, stderr
+    document = json.loads(report.read_text())
+    assert "lower-for-ort" not in [entry["pass"] for entry in document["passes"]] and "ort_lowering" not in document
+
+    for flag in ("--only", "--disable"):
+        rc, _, stderr = fusionopt(model, level, "--runtime", "ort", flag, "lower-for-ort", "-o", out)
+        assert rc == lib.EXIT_USAGE
+        assert f"{flag} names 'lower-for-ort', the conversion --runtime ort ends with" in stderr
 
 
 @pytest.mark.parametrize("level", ["-O1", "-O2", "-O3"])

@@ -130,7 +130,16 @@ def optimize_for_ort(fusionopt, entry, tmp_path, *flags):
     out, report = tmp_path / f"{entry.name}.ort.onnx", tmp_path / "report.json"
     rc, _, stderr = fusionopt(entry.path, "-O3", "--runtime", "ort", "-o", out, "--report", report, *flags, timeout=300)
     assert rc == 0, stderr
-    return out, json.loads(report.read_text())["ort_lowering"]
+    document = json.loads(report.read_text())
+    lowering = document["ort_lowering"]
+    # The conversion pass's statistics say the same: a match and a count per written group, a
+    # rejection per kept one.
+    statistics = document["passes"][-1]
+    assert statistics["pass"] == "lower-for-ort"
+    assert statistics["matches"] == len(lowering["lowered"])
+    assert statistics["counters"] == dict(collections.Counter(one["written"] for one in lowering["lowered"]))
+    assert sum(one["count"] for one in statistics["rejections"].values()) == len(lowering["kept"])
+    return out, lowering
 
 
 def session(path, level, saved=None):

@@ -10,6 +10,8 @@
 #include "pass_test_support.h"
 #include "passes/lower_for_ort.h"
 #include "passes/lower_for_ort_support.h"
+#include "passes/pipeline.h"
+#include "passes/registry.h"
 
 namespace fusionopt {
 namespace {
@@ -519,6 +521,46 @@ TEST_CASE("lower-for-ort: a float16 FastGelu is written for the CUDA EP, not for
   REQUIRE(biased_on_cpu.ok());
   REQUIRE(biased_on_cpu->lowered.size() == 1);
   CHECK(biased_on_cpu->lowered[0].written == "com.microsoft::BiasGelu");
+}
+
+TEST_CASE("lower-for-ort is the conversion that ends the pipeline under --runtime ort", "[passes][ort]") {
+  CHECK(passes::ConversionsFor("ort") == std::vector<std::string>{"lower-for-ort"});
+  CHECK(passes::ConversionsFor("").empty());
+  for (const std::string runtime : {"ort", ""}) {
+    INFO(runtime);
+    auto model = ParseInferred(Projection("erf"));
+    passes::PipelineOptions options;
+    options.level = 3;
+    options.runtime = runtime;
+    int hook_calls = 0;
+    bool ort_ops_before_hook = false;
+    options.before_conversion = [&](Model& optimized) {
+      for (const auto& node : optimized.graph->nodes()) ort_ops_before_hook |= node->domain() == passes::kOrtDomain;
+      ++hook_calls;
+      return Status::Ok();
+    };
+    auto report = passes::RunPipeline(*model, options);
+    REQUIRE(report.ok());
+    CHECK(hook_calls == 1);
+    CHECK_FALSE(ort_ops_before_hook);  // the hook sees the portable groups fusionopt's runtime runs
+    const passes::PassStatistics& last = report->passes.back();
+    if (runtime.empty()) {
+      CHECK(last.pass != "lower-for-ort");
+      CHECK(OpTypes(*model->graph) == std::vector<std::string>{"ai.fusionopt::FusedMatMulAddGelu"});
+      continue;
+    }
+    CHECK(last.pass == "lower-for-ort");
+    CHECK(last.changed);
+    CHECK(last.matches == 1);
+    CHECK(last.counters.at("com.microsoft::BiasGelu") == 1);
+    CHECK(OpTypes(*model->graph) == std::vector<std::string>{"MatMul", "com.microsoft::BiasGelu"});
+    const std::string json = passes::ReportToJson(*report);
+    CHECK(json.find("\"ort_lowering\"") != std::string::npos);
+  }
+  passes::PipelineOptions disabled;
+  disabled.runtime = "ort";
+  disabled.disabled = {"lower-for-ort"};
+  CHECK(passes::ValidatePipelineOptions(disabled).code() == ErrorCode::kUsage);
 }
 
 }  // namespace fusionopt
