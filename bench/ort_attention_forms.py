@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How ONNX Runtime runs one self-attention block in each form `--runtime ort` can write it,
 across the shapes of the real corpus: what the per-node choice of `--runtime ort`
-(src/passes/ort_kernel_choice.h) is decided from.
+(src/passes/conversion/ort/kernel_choice.h) is decided from.
 
 The block is x[B,S,Dm] → QKV projection (W[Dm,3Dm], b) → softmax(Q·Kᵀ·scale)·V over H heads →
 [B,S,Dm], written three ways:

@@ -35,7 +35,7 @@ std::function<void(const Node&, cpu::KernelContext&)> PlantedWrongKernel() {
   };
 }
 
-void Log(const passes::FusionCheckReport& report, bool announce_match) {
+void Log(const verify::FusionCheckReport& report, bool announce_match) {
   if (report.initial_difference.empty()) {
     spdlog::log(announce_match ? spdlog::level::info : spdlog::level::debug, "verify: the optimized model matches the original ({} input sets: seeded within tolerance, "
                  "large values and masks without new NaN/Inf; {} fused calls)",
@@ -55,20 +55,20 @@ void Log(const passes::FusionCheckReport& report, bool announce_match) {
 
 }  // namespace
 
-Result<passes::FusionCheckReport> RunFailSafeCheck(const Model& original, Model& optimized,
+Result<verify::FusionCheckReport> RunFailSafeCheck(const Model& original, Model& optimized,
                                                    std::vector<std::vector<cpu::NamedTensor>> feeds,
                                                    const cpu::Tolerance& tolerance, int threads, bool announce_match) {
-  passes::FusionCheckOptions options;
+  verify::FusionCheckOptions options;
   options.feeds = std::move(feeds);
   options.tolerance = tolerance;
   options.threads = threads;
   options.fused_output_hook = PlantedWrongKernel();
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport report, passes::CheckAndRepairFusions(original, optimized, options));
+  FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionCheckReport report, verify::CheckAndRepairFusions(original, optimized, options));
   Log(report, announce_match);
   return report;
 }
 
-Status StillDiffers(const passes::FusionCheckReport& report) {
+Status StillDiffers(const verify::FusionCheckReport& report) {
   std::string undone = report.undone.empty() ? "" : " after undoing " + std::to_string(report.undone.size()) + " fusion(s)";
   std::string stuck;
   for (const auto& call : report.not_undone) stuck += (stuck.empty() ? "; could not undo " : ", ") + call;

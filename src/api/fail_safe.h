@@ -1,4 +1,4 @@
-// Running the fail-safe check (passes/fusion_check.h), shared by optimizing with verification
+// Running the fail-safe check (verify/fusion_check.h), shared by optimizing with verification
 // (the CLI's `--verify`, the C API's and Python's `verify`) and `bench`: running it, logging
 // what it found and undid, and the test hook.
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "cpu_runtime/engine/session.h"
 #include "ir/graph.h"
-#include "passes/fusion_check.h"
+#include "verify/fusion_check.h"
 
 namespace fusionopt::api {
 
@@ -22,12 +22,12 @@ inline constexpr const char* kPlantWrongKernelVariable = "FUSIONOPT_TEST_PLANT_W
 // model matches: a line when it matched at once (info when `announce_match`, else debug: bench
 // says so on stdout), else what differed and a warning per undone fusion. A model that still
 // differs is logged by nobody here: the caller reports it as its one error line (StillDiffers).
-Result<passes::FusionCheckReport> RunFailSafeCheck(const Model& original, Model& optimized,
+Result<verify::FusionCheckReport> RunFailSafeCheck(const Model& original, Model& optimized,
                                                    std::vector<std::vector<cpu::NamedTensor>> feeds,
                                                    const cpu::Tolerance& tolerance, int threads, bool announce_match);
 
 // The status to report when the model still differs after the check undid what it could: the
 // difference, how many fusions were undone, and the offending calls that could not be.
-Status StillDiffers(const passes::FusionCheckReport& report);
+Status StillDiffers(const verify::FusionCheckReport& report);
 
 }  // namespace fusionopt::api

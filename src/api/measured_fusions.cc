@@ -5,21 +5,21 @@
 
 namespace fusionopt::api {
 
-std::string DescribeSlowerFusion(const passes::TimedFusion& fusion) {
+std::string DescribeSlowerFusion(const verify::TimedFusion& fusion) {
   return fmt::format("{} ({}, {:.3f} ms fused vs {:.3f} ms op by op)", fusion.node, fusion.function, fusion.fused_ms,
                      fusion.members_ms);
 }
 
-Result<passes::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::vector<cpu::NamedTensor> feeds,
+Result<verify::FusionTimingReport> UndoSlowerFusionsHere(Model& optimized, std::vector<cpu::NamedTensor> feeds,
                                                          int threads) {
-  passes::FusionTimingOptions options;
+  verify::FusionTimingOptions options;
   options.feeds = std::move(feeds);
   options.threads = threads;
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report, passes::UndoSlowerFusions(optimized, options));
+  FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionTimingReport report, verify::UndoSlowerFusions(optimized, options));
   // Said by default only when it changed the model; -v says it always.
   spdlog::log(report.undone.empty() ? spdlog::level::debug : spdlog::level::info, "{}",
-              passes::FusionTimingSummary(report));
-  for (const passes::TimedFusion& fusion : report.undone) {
+              verify::FusionTimingSummary(report));
+  for (const verify::TimedFusion& fusion : report.undone) {
     spdlog::debug("fusion timing: undid {}: slower fused on this CPU", DescribeSlowerFusion(fusion));
   }
   return report;

@@ -7,8 +7,8 @@
 
 #include "api/fail_safe.h"
 #include "api/measured_fusions.h"
-#include "passes/cost_model.h"
-#include "passes/lower_for_ort.h"
+#include "passes/cost_model/cost_model.h"
+#include "passes/conversion/ort/lower_for_ort.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::api {
@@ -67,25 +67,25 @@ Result<passes::PipelineOptions> PipelineOptionsFrom(const OptimizeRequest& reque
 }
 
 // The optimized model against the original, re-read (the passes rewrote the first copy in place).
-Result<passes::FusionCheckReport> VerifyOptimized(const OptimizeRequest& request, const passes::SymbolSizes& dims,
+Result<verify::FusionCheckReport> VerifyOptimized(const OptimizeRequest& request, const passes::SymbolSizes& dims,
                                                   const OriginalModel& original_model, Model& optimized) {
   FUSIONOPT_ASSIGN_OR_RETURN(auto original, original_model());
   std::vector<std::vector<cpu::NamedTensor>> feeds;
   for (int run = 0; run < request.verify_runs; ++run) {
-    FUSIONOPT_ASSIGN_OR_RETURN(auto set, passes::SeededFeeds(*original, dims, request.verify_seed + run));
+    FUSIONOPT_ASSIGN_OR_RETURN(auto set, verify::SeededFeeds(*original, dims, request.verify_seed + run));
     feeds.push_back(std::move(set));
   }
   return RunFailSafeCheck(*original, optimized, std::move(feeds), request.tolerance, /*threads=*/0,
                           /*announce_match=*/true);
 }
 
-std::string ReportWithChecks(const passes::PipelineReport& report, const std::optional<passes::FusionTimingReport>& timing,
-                             const std::optional<passes::FusionCheckReport>& check) {
+std::string ReportWithChecks(const passes::PipelineReport& report, const std::optional<verify::FusionTimingReport>& timing,
+                             const std::optional<verify::FusionCheckReport>& check) {
   std::string json = passes::ReportToJson(report);
   if (!check && !timing) return json;
   nlohmann::json combined = nlohmann::json::parse(json);
-  if (timing) combined["fusion_timing"] = nlohmann::json::parse(passes::FusionTimingToJson(*timing));
-  if (check) combined["verification"] = nlohmann::json::parse(passes::FusionCheckToJson(*check));
+  if (timing) combined["fusion_timing"] = nlohmann::json::parse(verify::FusionTimingToJson(*timing));
+  if (check) combined["verification"] = nlohmann::json::parse(verify::FusionCheckToJson(*check));
   return combined.dump(2);
 }
 
@@ -116,22 +116,22 @@ void LogOrtLowering(const OptimizeRequest& request, const passes::PipelineReport
 }
 
 // target cpu: the fusions slower on this CPU than their members undone (fusion_timing.h).
-Result<std::optional<passes::FusionTimingReport>> TimeFusionsForCpu(const OptimizeRequest& request,
+Result<std::optional<verify::FusionTimingReport>> TimeFusionsForCpu(const OptimizeRequest& request,
                                                                     const passes::SymbolSizes& dims, Model& optimized) {
   if (request.target != "cpu" || request.no_fusion_timing || request.level < 2) {
-    return std::optional<passes::FusionTimingReport>();
+    return std::optional<verify::FusionTimingReport>();
   }
   // Timing fusionopt's runtime says nothing of ONNX Runtime's: the groups lowered become ORT
   // kernels and the rest ORT inlines, so a fusion undone here would only lose its ORT kernel
   // (the noisy timing had undone ViT's and Whisper's QKV and attention groups at random).
   if (request.runtime == "ort") {
     spdlog::info("fusion timing: skipped with --runtime ort (it times fusionopt's runtime, not ONNX Runtime)");
-    return std::optional<passes::FusionTimingReport>();
+    return std::optional<verify::FusionTimingReport>();
   }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, passes::SeededFeeds(optimized, dims, request.verify_seed));
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report,
+  FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, verify::SeededFeeds(optimized, dims, request.verify_seed));
+  FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionTimingReport report,
                              UndoSlowerFusionsHere(optimized, std::move(feeds), /*threads=*/0));
-  return std::optional<passes::FusionTimingReport>(std::move(report));
+  return std::optional<verify::FusionTimingReport>(std::move(report));
 }
 
 }  // namespace
@@ -163,11 +163,11 @@ Result<OptimizeOutcome> Optimize(Model& model, const OptimizeRequest& request, c
   // Verified before timed: a fusion whose kernel is wrong is undone as wrong, never timed. Both
   // run before the conversion to --runtime ort (fusionopt's runtime has no ORT contrib kernels;
   // the lowering itself is checked against ORT by the test suite).
-  std::optional<passes::FusionCheckReport> check;
-  std::optional<passes::FusionTimingReport> timing;
+  std::optional<verify::FusionCheckReport> check;
+  std::optional<verify::FusionTimingReport> timing;
   pipeline.before_conversion = [&](Model& optimized) -> Status {
     if (request.verify) {
-      FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport verified,
+      FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionCheckReport verified,
                                  VerifyOptimized(request, pipeline.dims, original, optimized));
       if (!verified.matches) return StillDiffers(verified);
       check = std::move(verified);

@@ -28,17 +28,17 @@ struct OptimizeRequest {
   std::string dump_after;                 // a pass name or "all": write the IR after it
   std::string dump_dir;
   bool check_each_pass = false;
-  std::string target = "h100";            // the cost model's profile (passes/target_profiles.h)
+  std::string target = "h100";            // the cost model's profile (passes/cost_model/target_profiles.h)
   bool no_fusion_timing = false;          // with target cpu: keep every fusion untimed
   std::vector<std::string> dims;          // SYMBOL=N sizes of symbolic dims
   bool strict_dims = false;               // a dims symbol the model lacks is an error, not a warning
-  // The fail-safe check (passes/fusion_check.h) against the original model.
+  // The fail-safe check (verify/fusion_check.h) against the original model.
   bool verify = false;
   int verify_runs = 2;                    // seeded input sets (value-range sets come on top)
   uint64_t verify_seed = 0;
   cpu::Tolerance tolerance;
   // "portable" (fused groups as ai.fusionopt functions any runtime can inline) or "ort" (the
-  // groups ONNX Runtime has kernels for written as those; passes/lower_for_ort.h).
+  // groups ONNX Runtime has kernels for written as those; passes/conversion/ort/lower_for_ort.h).
   std::string runtime = "portable";
 };
 

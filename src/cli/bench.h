@@ -16,7 +16,7 @@
 #include "cuda_runtime/backend/cuda_session.h"
 #include "ir/graph.h"
 #include "cli/commands.h"
-#include "passes/cost_model.h"
+#include "passes/cost_model/cost_model.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cli {
@@ -104,9 +104,9 @@ struct BenchResult {
   int iterations = 0;  // timed inferences per side
   uint64_t seed = 0;
   bool verified = false;
-  // What the fail-safe check (passes/fusion_check.h) undid before timing: "node (function)".
+  // What the fail-safe check (verify/fusion_check.h) undid before timing: "node (function)".
   std::vector<std::string> undone_fusions;
-  // What the measured fusion decisions (passes/fusion_timing.h) undid: slower fused here.
+  // What the measured fusion decisions (verify/fusion_timing.h) undid: slower fused here.
   std::vector<std::string> slower_fusions;
   SideFigures original;
   SideFigures optimized;

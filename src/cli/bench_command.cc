@@ -26,8 +26,8 @@
 #include "cuda_runtime/backend/cuda_session.h"
 #include "ir/atomic_file.h"
 #include "onnx_io/model_io.h"
-#include "passes/cost_model.h"
-#include "passes/target_profiles.h"
+#include "passes/cost_model/cost_model.h"
+#include "passes/cost_model/target_profiles.h"
 #include "api/measured_fusions.h"
 
 namespace fusionopt::cli {
@@ -376,16 +376,16 @@ Result<std::vector<cpu::NamedTensor>> FeedsFor(const Model& model, const FeedOpt
 }
 
 // On the CPU backend, after the fail-safe check and before anything is timed: the fusions
-// whose fused kernels run slower here than their members are undone (passes/fusion_timing.h),
+// whose fused kernels run slower here than their members are undone (verify/fusion_timing.h),
 // so -O3 never loses to the ops it fused. Their descriptions go to `undone` when given.
 Status UndoSlowerFusionsForBench(const BenchOptions& options, int level, Model& optimized,
                                  std::vector<std::string>* undone) {
   if (options.no_fusion_timing || level < 2) return Status::Ok();
   FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(optimized, options.feeds));
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionTimingReport report,
+  FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionTimingReport report,
                              api::UndoSlowerFusionsHere(optimized, std::move(feeds), options.threads));
   if (undone != nullptr) {
-    for (const passes::TimedFusion& fusion : report.undone) undone->push_back(api::DescribeSlowerFusion(fusion));
+    for (const verify::TimedFusion& fusion : report.undone) undone->push_back(api::DescribeSlowerFusion(fusion));
   }
   return Status::Ok();
 }
@@ -396,7 +396,7 @@ Status UndoSlowerFusionsForBench(const BenchOptions& options, int level, Model& 
 Status CheckAndRepair(const BenchOptions& options, const Model& original, Model& optimized, BenchResult& result) {
   FUSIONOPT_ASSIGN_OR_RETURN(auto feeds, FeedsFor(original, options.feeds));
   cpu::Tolerance tolerance;  // verify's defaults, as CompareOutputs
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::FusionCheckReport report,
+  FUSIONOPT_ASSIGN_OR_RETURN(verify::FusionCheckReport report,
                              api::RunFailSafeCheck(original, optimized, {std::move(feeds)}, tolerance, options.threads,
                                               /*announce_match=*/false));
   if (!report.matches) {

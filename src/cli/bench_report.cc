@@ -9,7 +9,7 @@
 
 #include "cli/bench.h"
 #include "cli/commands.h"
-#include "passes/outline.h"
+#include "passes/util/outline.h"
 
 namespace fusionopt::cli {
 namespace {

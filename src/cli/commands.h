@@ -92,7 +92,7 @@ struct BenchOptions {
   std::string backend = "auto";
   bool cuda_graph = false;      // CUDA: time replays of one captured inference per side
   bool compare_levels = false;  // one row per level O0..O3 instead of original vs optimized
-  // CPU backend: keep every fusion the cost model chose, untimed (passes/fusion_timing.h).
+  // CPU backend: keep every fusion the cost model chose, untimed (verify/fusion_timing.h).
   bool no_fusion_timing = false;
   std::vector<std::string> dims;  // --dim SYMBOL=N: the feeds' and -O3's symbolic dim sizes
   bool strict_dims = false;

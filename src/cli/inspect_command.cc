@@ -9,7 +9,7 @@
 #include "ir/model_summary.h"
 #include "ir/op_class.h"
 #include "onnx_io/model_io.h"
-#include "passes/cost_model.h"
+#include "passes/cost_model/cost_model.h"
 
 namespace fusionopt::cli {
 namespace {

@@ -1,5 +1,5 @@
 // `fusionopt inspect MODEL --cost`: every kernel one inference launches, on the roofline of a
-// target profile (passes/cost_model.h) — FLOPs, bytes to and from global memory, arithmetic
+// target profile (passes/cost_model/cost_model.h) — FLOPs, bytes to and from global memory, arithmetic
 // intensity, memory- or compute-bound, predicted time — and the totals. For an optimized model
 // (it calls fused functions) also the original's prediction, each fused node's body ops as
 // separate kernels, and the predicted speed-up.
@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "ir/graph.h"
-#include "passes/cost_model.h"
+#include "passes/cost_model/cost_model.h"
 
 namespace fusionopt::cli {
 namespace {

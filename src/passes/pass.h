@@ -19,7 +19,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "passes/cost_model.h"
+#include "passes/cost_model/cost_model.h"
 #include "passes/fused_function_index.h"
 
 namespace fusionopt::passes {

@@ -8,7 +8,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
-#include "passes/cost_model.h"
+#include "passes/cost_model/cost_model.h"
 #include "passes/pass.h"
 
 namespace fusionopt::passes {

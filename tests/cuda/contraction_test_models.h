@@ -16,7 +16,7 @@
 #include "fusionopt/plugin.h"
 #include "ir/float16.h"
 #include "text_format/text_format.h"
-#include "cuda_runtime/plugin/contraction_plan.h"
+#include "cuda_runtime/library/plan.h"
 #include "onnx_io/model_io.h"
 
 using namespace fusionopt;

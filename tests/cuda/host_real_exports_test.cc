@@ -29,7 +29,7 @@
 #include "ir/constant_value.h"
 #include "ir/float16.h"
 #include "onnx_io/model_io.h"
-#include "passes/fusion_check.h"
+#include "verify/fusion_check.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cuda {
@@ -57,7 +57,7 @@ std::vector<cpu::NamedTensor> ManifestFeeds(const Model& model, const std::strin
       }
     }
   }
-  auto feeds = passes::SeededFeeds(model, symbols, 7);
+  auto feeds = verify::SeededFeeds(model, symbols, 7);
   REQUIRE(feeds.ok());
   return *feeds;
 }

@@ -1,4 +1,4 @@
-"""Measured fusion decisions (src/passes/fusion_timing.h) end to end on real exports:
+"""Measured fusion decisions (src/verify/fusion_timing.h) end to end on real exports:
 `optimize --target cpu` times every fused call here and reports it under "fusion_timing", and
 the model it writes computes what the export does; `--no-fusion-timing`, the GPU targets and
 `--runtime ort` (which ORT runs, not fusionopt's runtime) leave the cost model's choice untimed; `bench` on the CPU backend reports what it undid."""

@@ -1,5 +1,5 @@
 """Issue 16: `fusionopt MODEL -O3 --runtime ort` writes the fused groups ONNX Runtime has kernels
-for as those kernels (passes/lower_for_ort.h, docs/ort.md), on every committed real fixture.
+for as those kernels (passes/conversion/ort/lower_for_ort.h, docs/ort.md), on every committed real fixture.
 
 Per fixture:
 - the output passes onnx.checker (full check, the com.microsoft domain imported) and ORT creates

@@ -13,7 +13,7 @@
 #include "cpu_runtime/engine/session.h"
 #include "ir/float16.h"
 #include "pass_test_support.h"
-#include "passes/outline.h"
+#include "passes/util/outline.h"
 
 namespace fusionopt::fused_test {
 

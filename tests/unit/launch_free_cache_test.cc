@@ -11,8 +11,8 @@
 #include "ir/graph.h"
 #include "ir/op_class.h"
 #include "pass_test_support.h"
-#include "passes/cost_model.h"
-#include "passes/fuse_horizontal_contractions.h"
+#include "passes/cost_model/cost_model.h"
+#include "passes/fusion/horizontal/fuse_horizontal_contractions.h"
 
 using namespace fusionopt;
 using namespace fusionopt::passes;

@@ -13,10 +13,32 @@
 #include "shape_inference/shape_inference.h"
 #include "text_format/text_format.h"
 #include "passes/pipeline.h"
+#include "passes/util/outline.h"
 #include "passes/registry.h"
 
 namespace fusionopt::pass_test {
 namespace {
+
+// A pass that runs the outliner on the nodes named in its option (test-only).
+class OutlineNamed : public passes::Pass {
+ public:
+  explicit OutlineNamed(std::vector<std::string> names) : names_(std::move(names)) {}
+  std::string_view name() const override { return "outline-named"; }
+  std::string_view summary() const override { return "test"; }
+  Result<bool> Run(Model& model, passes::PassContext& context) override {
+    std::vector<Node*> nodes;
+    for (const auto& name : names_) nodes.push_back(FindNode(*model.graph, name));
+    why_not = passes::WhyNotOutlinable(nodes);
+    if (!why_not.empty()) return false;
+    fused = passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, "elementwise", "FusedTest"}, context);
+    return true;
+  }
+  std::string why_not;
+  Node* fused = nullptr;
+
+ private:
+  std::vector<std::string> names_;
+};
 
 int64_t CounterOf(const passes::PassStatistics& statistics, const std::string& name) {
   auto it = statistics.counters.find(name);
@@ -185,6 +207,28 @@ PassRun RunPass(Model& model, const std::string& pass, const Options& options) {
   REQUIRE(report.ok());
   REQUIRE(report->passes.size() == 1);
   return PassRun{report->passes.front(), report->fusions};
+}
+
+const char* const kOutlineChain = R"(
+ir_version 7
+opset "" 17
+graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %y, float[2,3] %u)
+  init float[] %b = [0.5]
+{
+  %t = Mul(%x, %s) @mul
+  %u = Add(%t, %b) @add
+  %y = Relu(%u) @relu
+}
+)";
+
+Outlined OutlineNodes(Model& model, std::vector<std::string> names) {
+  OutlineNamed pass(std::move(names));
+  Outlined outlined;
+  static_cast<PassRun&>(outlined) = RunPassObject(model, pass);
+  outlined.changed = outlined.statistics.changed;
+  outlined.why_not = pass.why_not;
+  outlined.fused = pass.fused;
+  return outlined;
 }
 
 PassRun RunPassObject(Model& model, passes::Pass& pass) {

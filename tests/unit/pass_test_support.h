@@ -16,7 +16,7 @@
 #include "cpu_test_support.h"
 #include "ir/graph.h"
 #include "passes/pass.h"
-#include "passes/target_profiles.h"
+#include "passes/cost_model/target_profiles.h"
 
 // Not included here: cpu_runtime/engine/compare.h's Comparison would clash with the fused-kernel
 // tests' own; callers that pass tolerances include it.
@@ -67,6 +67,20 @@ PassRun RunPass(Model& model, const std::string& pass, const Options& options = 
 // Runs `pass` once on `model` with no pipeline around it: nothing re-inferred, verified or
 // upgraded afterwards. REQUIREs that it succeeds.
 PassRun RunPassObject(Model& model, passes::Pass& pass);
+
+// ---------------------------------------------------------------- outlining
+
+// x·s + b then Relu over [2,3] (nodes @mul, @add, @relu; the sum %u is an output too).
+extern const char* const kOutlineChain;
+
+struct Outlined : PassRun {
+  bool changed = false;
+  std::string why_not;  // WhyNotOutlinable's reason when it refused
+  Node* fused = nullptr;
+};
+// The nodes named `names` outlined as one group the way a fusion pass does (OutlineGroup: kind
+// "elementwise", function FusedTest), through a pass context.
+Outlined OutlineNodes(Model& model, std::vector<std::string> names);
 
 // `text` parsed twice: as it was, and rewritten by one RunPass.
 struct Rewritten {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/tensor.h"
-#include "passes/content_hash.h"
+#include "passes/util/content_hash.h"
 #include "scratch_dir.h"
 
 using namespace fusionopt;

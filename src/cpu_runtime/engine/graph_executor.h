@@ -69,7 +69,7 @@ struct PrepareContext {
   // op (function_call.h), which tests use to cross-check the fused kernels.
   bool fused_kernels = true;
   // When set, only the calls it accepts run as fused kernels; the others run their bodies op
-  // by op — the fail-safe check (passes/fusion_check.h) isolates a suspect fusion this way.
+  // by op — the fail-safe check (verify/fusion_check.h) isolates a suspect fusion this way.
   const std::function<bool(const Node& call)>* run_fused = nullptr;
   // Test hook, null in production: sees (and may alter) the outputs of every fused kernel
   // run, so tests can plant a wrong kernel and watch the fail-safe check catch it.

@@ -12,7 +12,7 @@
 #include "ir/op_class.h"
 #include "shape_inference/shape_inference.h"
 #include "onnx_io/model_io.h"
-#include "passes/inline_call.h"
+#include "passes/util/inline_call.h"
 #include "passes/pipeline.h"
 
 namespace fusionopt::cuda {

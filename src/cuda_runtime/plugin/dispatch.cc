@@ -3,8 +3,8 @@
 
 #include "cuda_runtime/codegen/generate.h"
 #include "cuda_runtime/codegen/lower_batchnorm.h"
-#include "cuda_runtime/plugin/contraction.h"
-#include "cuda_runtime/plugin/contraction_plan.h"
+#include "cuda_runtime/library/contraction.h"
+#include "cuda_runtime/library/plan.h"
 #include "ir/op_class.h"
 
 namespace fusionopt::cuda {

@@ -1,0 +1,299 @@
+// fold-constants (O1): evaluates at optimize time what every inference would compute alike.
+//
+//   %w = ConstantOfShape(%shape)   (%shape an initializer)     →  init float[64,3,3,3] %w = [...]
+//   %t = Transpose(%w0) {perm}     (%w0 an initializer)        →  init float[...] %t = [...]
+//   %s = Shape(%x)                 (%x: float[1,3,8,8])        →  init int64[4] %s = [1, 3, 8, 8]
+//   %d = Gather(Shape(%x), 2)      (%x: float[N,S,64])         →  init int64[] %d = [64]
+//
+// A node folds when every input is a constant — an initializer callers cannot override, a
+// Constant node, or a value this sweep already folded, so chains fold in one sweep in graph
+// order — or when it reads only the static part of a shape: Shape, Size, and a Gather or
+// one-axis Slice of selected dims from a Shape, where inference knows those dims (the BERT-style model's shape
+// arithmetic stays where its dims are symbolic). The results are initializers under the same
+// names, computed by the CPU runtime's own kernel for the node (constant_evaluation.h), so
+// they hold exactly the bits inference would have produced. Operands and producers nothing
+// reads any more go.
+//
+// "Callers cannot override": an initializer that is also a graph input is a default a caller
+// may replace from IR version 4 on, so it is not a constant there; below IR 4 every
+// initializer had to be listed as an input and is a constant (onnxruntime's and our runtime's
+// rule) — the light model-zoo models are IR 3.
+//
+// Never folded, each reported with its reason: random and other impure ops, ops with
+// subgraphs, ops the CPU runtime cannot run, string tensors, nodes writing a graph output (an
+// initializer cannot stand for a graph output of the same graph without an Identity node, so
+// the node stays), results whose shape inference does not know statically (their size cannot
+// be bounded before they are computed), and results larger than the `max-bytes` option unless
+// no larger than the node's constant inputs — so Expand/Tile/ConstantOfShape/Range never
+// bloat the model.
+//
+// After a sweep that folded something, shape inference runs again and the pass sweeps again
+// (at most kMaxSweeps times) in case a folded constant made more shapes static. The main graph
+// is swept before its subgraphs, which then see its constants folded already.
+#include "passes/fold/fold_constants.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/constant_value.h"
+#include "ir/op_class.h"
+#include "shape_inference/shape_inference.h"
+#include "passes/fold/util/constant_evaluation.h"
+#include "passes/util/fold_rewrites.h"
+
+namespace fusionopt::passes {
+namespace {
+
+constexpr int kMaxSweeps = 4;
+constexpr int64_t kDefaultMaxBytes = 1 << 20;
+
+// What the pass does with one node: fold it into `tensors` (one per output), leave it for
+// `reason`, or — neither — ignore it because it does not compute a constant.
+struct Decision {
+  std::vector<TensorPtr> tensors;
+  std::string reason;
+  bool fold = false;
+
+  static Decision Fold(std::vector<TensorPtr> tensors) { return {std::move(tensors), {}, true}; }
+  static Decision Keep(std::string reason) { return {{}, std::move(reason), false}; }
+};
+
+TensorPtr Int64Tensor(std::vector<int64_t> dims, const std::vector<int64_t>& values) {
+  return std::make_shared<Tensor>(Tensor::FromValues<int64_t>(DataType::kInt64, std::move(dims), values));
+}
+
+std::optional<std::vector<int64_t>> StaticDims(const Value& value) {
+  if (!value.shape()) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const Dim& dim : *value.shape()) {
+    if (!dim.is_known()) return std::nullopt;
+    dims.push_back(dim.value);
+  }
+  return dims;
+}
+
+// The dims a Shape node returns (its start/end window applied), each known or not; nullopt
+// when the rank of its input is unknown.
+std::optional<std::vector<Dim>> ShapeResult(const Node& shape) {
+  const Value* data = shape.input(0);
+  if (data == nullptr || !data->shape()) return std::nullopt;
+  const Shape& dims = *data->shape();
+  auto rank = static_cast<int64_t>(dims.size());
+  auto clamp = [rank](int64_t position) { return std::clamp(position < 0 ? position + rank : position, int64_t{0}, rank); };
+  int64_t start = clamp(shape.GetInt("start", 0));
+  int64_t end = std::max(start, clamp(shape.GetInt("end", rank)));
+  return std::vector<Dim>(dims.begin() + start, dims.begin() + end);
+}
+
+TensorPtr KnownDimsTensor(const std::vector<Dim>& dims) {
+  std::vector<int64_t> values;
+  for (const Dim& dim : dims) {
+    if (!dim.is_known()) return nullptr;
+    values.push_back(dim.value);
+  }
+  return Int64Tensor({static_cast<int64_t>(values.size())}, values);
+}
+
+// Gather(Shape(x), indices) picking only dims inference knows, though others are symbolic.
+TensorPtr GatherOfKnownDims(const Node& gather, const Model& model) {
+  const Value* data = gather.input(0);
+  const Value* indices_value = gather.input(1);
+  if (data == nullptr || indices_value == nullptr || data->producer() == nullptr) return nullptr;
+  const Node& shape = *data->producer();
+  if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
+  std::optional<std::vector<Dim>> dims = ShapeResult(shape);
+  TensorPtr indices = ConstantValueOf(*indices_value, InitializerRuleOf(model));
+  if (!dims || indices == nullptr) return nullptr;
+  int64_t axis = gather.GetInt("axis", 0);
+  if (axis != 0 && axis != -1) return nullptr;
+  std::optional<std::vector<int64_t>> positions = indices->AsInt64s();
+  if (!positions || (indices->dtype() != DataType::kInt64 && indices->dtype() != DataType::kInt32)) return nullptr;
+  auto count = static_cast<int64_t>(dims->size());
+  std::vector<int64_t> values;
+  for (int64_t position : *positions) {
+    if (position < -count || position >= count) return nullptr;
+    const Dim& dim = (*dims)[static_cast<size_t>(position < 0 ? position + count : position)];
+    if (!dim.is_known()) return nullptr;
+    values.push_back(dim.value);
+  }
+  return Int64Tensor(indices->dims(), values);
+}
+
+// Slice(Shape(x), start, end) (one axis, step 1) picking only dims inference knows: the
+// exporters' Shape(k)[-1:] and [:-2] (torchvision's 1/√D, the dynamo exporter's views).
+TensorPtr SliceOfKnownDims(const Node& slice, const Model& model) {
+  const Value* data = slice.input(0);
+  if (data == nullptr || data->producer() == nullptr || slice.inputs().size() < 3) return nullptr;
+  const Node& shape = *data->producer();
+  if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
+  std::optional<std::vector<Dim>> dims = ShapeResult(shape);
+  if (!dims) return nullptr;
+  auto single = [&](size_t input) -> std::optional<int64_t> {
+    if (input >= slice.inputs().size() || slice.input(input) == nullptr) return std::nullopt;
+    TensorPtr tensor = ConstantValueOf(*slice.input(input), InitializerRuleOf(model));
+    std::optional<std::vector<int64_t>> values = tensor ? tensor->AsInt64s() : std::nullopt;
+    if (!values || values->size() != 1) return std::nullopt;
+    return values->front();
+  };
+  std::optional<int64_t> start = single(1), end = single(2);
+  if (!start || !end) return nullptr;
+  if (slice.inputs().size() > 3 && slice.input(3) != nullptr && single(3) != 0 && single(3) != -1) return nullptr;
+  if (slice.inputs().size() > 4 && slice.input(4) != nullptr && single(4) != 1) return nullptr;
+  const auto count = static_cast<int64_t>(dims->size());
+  auto clamp = [count](int64_t position) {
+    if (position < 0) position += count;
+    return std::clamp<int64_t>(position, 0, count);
+  };
+  const int64_t first = clamp(*start), last = std::max(first, clamp(*end));
+  return KnownDimsTensor(std::vector<Dim>(dims->begin() + first, dims->begin() + last));
+}
+
+// The node's single result when it depends only on dims inference knows; null otherwise.
+TensorPtr StaticShapeResult(const Node& node, const Model& model) {
+  if (node.op_type() == "Shape") {
+    std::optional<std::vector<Dim>> dims = ShapeResult(node);
+    return dims ? KnownDimsTensor(*dims) : nullptr;
+  }
+  if (node.op_type() == "Size") {
+    std::optional<std::vector<int64_t>> dims = node.input(0) ? StaticDims(*node.input(0)) : std::nullopt;
+    if (!dims) return nullptr;
+    int64_t size = 1;
+    for (int64_t dim : *dims) size *= dim;
+    return Int64Tensor({}, {size});
+  }
+  if (node.op_type() == "Gather") return GatherOfKnownDims(node, model);
+  if (node.op_type() == "Slice") return SliceOfKnownDims(node, model);
+  return nullptr;
+}
+
+// Dead nodes are eliminate-dead-code's business, not a fold.
+bool AnyOutputRead(const Node& node) {
+  return std::any_of(node.outputs().begin(), node.outputs().end(), [](const Value* output) {
+    return output != nullptr && (!output->uses().empty() || output->is_graph_output());
+  });
+}
+
+bool WritesGraphOutput(const Node& node) {
+  return std::any_of(node.outputs().begin(), node.outputs().end(),
+                     [](const Value* output) { return output != nullptr && output->is_graph_output(); });
+}
+
+class Folder {
+ public:
+  Folder(Model& model, PassContext& context, int64_t max_bytes)
+      : model_(model), context_(context), max_bytes_(max_bytes) {}
+
+  bool FoldGraph(Graph& graph) {
+    std::vector<Node*> order;
+    for (const auto& node : graph.nodes()) order.push_back(node.get());
+    bool changed = false;
+    // Folding removes only the folded node and producers before it, never a later node.
+    for (Node* node : order) {
+      Decision decision = Decide(*node);
+      if (decision.fold) {
+        Apply(graph, *node, decision.tensors);
+        changed = true;
+      } else if (!decision.reason.empty() && reported_.insert(node).second) {
+        context_.Rejected(*node, decision.reason);
+      }
+    }
+    return changed;
+  }
+
+ private:
+  Decision Decide(const Node& node) const {
+    if (!IsStandardDomain(node) || ConstantNodeValue(node) != nullptr || !AnyOutputRead(node)) return {};
+    TensorPtr shape_result = StaticShapeResult(node, model_);
+    std::vector<TensorPtr> inputs;
+    bool all_constant = true;
+    for (const Value* input : node.inputs()) {
+      inputs.push_back(input != nullptr ? ConstantValueOf(*input, InitializerRuleOf(model_)) : nullptr);
+      if (input != nullptr && inputs.back() == nullptr) all_constant = false;
+    }
+    if (shape_result == nullptr && !all_constant) return {};
+    if (WritesGraphOutput(node)) return Decision::Keep("an output is a graph output");
+    if (shape_result != nullptr) return Decision::Fold({shape_result});
+    if (!node.Subgraphs().empty()) return Decision::Keep("op with subgraphs");
+    if (!IsPure(node)) return Decision::Keep("not a pure op (random, opaque or training mode)");
+    return Evaluate(node, inputs);
+  }
+
+  Decision Evaluate(const Node& node, const std::vector<TensorPtr>& inputs) const {
+    if (!RuntimeHasKernel(node, model_)) return Decision::Keep("no CPU kernel for the op at this opset");
+    uint64_t input_bytes = 0;
+    std::set<const Tensor*> counted;
+    for (const TensorPtr& input : inputs) {
+      if (input == nullptr) continue;
+      if (input->dtype() == DataType::kString) return Decision::Keep("string tensors");
+      if (counted.insert(input.get()).second) input_bytes += input->nbytes();
+    }
+    uint64_t output_bytes = 0;
+    for (const Value* output : node.outputs()) {
+      if (output == nullptr) continue;
+      if (output->dtype() == DataType::kString) return Decision::Keep("string tensors");
+      std::optional<std::vector<int64_t>> dims = StaticDims(*output);
+      if (!dims || output->dtype() == DataType::kUndefined) return Decision::Keep("result shape not static");
+      uint64_t count = 1;
+      for (int64_t dim : *dims) count *= static_cast<uint64_t>(dim);
+      output_bytes += ByteSizeOf(output->dtype(), count);
+    }
+    if (output_bytes > static_cast<uint64_t>(max_bytes_) && output_bytes > input_bytes) {
+      return Decision::Keep("result larger than max-bytes");
+    }
+    Result<std::vector<TensorPtr>> results = EvaluateNode(node, model_, inputs);
+    if (!results.ok()) return Decision::Keep("the CPU runtime cannot evaluate it");
+    for (size_t i = 0; i < node.outputs().size(); ++i) {
+      const Value* output = node.output(i);
+      if (output == nullptr) continue;
+      const Tensor& result = *(*results)[i];
+      if (result.dtype() != output->dtype() || result.dims() != *StaticDims(*output)) {
+        return Decision::Keep("evaluated type differs from the inferred one");
+      }
+    }
+    return Decision::Fold(std::move(results).value());
+  }
+
+  void Apply(Graph& graph, Node& node, const std::vector<TensorPtr>& tensors) {
+    for (size_t i = 0; i < node.outputs().size(); ++i) {
+      Value* output = node.output(i);
+      if (output == nullptr || output->uses().empty()) continue;
+      ReplaceByInitializer(graph, *output, tensors[i]);
+      context_.Count("initializers_created");
+    }
+    std::vector<Value*> operands(node.inputs().begin(), node.inputs().end());
+    graph.RemoveNode(&node);
+    RemoveIfUnused(std::move(operands));
+    context_.Matched();
+    context_.Count("nodes_folded");
+  }
+
+  Model& model_;
+  PassContext& context_;
+  int64_t max_bytes_;
+  std::set<const Node*> reported_;  // a node left alone is reported once, not once per sweep
+};
+
+}  // namespace
+
+std::vector<PassOptionInfo> FoldConstants::options() const {
+  return {{"max-bytes", std::to_string(kDefaultMaxBytes),
+           "largest folded result (bytes) that may be bigger than the constants it is computed from"}};
+}
+
+Result<bool> FoldConstants::Run(Model& model, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_bytes, context.IntOption("max-bytes"));
+  if (max_bytes < 0) return UsageError("option fold-constants.max-bytes must not be negative");
+  Folder folder(model, context, max_bytes);
+  bool changed = false;
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    std::vector<Graph*> graphs = GraphsInnermostFirst(*model.graph);
+    bool swept_change = false;
+    for (auto it = graphs.rbegin(); it != graphs.rend(); ++it) swept_change = folder.FoldGraph(**it) || swept_change;
+    if (!swept_change) break;
+    changed = true;
+    InferShapes(model);
+  }
+  return changed;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,170 @@
+// fuse-horizontal-elementwise (O3): independent elementwise kernels over the same iteration
+// space become one kernel with several outputs (DESIGN.md §2, horizontal fusion).
+//
+//   %a = ai.fusionopt::FusedElementwise_Mul_Add(%x, %s)   [B, S, H]      %a, %b = ai.fusionopt::
+//   %b = Sigmoid(%y)                                      [B, S, H]  →     FusedHorizontal(%x, %s, %y)
+//                                                                       { Mul, Add, Sigmoid }
+//
+// Candidates, after fuse-elementwise: calls of fused elementwise bodies (every body node an
+// elementwise op or a scalar Constant) and standard elementwise ops the engine evaluates and
+// that launch a kernel; every output of a candidate has the same shape, the iteration space
+// (known dims or the same symbols). In graph order, a candidate joins the open group of its
+// iteration space unless no path may leave the group and re-enter it with the candidate in it
+// (merging would create a cycle) or the group already has `max_members`; fused members' bodies
+// are inlined and the union outlined as one node, when the cost model predicts a gain (at O3;
+// JudgeFusion over the members as they are). Its body computes the members side by side, so
+// the CPU runtime runs it as one elementwise program — one pass over the shared index space,
+// inputs of any broadcastable shape.
+//
+// Limits: kernels over different iteration spaces (a packed index space for k small
+// launches) are not merged; candidates are the elementwise ones only.
+#include "passes/fusion/horizontal/fuse_horizontal_elementwise.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/op_class.h"
+#include "passes/fusion/util/elementwise_support.h"
+#include "passes/util/fold_rewrites.h"
+#include "passes/util/inline_call.h"
+#include "passes/util/outline.h"
+#include "passes/util/shape_facts.h"
+
+namespace fusionopt::passes {
+namespace {
+
+// Same cap as the horizontal contractions: 4 members, the register-pressure knee the
+// literature reports for merged kernels (4–6).
+constexpr int64_t kDefaultMaxMembers = 4;
+
+bool IsElementwiseBody(const Function& function) {
+  for (const auto& node : function.body->nodes()) {
+    if (node->op_type() != "Constant" && ClassifyOp(*node) != OpClass::kElementwise) return false;
+  }
+  return true;
+}
+
+// The iteration space of a candidate: the shape all its outputs share, or null.
+const Shape* IterationSpace(const Node& node) {
+  const Shape* space = nullptr;
+  for (const Value* output : node.outputs()) {
+    if (output == nullptr) continue;
+    const Shape* shape = KnownRankShape(*output);
+    if (shape == nullptr || (space != nullptr && !ProvablySameShape(*space, *shape))) return nullptr;
+    space = shape;
+  }
+  return space;
+}
+
+// Whether nothing reads `values` any more, so RemoveIfUnused removes every one.
+bool AllUnused(const std::vector<Value*>& values) {
+  return std::all_of(values.begin(), values.end(), [](const Value* value) {
+    return value->uses().empty() && !value->is_graph_output() && !value->is_graph_input();
+  });
+}
+
+struct Group {
+  const Shape* space;
+  std::vector<Node*> members;
+};
+
+}  // namespace
+
+std::vector<PassOptionInfo> FuseHorizontalElementwise::options() const {
+  return {{"max_members", std::to_string(kDefaultMaxMembers), "most kernels merged into one"}};
+}
+
+Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_members, context.IntOption("max_members"));
+  if (max_members < 2) return UsageError("fuse-horizontal-elementwise.max_members must be at least 2");
+  Model& model = context.model();
+  const int64_t opset = model.OpsetFor("").value_or(0);
+  const LaunchFreeNodes launch_free = FindLaunchFreeNodes(graph, InitializerRuleOf(model));
+
+  std::vector<Group> groups;
+  // Indices of the groups with room for another member, in creation order: a node joins the
+  // first that takes it, and skipping full groups one by one would be quadratic.
+  std::vector<size_t> open_groups;
+  for (const auto& owned : graph.nodes()) {
+    Node* node = owned.get();
+    const bool fused = node->domain() == kFusionDomain;
+    if (fused) {
+      const Function* function = model.FindFunction(node->domain(), node->op_type());
+      if (function == nullptr || !IsElementwiseBody(*function)) continue;
+    } else if (ClassifyOp(*node) != OpClass::kElementwise || launch_free.contains(node) ||
+               !WhyEngineCannotEvaluate(*node, opset).empty()) {
+      continue;
+    }
+    const Shape* space = IterationSpace(*node);
+    if (space == nullptr) continue;
+    auto open = std::find_if(open_groups.begin(), open_groups.end(), [&](size_t index) {
+      const Group& group = groups[index];
+      if (!ProvablySameShape(*group.space, *space)) return false;
+      std::vector<Node*> joined = group.members;
+      joined.push_back(node);
+      return !LeavesAndReenters(joined);
+    });
+    if (open != open_groups.end()) {
+      groups[*open].members.push_back(node);
+      if (static_cast<int64_t>(groups[*open].members.size()) >= max_members) open_groups.erase(open);
+    } else {
+      groups.push_back({space, {node}});
+      open_groups.push_back(groups.size() - 1);
+    }
+  }
+
+  bool changed = false;
+  for (Group& group : groups) {
+    // The members as they are (fused calls cost as their bodies, reading and writing only the
+    // calls' values) against the merged kernel.
+    if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply) continue;
+    // Inlining and outlining again replace calls and ops that are not launch-free by one fused
+    // call, so the cost model's launch-free nodes stay right across the whole rewrite (the
+    // outliner alone sees the inlined state and cannot tell).
+    const CostModel& costs = context.cost_model();
+    const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, group.members);
+    const uint64_t revision_before = graph.revision();
+    std::vector<Node*> nodes;
+    std::vector<std::pair<std::string, std::vector<Node*>>> inlined_calls;  // function name, body ops
+    std::vector<Value*> copied_constants;
+    for (Node* member : group.members) {
+      if (member->domain() != kFusionDomain) {
+        nodes.push_back(member);
+        continue;
+      }
+      const std::string function_name = member->op_type();
+      const Function* function = model.FindFunction(member->domain(), function_name);
+      InlinedCall inlined = InlineCall(graph, *member, *function);
+      if (!inlined.done()) {
+        context.Rejected(*member, "its body does not map back onto the nodes it replaced");
+        continue;
+      }
+      nodes.insert(nodes.end(), inlined.members.begin(), inlined.members.end());
+      for (Node* constant : inlined.constants) copied_constants.push_back(constant->output(0));
+      inlined_calls.emplace_back(function_name, std::move(inlined.members));
+    }
+    if (std::string why = WhyNotOutlinable(nodes); !why.empty()) {
+      context.Rejected(*nodes.front(), why);
+      // Each inlined member becomes the fused node it was (its function is found again).
+      for (const auto& [function_name, body] : inlined_calls) {
+        OutlineGroup(graph, FusionGroup{body, "elementwise", function_name}, context);
+      }
+      bool constants_go = AllUnused(copied_constants);
+      RemoveIfUnused(copied_constants);
+      if (keeps_launch_free && constants_go) costs.AdoptRevision(graph, revision_before);
+      changed = changed || !inlined_calls.empty();
+      continue;
+    }
+    context.Matched();
+    context.Count("kernels_merged", static_cast<int64_t>(group.members.size()));
+    OutlineGroup(graph, FusionGroup{nodes, "horizontal_elementwise", "FusedHorizontal"}, context);
+    // The outliner copied the scalar constants into the new body; the inlined ones go.
+    bool constants_go = AllUnused(copied_constants);
+    RemoveIfUnused(copied_constants);
+    if (keeps_launch_free && constants_go) costs.AdoptRevision(graph, revision_before);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,151 @@
+// fuse-composites (O2): the row and activation composites exporters decompose, each outlined
+// into one ai.fusionopt node whose body is the original ops (outline.h) and which a runtime
+// recognises as one kernel (patterns/composite.h lists the forms):
+//
+//   %s = Add(%a, %b)                                   %s, %y = ai.fusionopt::FusedAddLayerNorm(%a, %b, %g, %be)
+//   %m = ReduceMean(%s) {axes: [-1]}
+//   %d = Sub(%s, %m)                                   function FusedAddLayerNorm(%x0, %x1, %x2, %x3) -> (%y0, %y1)
+//   %q = Pow(%d, 2.0)                          →       { the eleven original ops, 2.0 and 1e-12 as Constants }
+//   %v = ReduceMean(%q) {axes: [-1]}
+//   %n = Div(%d, Sqrt(Add(%v, 1e-12)))                 (%s is a result too when something else reads it,
+//   %y = Add(Mul(%n, %g), %be)                          as a residual stream does)
+//
+//   FusedLayerNorm / FusedAddLayerNorm, FusedRMSNorm / FusedAddRMSNorm, FusedSoftmax
+//   (Softmax(x·s + mask), Softmax(x/s), Softmax(Where(c, x·s, fill))), FusedGelu (erf and tanh
+//   forms), FusedSilu (x·sigmoid(x)), FusedQuickGelu (x·sigmoid(alpha·x), CLIP's 1.702).
+//
+// Checked for every candidate (a near miss is reported as a rejection with its reason):
+// default-domain ops; constants the caller cannot override (epsilon, scales, GELU's constants
+// within float32 rounding); intermediates read only inside the pattern and no graph output;
+// float32 data; a known rank and the normalized / softmax axis the last one (opset < 13
+// Softmax flattens at its axis: accepted only when that is the last); ReduceMean axes in the
+// opset's form; gamma and beta of shape [H] or [1, .., 1, H] with H the row's length (known
+// or the same symbol) — otherwise the norm is fused without its affine tail; a residual Add
+// prologue only when both addends may have the sum's shape; a softmax mask that may not widen
+// the scores; LayerNormalization from opset 17, Gelu from 20, RMSNormalization from 23. "May":
+// only a provable broadcast (different sizes, a 1 against more) refuses — exporters' attention
+// reshapes leave unknown dims, and the runtime checks each run's shapes, running the body op by
+// op where its row kernel does not apply.
+//
+// Limits: a composite that is already one standard op (a lone LayerNormalization, Softmax,
+// Gelu, RMSNormalization) is left as it is — it is one kernel already (counted as
+// standalone_<kind>_ops). Only float32 composites are fused. tf2onnx's LayerNorm spelling
+// (mean and rsqrt folded into a scale and shift) and Swish with a beta are not recognised.
+#include "passes/fusion/vertical/fuse_composites.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/constant_value.h"
+#include "patterns/composite.h"
+#include "passes/fusion/util/composite_legality.h"
+#include "passes/fusion/util/epilogue_patterns.h"
+#include "passes/util/outline.h"
+
+namespace fusionopt::passes {
+namespace {
+
+bool IsAnchor(const Node& node) {
+  static const std::unordered_set<std::string_view> kAnchors = {
+      "Sqrt", "LayerNormalization", "RMSNormalization", "Softmax", "Erf", "Tanh", "Gelu", "Sigmoid"};
+  return (node.domain().empty() || node.domain() == "ai.onnx") && kAnchors.count(node.op_type());
+}
+
+std::string FunctionStem(const CompositeMatch& match) {
+  bool residual = match.residual_add != nullptr;
+  switch (match.kind) {
+    case CompositeKind::kLayerNorm: return residual ? "FusedAddLayerNorm" : "FusedLayerNorm";
+    case CompositeKind::kRmsNorm: return residual ? "FusedAddRMSNorm" : "FusedRMSNorm";
+    case CompositeKind::kSoftmax: return "FusedSoftmax";
+    case CompositeKind::kGelu: return "FusedGelu";
+    case CompositeKind::kSilu: return "Fused" + ActivationName(match);
+  }
+  return "FusedComposite";
+}
+
+// Constants the members read: after outlining, the body holds the scalar ones itself, and
+// those nothing else reads are removed with their Constant nodes or initializers.
+struct ReadConstants {
+  std::vector<Node*> constant_nodes;
+  std::vector<Value*> initializers;
+};
+
+ReadConstants ConstantsReadBy(const std::vector<Node*>& members) {
+  ReadConstants read;
+  std::unordered_set<const void*> seen;
+  for (const Node* member : members) {
+    for (Value* input : member->inputs()) {
+      if (input == nullptr || !seen.insert(input).second) continue;
+      if (input->is_initializer()) {
+        read.initializers.push_back(input);
+      } else if (input->producer() != nullptr && ConstantNodeValue(*input->producer()) != nullptr &&
+                 seen.insert(input->producer()).second) {
+        read.constant_nodes.push_back(input->producer());
+      }
+    }
+  }
+  return read;
+}
+
+bool Unread(const Value* value) { return value == nullptr || (value->uses().empty() && !value->is_graph_output()); }
+
+void RemoveOrphans(const ReadConstants& read) {
+  for (Node* node : read.constant_nodes) {
+    bool orphan = true;
+    for (const Value* output : node->outputs()) orphan = orphan && Unread(output);
+    if (orphan) node->graph()->RemoveNode(node);
+  }
+  for (Value* initializer : read.initializers) {
+    if (Unread(initializer) && !initializer->is_graph_input()) initializer->graph()->RemoveInitializer(initializer);
+  }
+}
+
+}  // namespace
+
+Result<bool> FuseComposites::RunOnGraph(Graph& graph, PassContext& context) {
+  std::optional<int64_t> opset = context.model().OpsetFor("");
+  if (!opset) return false;
+  std::vector<Node*> anchors;
+  for (const auto& node : graph.nodes()) {
+    if (IsAnchor(*node)) anchors.push_back(node.get());
+  }
+  // Outlining removes members; a removed node's address may be reused by the fused node, which
+  // is never an anchor, so anchors are checked against this set before being dereferenced.
+  std::unordered_set<const Node*> removed;
+  bool changed = false;
+  for (Node* anchor : anchors) {
+    if (removed.count(anchor)) continue;
+    CompositeSearch search = MatchCompositeAt(*anchor, *opset);
+    if (!search.near_miss.empty()) context.Rejected(*anchor, search.near_miss);
+    if (!search.match) continue;
+    CompositeMatch& match = *search.match;
+    std::string kind(NameOf(match.kind));
+    // A lone standard op is one kernel already; so is one whose prologue the checks drop.
+    std::string reason = match.nodes.size() == 1 ? "" : MakeFusable(match, *opset, *anchor, context);
+    if (!reason.empty()) {
+      context.Rejected(*anchor, reason);
+      continue;
+    }
+    if (match.nodes.size() == 1) {
+      context.Count("standalone_" + kind + "_ops");
+      continue;
+    }
+    if (std::string why_not = WhyNotOutlinable(match.nodes); !why_not.empty()) {
+      context.Rejected(*anchor, kind + ": " + why_not);
+      continue;
+    }
+    if (!context.JudgeFusion(match.nodes).apply) continue;
+    ReadConstants constants = ConstantsReadBy(match.nodes);
+    removed.insert(match.nodes.begin(), match.nodes.end());
+    bool residual_sum_read = match.residual_sum != nullptr && ReadOutside(*match.residual_sum, {match.nodes.begin(), match.nodes.end()});
+    OutlineGroup(graph, FusionGroup{match.nodes, kind, FunctionStem(match)}, context);
+    RemoveOrphans(constants);
+    context.Count(kind);
+    if (match.residual_add != nullptr) context.Count("residual_prologues");
+    if (residual_sum_read) context.Count("residual_sum_outputs");
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,313 @@
+// fuse-contraction-epilogues (O2): a contraction and the chain of post-ops after it become one
+// ai.fusionopt node, computed as the contraction with oneDNN post-ops (eltwise and binary
+// add/mul, applied in sequence while the output tile is in cache).
+//
+//   %c = Conv(%x, %w, %b)
+//   %s = Add(%c, %shortcut)      (same shape)        →   %y = ai.fusionopt::FusedConvAddRelu(%x, %w, %b, %shortcut)
+//   %y = Relu(%s)
+//
+//   Relu(Add(MatMul(%a, %w), %bias[N]))              →   FusedMatMulAddRelu
+//   Gelu-as-exported(Add(MatMul(%a, %w), %bias))     →   FusedMatMulAddGelu
+//
+// The chain starts at Conv, Gemm or MatMul (default domain, opset >= 7, float/float16/bfloat16,
+// output of known rank, MatMul operands at least 2-D) and takes, in any order and as long as
+// each value on the way has the next op as its only reader and is no graph output:
+// - Add (or a two-input Sum, as old exporters write it) or Mul with a constant operand that is a scalar, per output channel (Conv: [C,1,..,1]
+//   or [1,C,1,..,1] — axis 1; Gemm/MatMul: [N], [1,..,N] — the last axis) or of the output's
+//   full shape; or with a non-constant operand of exactly the output's shape (a residual). A
+//   constant over another axis ([1,C,1] for NCHW broadcasts over H) or a non-constant bias is
+//   refused: post-ops index their operand per channel or per element, nothing in between.
+//   "The output's shape" is proven, not assumed (shape_facts.h RuntimeShapes: equal dims or
+//   symbols, or derived through the graph when inference left '?' dims);
+// - an activation: Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu (opset 20),
+//   Clip with constant bounds; and the exporters' multi-node SiLU (QuickGELU's x·σ(1.702x) too,
+//   "FusedMatMulAddQuickGelu") and GELU (erf and tanh
+//   forms, epilogue_patterns.h), whose inner values are read only inside the pattern.
+// Every step keeps the contraction's dtype and output shape (a scalar of higher rank would
+// broadcast it: refused). The chain stops before anything else; the result is the last value,
+// whatever reads it. The function name lists the ops: "Fused" + contraction + steps
+// ("FusedConvAddRelu").
+//
+// Chains are planned on the unmodified graph, then outlined. Where two contractions meet at
+// one Add (ResNet's projection shortcut: Add(Conv(a), Conv(b))), the first in graph order
+// takes it and the other ends before it. Outlining re-checks legality (outline.h); a chain
+// it refuses is shortened from its end. (A residual operand cannot depend on the chain: every
+// value inside has the next step as its only reader.)
+//
+// Limits: ConvTranspose and Einsum are not matched. This pass runs before fuse-composites, so
+// a GELU or SiLU after a contraction joins its chain rather than becoming a node of its own.
+#include "passes/fusion/vertical/fuse_contraction_epilogues.h"
+
+#include <unordered_set>
+
+#include "cpu_runtime/engine/kernel.h"
+#include "ir/constant_value.h"
+#include "ir/legacy_opsets.h"
+#include "passes/fusion/util/epilogue_patterns.h"
+#include "passes/util/outline.h"
+#include "passes/util/shape_facts.h"
+
+namespace fusionopt::passes {
+namespace {
+
+struct Contraction {
+  Node* node = nullptr;
+  Shape shape;  // the output's
+  size_t channel_axis = 0;
+};
+
+bool IsContraction(const Node& node) {
+  return IsStandardOp(node, "Conv") || IsStandardOp(node, "Gemm") || IsStandardOp(node, "MatMul");
+}
+
+bool OneDnnPostOpType(DataType dtype) {
+  return dtype == DataType::kFloat || dtype == DataType::kFloat16 || dtype == DataType::kBFloat16;
+}
+
+// The contraction, or why its epilogue cannot be fused.
+std::string AnalyzeContraction(Node& node, Contraction& contraction) {
+  Value* output = node.outputs().size() == 1 ? node.output(0) : nullptr;
+  if (output == nullptr) return "not one output";
+  if (!OneDnnPostOpType(output->dtype())) return "dtype not float, float16 or bfloat16";
+  const Shape* shape = KnownRankShape(*output);
+  if (shape == nullptr) return "output rank unknown";
+  if (node.op_type() == "MatMul") {
+    for (const Value* operand : node.inputs()) {
+      const Shape* operand_shape = operand != nullptr ? KnownRankShape(*operand) : nullptr;
+      if (operand_shape == nullptr || operand_shape->size() < 2) return "MatMul operand not known to be 2-D or more";
+    }
+  }
+  if (node.op_type() == "Conv" && shape->size() < 3) return "Conv output rank below 3";
+  if (shape->size() < 2) return "output rank below 2";
+  contraction.node = &node;
+  contraction.shape = *shape;
+  contraction.channel_axis = node.op_type() == "Conv" ? 1 : shape->size() - 1;
+  return "";
+}
+
+// Whether dims are 1 everywhere except the output's channel axis, which they cover with C.
+bool PerChannel(const std::vector<int64_t>& dims, const Contraction& contraction) {
+  const Dim& channels = contraction.shape[contraction.channel_axis];
+  size_t rank = contraction.shape.size();
+  if (!channels.is_known() || dims.size() > rank || contraction.channel_axis < rank - dims.size()) return false;
+  size_t offset = rank - dims.size();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t expected = offset + i == contraction.channel_axis ? channels.value : 1;
+    if (dims[i] != expected) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> KnownDims(const Shape& shape) {
+  std::vector<int64_t> dims;
+  for (const Dim& dim : shape) dims.push_back(dim.is_known() ? dim.value : -1);
+  return dims;
+}
+
+// What follows a value: a step, or where and why the chain stops (no reason: nothing to fuse).
+struct Next {
+  std::optional<EpilogueStep> step;
+  const Node* at = nullptr;
+  std::string reason;
+};
+
+Next Stop(const Node* at, std::string reason) { return Next{std::nullopt, at, std::move(reason)}; }
+
+bool IsPostOp(const Node& node) {
+  static const char* kOps[] = {"Add", "Sum", "Mul", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+                               "HardSwish", "Tanh", "Gelu"};
+  for (const char* op : kOps) {
+    if (IsStandardOp(node, op)) return true;
+  }
+  return false;
+}
+
+bool HasPostOpReader(const Node& node) {
+  for (const Value* output : node.outputs()) {
+    if (output == nullptr) continue;
+    for (const Use& use : output->uses()) {
+      if (IsPostOp(*use.node)) return true;
+    }
+  }
+  return false;
+}
+
+Next BinaryStep(Node& reader, Value& value, const Contraction& contraction, const RuntimeShapes& shapes) {
+  Value* operand = OtherOperand(reader, value);
+  if (operand == nullptr) return Stop(&reader, "both operands are the chain's value");
+  if (operand->dtype() != value.dtype()) return Stop(&reader, "operand dtype differs");
+  bool full_shape = shapes.Same(*operand, value);
+  if (TensorPtr constant = ConstantValueOf(*operand, InitializerRule::kFeedsOverride)) {
+    bool scalar = constant->NumElements() == 1;
+    if (!scalar && !full_shape && !PerChannel(constant->dims(), contraction)) {
+      return Stop(&reader, "constant operand is neither scalar, per-channel nor full-shape");
+    }
+  } else if (!full_shape) {
+    const Shape* operand_shape = KnownRankShape(*operand);
+    bool channel_shaped = operand_shape != nullptr && PerChannel(KnownDims(*operand_shape), contraction);
+    return Stop(&reader, channel_shaped ? "bias is not a constant" : "operand is neither a constant nor of the output's shape");
+  }
+  return Next{EpilogueStep{{&reader}, reader.output(0), reader.op_type()}, nullptr, ""};
+}
+
+std::string WhyNotActivation(const Node& reader, int64_t opset) {
+  const std::string& op = reader.op_type();
+  // An op used before the opset that introduced it (HardSwish before 14, Gelu before 20).
+  if (cpu::KernelRegistry::BuiltIn().Find(reader.domain(), op, opset) == nullptr) {
+    return "no CPU kernel for " + op + " at opset " + std::to_string(opset);
+  }
+  if (op == "Gelu") {
+    std::string approximate = reader.GetString("approximate", "none");
+    if (approximate != "none" && approximate != "tanh") return "unknown Gelu approximation";
+  }
+  if (op == "Clip" && opset >= 11) {
+    for (size_t i = 1; i < reader.inputs().size(); ++i) {
+      const Value* bound = reader.input(i);
+      if (bound == nullptr) continue;
+      TensorPtr constant = ConstantValueOf(*bound, InitializerRule::kFeedsOverride);
+      if (constant == nullptr || constant->NumElements() != 1) return "Clip bounds are not constant scalars";
+    }
+  }
+  return "";
+}
+
+// What the chain may take after `value`: facts from before any rewrite, and the post-ops that
+// earlier chains claimed (two contractions meeting at one Add: the first in graph order takes it).
+struct ChainContext {
+  const Contraction& contraction;
+  const RuntimeShapes& shapes;
+  const std::unordered_set<const Node*>& claimed;
+  int64_t opset = 0;
+};
+
+Next NextStep(Value& value, const ChainContext& chain) {
+  Node* only = SoleReader(value);
+  if (only == nullptr) {
+    if (auto pattern = MatchActivationPattern(value, chain.opset)) return Next{std::move(pattern), nullptr, ""};
+    for (const Use& use : value.uses()) {
+      if (IsPostOp(*use.node)) {
+        return Stop(use.node, value.is_graph_output() ? "value is a graph output" : "value has several readers");
+      }
+    }
+    return Stop(nullptr, "");
+  }
+  if (!IsPostOp(*only)) return Stop(nullptr, "");
+  if (only->outputs().size() != 1 || only->output(0) == nullptr) return Stop(only, "not one output");
+  if (only->op_type() == "Sum") {
+    // Old exporters write residual adds as Sum; with two inputs (and broadcasting, opset 8)
+    // it is an Add.
+    if (only->inputs().size() != 2) return Stop(only, "Sum of other than two inputs");
+    if (chain.opset < 8) return Stop(only, "Sum before opset 8");
+  }
+  if (only->op_type() == "Add" || only->op_type() == "Sum" || only->op_type() == "Mul") {
+    return BinaryStep(*only, value, chain.contraction, chain.shapes);
+  }
+  if (only->input(0) != &value) return Stop(only, "the chain's value is not the activation's input");
+  std::string why = WhyNotActivation(*only, chain.opset);
+  if (!why.empty()) return Stop(only, why);
+  return Next{EpilogueStep{{only}, only->output(0), only->op_type()}, nullptr, ""};
+}
+
+// The contraction and its post-ops, step by step (steps[i] = the nodes step i added).
+struct Chain {
+  Contraction contraction;
+  std::vector<std::vector<Node*>> steps;
+  std::vector<std::string> names;
+};
+
+// Why `step` cannot extend the chain as it stands, or "".
+std::string WhyNotAppend(const EpilogueStep& step, const Chain& chain, const ChainContext& context, int64_t max_post_ops) {
+  for (const Node* node : step.nodes) {
+    if (context.claimed.count(node)) return "post-op already in another contraction's chain";
+  }
+  Value& output = *chain.contraction.node->output(0);
+  if (step.result->dtype() != output.dtype()) return "post-op changes the dtype";
+  if (!context.shapes.Same(*step.result, output)) return "post-op changes the output's shape";
+  if (static_cast<int64_t>(chain.steps.size()) == max_post_ops) return "epilogue would exceed max-post-ops";
+  return "";
+}
+
+Chain FollowChain(const ChainContext& context, int64_t max_post_ops, PassContext& pass_context) {
+  Chain chain{context.contraction, {}, {}};
+  Value* value = context.contraction.node->output(0);
+  while (true) {
+    Next next = NextStep(*value, context);
+    if (!next.step) {
+      if (!next.reason.empty()) pass_context.Rejected(*next.at, next.reason);
+      break;
+    }
+    std::string why = WhyNotAppend(*next.step, chain, context, max_post_ops);
+    if (!why.empty()) {
+      pass_context.Rejected(*next.step->nodes.back(), why);
+      break;
+    }
+    chain.steps.push_back(next.step->nodes);
+    chain.names.push_back(next.step->name);
+    value = next.step->result;
+  }
+  return chain;
+}
+
+// Outlines the longest legal prefix of the chain; whether anything was fused.
+bool FuseLongestLegalPrefix(Graph& graph, Chain chain, PassContext& context) {
+  Node* contraction = chain.contraction.node;
+  while (!chain.steps.empty()) {
+    std::vector<Node*> members = {contraction};
+    std::string name = "Fused" + contraction->op_type();
+    for (size_t i = 0; i < chain.steps.size(); ++i) {
+      members.insert(members.end(), chain.steps[i].begin(), chain.steps[i].end());
+      name += chain.names[i];
+    }
+    std::string why = WhyNotOutlinable(members);
+    // A prefix the cost model refuses is reported by JudgeFusion; a shorter one may still pay.
+    if (why.empty() && context.JudgeFusion(members).apply) {
+      OutlineGroup(graph, FusionGroup{members, "contraction_epilogue", name}, context);
+      context.Count("post_ops_fused", static_cast<int64_t>(chain.steps.size()));
+      return true;
+    }
+    if (!why.empty()) context.Rejected(*chain.steps.back().front(), why);
+    chain.steps.pop_back();
+    chain.names.pop_back();
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<PassOptionInfo> FuseContractionEpilogues::options() const {
+  return {{"max-post-ops", "8", "most post-ops (bias, residual, activation) after one contraction"}};
+}
+
+Result<bool> FuseContractionEpilogues::RunOnGraph(Graph& graph, PassContext& context) {
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_post_ops, context.IntOption("max-post-ops"));
+  if (max_post_ops < 1) return UsageError("fuse-contraction-epilogues needs max-post-ops >= 1");
+  int64_t opset = context.model().OpsetFor("").value_or(0);
+  std::vector<Node*> contractions;
+  for (const auto& node : graph.nodes()) {
+    if (IsContraction(*node)) contractions.push_back(node.get());
+  }
+  // Every chain is planned on the graph as it was (shape facts are a snapshot), then outlined.
+  RuntimeShapes shapes(graph);
+  std::unordered_set<const Node*> claimed;
+  std::vector<Chain> chains;
+  for (Node* node : contractions) {
+    Contraction contraction;
+    std::string why = opset < kFirstUnrestrictedOpset ? "opset before 7" : AnalyzeContraction(*node, contraction);
+    if (!why.empty()) {
+      // Worth a report only where a post-op was waiting.
+      if (HasPostOpReader(*node)) context.Rejected(*node, why);
+      continue;
+    }
+    Chain chain = FollowChain(ChainContext{contraction, shapes, claimed, opset}, max_post_ops, context);
+    if (chain.steps.empty()) continue;
+    for (const auto& step : chain.steps) claimed.insert(step.begin(), step.end());
+    chains.push_back(std::move(chain));
+  }
+  bool changed = false;
+  for (Chain& chain : chains) {
+    if (FuseLongestLegalPrefix(graph, std::move(chain), context)) changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fusionopt::passes

@@ -1,0 +1,535 @@
+// fuse-elementwise: maximal groups, broadcasting, intermediates with several readers, the
+// iteration-space rule, caps, convexity, and what the engine cannot evaluate.
+#include <catch2/catch.hpp>
+
+#include "fusion_test_util.h"
+#include "passes/util/outline.h"
+
+using namespace fusionopt;
+using namespace fusionopt::fusion_test;
+
+namespace {
+
+constexpr const char* kPass = "fuse-elementwise";
+
+// Runs the pass on `text`, checks the graph prints as `expected` and the numbers are kept.
+PassRun ExpectFused(const std::string& text, const std::string& expected, const Options& options = {},
+                    const std::map<std::string, int64_t>& symbols = {}) {
+  return fusion_test::ExpectFused(text, kPass, expected, options, symbols).run;
+}
+
+// Runs the pass on `text` and checks it changed nothing, rejecting something for `reason`.
+PassRun ExpectUnchanged(const std::string& text, const std::string& reason, const Options& options = {}) {
+  return pass_test::ExpectUnchanged(text, kPass, reason, options);
+}
+
+}  // namespace
+
+TEST_CASE("fuse-elementwise: a broadcasting chain becomes one node with scalars compiled in", "[passes]") {
+  PassRun run = ExpectFused(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[4] %scale) -> (float[N,4] %y)
+  init float[] %bias = [0.5]
+{
+  %t = Mul(%x, %scale) @mul
+  %u = Add(%t, %bias) @add
+  %y = Relu(%u) @relu
+}
+)",
+                            R"(
+ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[N,4] %x, float[4] %scale) -> (float[N,4] %y)
+  init float[] %bias = [0.5]
+{
+  %y = ai.fusionopt::FusedElementwise_Mul_Add_Relu(%x, %scale) {fused_nodes: ["mul", "add", "relu"]} @FusedElementwise_Mul_Add_Relu
+}
+function ai.fusionopt::FusedElementwise_Mul_Add_Relu (%x0, %x1) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %t0 = Mul(%x0, %x1)
+  %c0 = Constant() {value: tensor float[] [0.5]}
+  %t1 = Add(%t0, %c0)
+  %y0 = Relu(%t1)
+}
+)");
+  CHECK(run.statistics.matches == 1);
+  CHECK(run.statistics.counters["ops_fused"] == 3);
+  REQUIRE(run.fusions.size() == 1);
+  CHECK(run.fusions[0].kind == "elementwise");
+  CHECK(run.fusions[0].replaced == std::vector<std::string>{"mul", "add", "relu"});
+}
+
+TEST_CASE("fuse-elementwise: an intermediate read only inside the group stays internal", "[passes]") {
+  ExpectFused(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x) -> (float[2,3] %y)
+  init float[] %one = [1.0]
+{
+  %e = Exp(%x) @exp
+  %a = Add(%e, %one) @add
+  %y = Mul(%e, %a) @mul
+}
+)",
+              R"(
+ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[2,3] %x) -> (float[2,3] %y)
+  init float[] %one = [1.0]
+{
+  %y = ai.fusionopt::FusedElementwise_Exp_Add_Mul(%x) {fused_nodes: ["exp", "add", "mul"]} @FusedElementwise_Exp_Add_Mul
+}
+function ai.fusionopt::FusedElementwise_Exp_Add_Mul (%x0) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %t0 = Exp(%x0)
+  %c0 = Constant() {value: tensor float[] [1.0]}
+  %t1 = Add(%t0, %c0)
+  %y0 = Mul(%t0, %t1)
+}
+)");
+}
+
+TEST_CASE("fuse-elementwise: an intermediate also read outside becomes an extra output", "[passes]") {
+  // One write of %t inside the pass that computes it anyway, instead of a kernel of its own.
+  ExpectFused(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,1] %s)
+  init int64[1] %axes = [1]
+{
+  %t = Add(%x, %z) @add
+  %s = ReduceSum(%t, %axes) {keepdims: 1} @sum
+  %y = Relu(%t) @relu
+}
+)",
+              R"(
+ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,1] %s)
+  init int64[1] %axes = [1]
+{
+  %t, %y = ai.fusionopt::FusedElementwise_Add_Relu(%x, %z) {fused_nodes: ["add", "relu"]} @FusedElementwise_Add_Relu
+  %s = ReduceSum(%t, %axes) {keepdims: 1} @sum
+}
+function ai.fusionopt::FusedElementwise_Add_Relu (%x0, %x1) -> (%y0, %y1) attributes [fused_nodes] opset "" 17 {
+  %y0 = Add(%x0, %x1)
+  %y1 = Relu(%y0)
+}
+)");
+}
+
+TEST_CASE("fuse-elementwise: a graph output inside the group is one of its outputs", "[passes]") {
+  ExpectFused(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %t, float[2,3] %y)
+{
+  %t = Mul(%x, %s) @mul
+  %y = Sigmoid(%t) @sigmoid
+}
+)",
+              R"(
+ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %t, float[2,3] %y)
+{
+  %t, %y = ai.fusionopt::FusedElementwise_Mul_Sigmoid(%x, %s) {fused_nodes: ["mul", "sigmoid"]} @FusedElementwise_Mul_Sigmoid
+}
+function ai.fusionopt::FusedElementwise_Mul_Sigmoid (%x0, %x1) -> (%y0, %y1) attributes [fused_nodes] opset "" 17 {
+  %y0 = Mul(%x0, %x1)
+  %y1 = Sigmoid(%y0)
+}
+)");
+}
+
+TEST_CASE("fuse-elementwise: a smaller member read only inside is recomputed per element", "[passes]") {
+  // %t is [1,4]; the group iterates over [N,4] and computes %t at every row.
+  ExpectFused(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y)
+{
+  %t = Add(%a, %b) @add
+  %y = Mul(%t, %x) @mul
+}
+)",
+              R"(
+ir_version 8
+opset "" 17
+opset "ai.fusionopt" 1
+graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y)
+{
+  %y = ai.fusionopt::FusedElementwise_Add_Mul(%a, %b, %x) {fused_nodes: ["add", "mul"]} @FusedElementwise_Add_Mul
+}
+function ai.fusionopt::FusedElementwise_Add_Mul (%x0, %x1, %x2) -> (%y0) attributes [fused_nodes] opset "" 17 {
+  %t0 = Add(%x0, %x1)
+  %y0 = Mul(%t0, %x2)
+}
+)",
+              {}, {{"N", 5}});
+}
+
+TEST_CASE("fuse-elementwise: a smaller value read outside cuts the group", "[passes]") {
+  // The engine stores every output at the group's index space: a [1,4] output cannot be.
+  ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y, float[1,4] %t)
+{
+  %t = Add(%a, %b) @add
+  %y = Mul(%t, %x) @mul
+}
+)",
+                  "outputs do not provably share one shape");
+}
+
+TEST_CASE("fuse-elementwise: a small value read by two large groups is computed once", "[passes]") {
+  // Like BERT's additive mask [B,1,1,S], added to every layer's [B,H,S,S] scores.
+  auto original = ParseInferred(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[N,4] %z, float[1,4] %a, float[1,4] %b) -> (float[N,4] %p, float[N,4] %q)
+{
+  %d = Sub(%a, %b) @sub
+  %m = Neg(%d) @neg
+  %u = Mul(%m, %x) @mul1
+  %p = Relu(%u) @relu1
+  %v = Mul(%m, %z) @mul2
+  %q = Relu(%v) @relu2
+}
+)");
+  auto model = ParseInferred(Print(*original));
+  PassRun run = RunPass(*model, kPass);
+  CHECK(OpTypes(*model->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Sub_Neg",
+                                                           "ai.fusionopt::FusedElementwise_Mul_Relu",
+                                                           "ai.fusionopt::FusedElementwise_Mul_Relu"});
+  CHECK(model->functions.size() == 2);  // the two Mul+Relu groups share a body
+  CHECK(RejectionCount(run.statistics, "outputs do not provably share one shape") >= 2);
+  ExpectSameNumbers(*original, *model, {{"N", 3}});
+}
+
+TEST_CASE("fuse-elementwise: symbolic and unknown dims, proven or refused", "[passes]") {
+  // %t and %y are both written; N, M and K broadcast to dims nobody knows, so nothing proves
+  // that %t has %y's shape.
+  const std::string multi_output = R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[M,4] %z, float[K,4] %w) -> (float[?,4] %y, float[?,4] %t)
+{
+  %t = Add(%x, %z) @add
+  %y = Mul(%t, %w) @mul
+}
+)";
+  ExpectUnchanged(multi_output, "outputs do not provably share one shape");
+  // With one symbol everywhere the shapes are equal at run time.
+  std::string same = multi_output;
+  for (const char* symbol : {"M,4", "K,4", "?,4", "?,4"}) same.replace(same.find(symbol), 3, "N,4");
+  auto original = ParseInferred(same);
+  auto model = ParseInferred(same);
+  RunPass(*model, kPass);
+  CHECK(OpTypes(*model->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Add_Mul"});
+  ExpectSameNumbers(*original, *model, {{"N", 2}});
+  // One written value needs no proof: each op's output contains its inputs' broadcast, so the
+  // group's index space is its output's, whatever the dims — unknown rank included.
+  for (const char* text : {R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[M,4] %z) -> (float[?,4] %y)
+{
+  %t = Add(%x, %z) @add
+  %y = Relu(%t) @relu
+}
+)",
+                           R"(
+ir_version 8
+opset "" 17
+graph main (float %x, float %z) -> (float %y, float %t)
+{
+  %t = Add(%x, %z) @add
+  %y = Relu(%t) @relu
+}
+)"}) {
+    INFO(text);
+    auto before = ParseInferred(text);
+    auto after = ParseInferred(text);
+    RunPass(*after, kPass);
+    CHECK(OpTypes(*after->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Add_Relu"});
+  }
+  auto broadcast = ParseInferred(R"(
+ir_version 8
+opset "" 17
+graph main (float[N,4] %x, float[1,4] %z) -> (float[N,4] %y)
+{
+  %t = Add(%x, %z) @add
+  %y = Relu(%t) @relu
+}
+)");
+  auto fused = ParseInferred(Print(*broadcast));
+  RunPass(*fused, kPass);
+  ExpectSameNumbers(*broadcast, *fused, {{"N", 1}});
+}
+
+TEST_CASE("fuse-elementwise: two producer groups merge through the op that joins them", "[passes]") {
+  auto original = ParseInferred(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[3] %z) -> (float[2,3] %y)
+{
+  %e = Exp(%x) @exp
+  %s = Sigmoid(%z) @sigmoid
+  %y = Add(%e, %s) @add
+}
+)");
+  auto model = ParseInferred(Print(*original));
+  RunPass(*model, kPass);
+  REQUIRE(model->graph->num_nodes() == 1);
+  const Node& fused = *model->graph->nodes().front();
+  CHECK(passes::FusedNodeNames(fused) == std::vector<std::string>{"exp", "sigmoid", "add"});
+  ExpectSameNumbers(*original, *model);
+}
+
+TEST_CASE("fuse-elementwise: caps bound ops, inputs and outputs", "[passes]") {
+  const std::string chain = R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x) -> (float[2,3] %y)
+{
+  %a = Neg(%x) @a
+  %b = Abs(%a) @b
+  %c = Exp(%b) @c
+  %d = Neg(%c) @d
+  %y = Relu(%d) @e
+}
+)";
+  auto original = ParseInferred(chain);
+  auto model = ParseInferred(chain);
+  PassRun run = RunPass(*model, kPass, {{"max-ops", "2"}});
+  CHECK(OpTypes(*model->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Neg_Abs",
+                                                           "ai.fusionopt::FusedElementwise_Exp_Neg", "Relu"});
+  CHECK(RejectionCount(run.statistics, "group would exceed max-ops") == 2);
+  CHECK(run.statistics.counters["single_ops_left"] == 1);
+  ExpectSameNumbers(*original, *model);
+
+  const std::string sums = R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x1, float[2,3] %x2, float[2,3] %x3, float[2,3] %x4) -> (float[2,3] %y)
+{
+  %s1 = Add(%x1, %x2) @s1
+  %s2 = Add(%s1, %x3) @s2
+  %y = Add(%s2, %x4) @s3
+}
+)";
+  auto summed = ParseInferred(sums);
+  run = RunPass(*summed, kPass, {{"max-inputs", "3"}});
+  CHECK(OpTypes(*summed->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Add_Add", "Add"});
+  CHECK(RejectionCount(run.statistics, "group would exceed max-inputs") == 1);
+
+  ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,3] %t)
+{
+  %t = Add(%x, %z) @add
+  %y = Relu(%t) @relu
+}
+)",
+                  "group would exceed max-outputs", {{"max-outputs", "1"}});
+}
+
+TEST_CASE("fuse-elementwise: never a group that a path leaves and re-enters", "[passes]") {
+  // Exp -> ReduceSum -> Mul and Exp -> Mul: fusing Exp with Mul would feed the node itself.
+  ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x) -> (float[2,3] %y)
+  init int64[1] %axes = [1]
+{
+  %t = Exp(%x) @exp
+  %r = ReduceSum(%t, %axes) {keepdims: 1} @sum
+  %y = Mul(%t, %r) @mul
+}
+)",
+                  "group would not be convex");
+}
+
+TEST_CASE("fuse-elementwise: dtypes the engine computes, Cast inside a group", "[passes]") {
+  const char* programs[] = {
+      R"(
+ir_version 8
+opset "" 17
+graph main (float16[2,3] %x) -> (float16[2,3] %y)
+{
+  %f = Cast(%x) {to: 1} @widen
+  %e = Exp(%f) @exp
+  %y = Cast(%e) {to: 10} @narrow
+}
+)",
+      R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y)
+{
+  %c = Greater(%x, %z) @greater
+  %n = Neg(%x) @neg
+  %y = Where(%c, %x, %n) @where
+}
+)",
+      R"(
+ir_version 8
+opset "" 17
+graph main (int32[2,3] %a, int32[2,3] %b) -> (int32[2,3] %y)
+  init int32[] %seven = [7]
+{
+  %p = Mul(%a, %b) @mul
+  %s = Add(%p, %seven) @add
+  %y = Mod(%s, %seven) @mod
+}
+)",
+      R"(
+ir_version 8
+opset "" 17
+graph main (double[2,3] %x, bfloat16[3] %h) -> (double[2,3] %y, bfloat16[3] %g)
+{
+  %t = Tanh(%x) @tanh
+  %y = Mul(%t, %x) @mul
+  %r = Relu(%h) @relu
+  %g = Add(%r, %h) @add
+}
+)",
+      R"(
+ir_version 8
+opset "" 17
+graph main (bool[2,3] %p, bool[2,3] %q) -> (bool[2,3] %y)
+{
+  %a = And(%p, %q) @and
+  %y = Not(%a) @not
+}
+)",
+  };
+  for (const char* program : programs) {
+    INFO(program);
+    auto original = ParseInferred(program);
+    auto model = ParseInferred(program);
+    PassRun run = RunPass(*model, kPass);
+    CHECK(run.statistics.changed);
+    for (const auto& node : model->graph->nodes()) CHECK(node->domain() == "ai.fusionopt");
+    ExpectSameNumbers(*original, *model);
+  }
+}
+
+TEST_CASE("fuse-elementwise: ops the engine cannot evaluate stay out", "[passes]") {
+  PassRun run = ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x, double[1] %like) -> (double[2,3] %y)
+{
+  %a = Abs(%x) @abs
+  %c = CastLike(%a, %like) @castlike
+  %y = Neg(%c) @neg
+}
+)",
+                                "CastLike (its second input gives only a type)");
+  CHECK(run.statistics.counters["single_ops_left"] == 2);
+  ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (int64[2,3] %x) -> (int64[2,3] %y)
+{
+  %a = Sqrt(%x) @sqrt
+  %y = Neg(%a) @neg
+}
+)",
+                  "the engine does not compute Sqrt on int64");
+  ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (string[2] %x) -> (bool[2] %y)
+{
+  %e = Equal(%x, %x) @equal
+  %y = Not(%e) @not
+}
+)",
+                  "dtype the engine does not compute");
+}
+
+TEST_CASE("fuse-elementwise: legacy opsets are left alone", "[passes]") {
+  ExpectUnchanged(R"(
+ir_version 3
+opset "" 6
+graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y)
+{
+  %t = Add(%x, %z) @add
+  %y = Relu(%t) @relu
+}
+)",
+                  "opset before 7");
+}
+
+TEST_CASE("fuse-elementwise: a lone op is not fused", "[passes]") {
+  PassRun run = ExpectUnchanged(R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %x) -> (float[2,3] %y)
+  init int64[1] %axes = [1]
+{
+  %t = Relu(%x) @relu
+  %y = ReduceSum(%t, %axes) {keepdims: 0} @sum
+}
+)",
+                                "");
+  CHECK(run.statistics.counters["single_ops_left"] == 1);
+  CHECK(run.statistics.rejections.empty());
+}
+
+TEST_CASE("fuse-elementwise: groups inside subgraphs, identical bodies shared, long names", "[passes]") {
+  auto original = ParseInferred(R"(
+ir_version 8
+opset "" 17
+graph main (bool[] %cond, float[2,3] %x) -> (float[2,3] %y)
+{
+  %y = If(%cond) {then_branch: graph then_body () -> (float[2,3] %t2) {
+    %t1 = Neg(%x) @then_neg
+    %t2 = Relu(%t1) @then_relu
+  }, else_branch: graph else_body () -> (float[2,3] %e6) {
+    %e1 = Neg(%x) @else_neg
+    %e2 = Abs(%e1) @else_abs
+    %e3 = Exp(%e2) @else_exp
+    %e4 = Neg(%e3) @else_neg2
+    %e5 = Abs(%e4) @else_abs2
+    %e6 = Sigmoid(%e5) @else_sigmoid
+  }} @if
+}
+)");
+  auto model = ParseInferred(Print(*original));
+  PassRun run = RunPass(*model, kPass);
+  CHECK(run.statistics.matches == 2);
+  const Node& branch = *model->graph->nodes().front();
+  std::vector<Graph*> subgraphs = branch.Subgraphs();
+  REQUIRE(subgraphs.size() == 2);
+  CHECK(OpTypes(*subgraphs[0]) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Neg_Relu"});
+  CHECK(OpTypes(*subgraphs[1]) ==
+        std::vector<std::string>{"ai.fusionopt::FusedElementwise_Neg_Abs_Exp_Neg_2more"});
+  ExpectSameNumbers(*original, *model);
+
+  const std::string twins = R"(
+ir_version 8
+opset "" 17
+graph main (float[2,3] %a, float[2,3] %b) -> (float[2,3] %y, float[2,3] %z)
+{
+  %s = Sigmoid(%a) @sigmoid1
+  %y = Mul(%a, %s) @mul1
+  %t = Sigmoid(%b) @sigmoid2
+  %z = Mul(%b, %t) @mul2
+}
+)";
+  auto shared = ParseInferred(twins);
+  RunPass(*shared, kPass);
+  CHECK(OpTypes(*shared->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Sigmoid_Mul",
+                                                            "ai.fusionopt::FusedElementwise_Sigmoid_Mul"});
+  CHECK(shared->functions.size() == 1);
+  ExpectSameNumbers(*ParseInferred(twins), *shared);
+}
