@@ -114,7 +114,7 @@ int RunInspect(const InspectOptions& options);
 int RunInspectCost(const InspectOptions& options, const Model& model);
 // `inspect --cuda`: the CUDA backend's plan, compiled without a GPU (inspect_cuda.cc).
 int RunInspectCuda(const InspectOptions& options, const Model& model);
-int ListPasses();
+int ListPasses(bool verbose);
 
 // `--emit-cuda DIR` (emit_cuda.cc). CheckEmitCudaDir refuses, before anything is written, a DIR
 // that exists and is not a folder, or that cannot be created or written. EmitCuda generates the

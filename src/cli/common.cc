@@ -50,13 +50,26 @@ int ReportError(const std::string& file, const Status& status) {
   return static_cast<int>(status.code());
 }
 
-int ListPasses() {
+int ListPasses(bool verbose) {
   // One line per pass, "NAME<TAB>LEVEL<TAB>SUMMARY", after a header: scripts rely on it. A
   // conversion's level is the runtime it converts for ("--runtime ort"): it runs at every level.
+  // Verbose: each pass's rewrite after its line, indented, then a blank line.
   std::printf("name\tlevel\tsummary\n");
   for (const passes::PassInfo& pass : passes::AllPasses()) {
     const std::string level = pass.runtime.empty() ? "O" + std::to_string(pass.level) : "--runtime " + pass.runtime;
     std::printf("%s\t%s\t%s\n", pass.name.c_str(), level.c_str(), pass.summary.c_str());
+    if (!verbose) continue;
+    std::string rewrite = pass.rewrite;
+    while (!rewrite.empty() && rewrite.front() == '\n') rewrite.erase(rewrite.begin());
+    size_t start = 0;
+    while (start < rewrite.size()) {
+      const size_t end = rewrite.find('\n', start);
+      const std::string line = rewrite.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      std::printf("    %s\n", line.c_str());
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    std::printf("\n");
   }
   return 0;
 }

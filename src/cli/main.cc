@@ -98,7 +98,7 @@ int Main(int argc, char** argv) {
     return static_cast<int>(ErrorCode::kUsage);
   }
   ConfigureLogging(verbosity, quiet);
-  if (list_passes) return cli::ListPasses();
+  if (list_passes) return cli::ListPasses(verbosity > 0);
   if (optimize_command->parsed()) return cli::RunOptimize(optimize);
   if (inspect_command->parsed()) return cli::RunInspect(inspect);
   if (run_command->parsed()) return cli::RunRun(run);

@@ -168,6 +168,9 @@ class Pass {
   virtual ~Pass() = default;
   virtual std::string_view name() const = 0;
   virtual std::string_view summary() const = 0;
+  // The rewrite as before → after in IR text, 2-11 lines (the pass's header states it above the
+  // class; --list-passes --verbose prints it).
+  virtual std::string_view rewrite() const = 0;
   virtual std::vector<PassOptionInfo> options() const { return {}; }
 
   // Returns whether the model changed.

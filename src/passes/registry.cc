@@ -42,8 +42,8 @@ namespace {
 template <typename P>
 PassInfo Describe(int level) {
   P pass;
-  return PassInfo{std::string(pass.name()), level, "", std::string(pass.summary()), pass.options(),
-                  [] { return std::unique_ptr<Pass>(new P()); }};
+  return PassInfo{std::string(pass.name()), level, "", std::string(pass.summary()), std::string(pass.rewrite()),
+                  pass.options(), [] { return std::unique_ptr<Pass>(new P()); }};
 }
 
 template <typename P>

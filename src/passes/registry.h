@@ -18,6 +18,7 @@ struct PassInfo {
   // exactly when --runtime names that runtime, and --only/--disable do not select it.
   std::string runtime;
   std::string summary;
+  std::string rewrite;  // Pass::rewrite()
   std::vector<PassOptionInfo> options;
   std::function<std::unique_ptr<Pass>()> create;
 };

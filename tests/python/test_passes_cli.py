@@ -30,6 +30,26 @@ def test_list_passes_names_every_pass_with_its_level(fusionopt):
     assert len(passes) == len(set(passes))
 
 
+def test_list_passes_verbose_prints_each_rewrite(fusionopt):
+    """--list-passes --verbose: each pass's line, then its rewrite (the header's, before -> after)
+    indented by four spaces, then a blank line; the lines scripts parse are unchanged."""
+    rc, stdout, stderr = fusionopt("--list-passes", "--verbose")
+    assert (rc, stderr) == (lib.EXIT_OK, "")
+    blocks = stdout.split("\n\n")
+    header, first = blocks[0].split("\n", 1)
+    assert header == "name\tlevel\tsummary"
+    blocks[0] = first
+    passes = {}
+    for block in filter(None, blocks):
+        line, *rewrite = block.split("\n")
+        passes[line.split("\t")[0]] = rewrite
+    assert set(passes) == set(listed_passes(fusionopt))
+    for name, rewrite in passes.items():
+        assert 2 <= len(rewrite) <= 12 and all(line.startswith("    ") for line in rewrite), (name, rewrite)
+        assert any("\u2192" in line for line in rewrite), name
+    assert any("Exp" in line or "Relu" in line for line in passes["eliminate-dead-code"])
+
+
 @pytest.mark.parametrize("level", ["-O0", "-O2"])
 def test_runtime_ort_ends_the_pipeline_with_its_conversion_pass(fusionopt, tmp_path, model, level):
     """lower-for-ort is a registered pass: it runs last under --runtime ort at any level, with

@@ -25,6 +25,7 @@ class OutlineNamed : public passes::Pass {
   explicit OutlineNamed(std::vector<std::string> names) : names_(std::move(names)) {}
   std::string_view name() const override { return "outline-named"; }
   std::string_view summary() const override { return "test"; }
+  std::string_view rewrite() const override { return "the named nodes  ->  one FusedTest call"; }
   Result<bool> Run(Model& model, passes::PassContext& context) override {
     std::vector<Node*> nodes;
     for (const auto& name : names_) nodes.push_back(FindNode(*model.graph, name));

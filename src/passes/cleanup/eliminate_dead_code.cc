@@ -1,17 +1,4 @@
-// eliminate-dead-code (O1): removes what no output depends on.
-//
-//   %t = Relu(%x)          (nothing reads %t)      →   (removed)
-//   initializer %w         (nothing reads %w)      →   (removed)
-//   function ai.fusionopt::F   (no node calls it)  →   (removed)
-//
-// A fused function stays while a call reaches it from the main graph or from a function of
-// another domain (the model's own), directly or through other functions' bodies.
-//
-// A node goes when none of its outputs is read (in its graph, a nested subgraph, or as a
-// graph output); nodes are visited in reverse order so a dead chain goes in one pass.
-// Limits: nodes of domains other than the standard one and ai.fusionopt are kept even when
-// dead — a custom op may have effects we cannot see. Initializers that are also graph inputs
-// are part of the model's interface and stay; so do model-local functions of other domains.
+// eliminate-dead-code (O1): its rewrite, conditions and limits are in eliminate_dead_code.h.
 #include "passes/cleanup/eliminate_dead_code.h"
 
 #include <algorithm>

@@ -1,20 +1,4 @@
-// fold-scale-into-matmul (O1): a Mul by a constant that scales whole columns, after a MatMul
-// by constant 2-D weights — directly or through its bias Add — becomes part of the weights and
-// bias. Whisper and CLIP (eager attention) scale the query after its projection:
-//
-//   %q = MatMul(%x, %Wq)                      %q = MatMul(%x, %Wq')      Wq'[:, n] = Wq[:, n]·s[n]
-//   %b = Add(%q, %bq)                    →    %y = Add(%q, %bq')         bq' = bq·s
-//   %y = Mul(%b, %s)
-//
-// With the scale gone the query projection is a plain MatMul + bias like the key's and the
-// value's, so fuse-horizontal-contractions can merge the three. fold-scale-into-conv covers
-// Conv and Gemm (per channel on axis 1); this is the N-D MatMul's form, whose columns are its
-// output's last axis. Qualifies: a scale and bias of the weights' floating-point dtype whose
-// dims are all 1 but the last (1 or N), no higher rank than the output; each intermediate read
-// only by the next node and no graph output. Arithmetic in double, rounded once; new weights
-// are fresh initializers (a weight may be shared). Limits: MatMul with constant B only (not a
-// constant A), one Mul per chain; a Mul before the bias Add is left to matmul-add-to-gemm's
-// forms.
+// fold-scale-into-matmul (O1): its rewrite, conditions and limits are in fold_scale_into_matmul.h.
 #include "passes/fold/fold_scale_into_matmul.h"
 
 #include "passes/util/constant_operand.h"

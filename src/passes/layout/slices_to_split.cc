@@ -1,17 +1,4 @@
-// slices-to-split (O1): Slices with constant bounds that cut one value into consecutive pieces
-// along one axis, covering it exactly, become one Split — the form the dynamo exporter writes
-// for `chunk`/`split`, where the TorchScript exporter writes a Slice per piece (ultralytics'
-// C2f `cv1(x).chunk(2, 1)`):
-//
-//   %a = Slice(%x, [0], [4], [1])                %a, %b = Split(%x, [4, 4]) {axis: 1}
-//   %b = Slice(%x, [4], [8], [1])          →     (%x: [1, 8, H, W])
-//
-// One form for every matcher after it, and one kernel instead of one per piece — none where
-// the pieces are contiguous views (unit dims before the axis). Bounds are normalised as Slice
-// defines them (negative from the end, clamped to the dim). Limits: steps of 1 only, one axis
-// per Slice, the axis's dim known; Slices of the value that do not take part in an exact
-// tiling (an overlap, a gap, another axis) stay as they are; a graph output among the pieces
-// keeps its name, produced by the Split.
+// slices-to-split (O1): its rewrite, conditions and limits are in slices_to_split.h.
 #include "passes/layout/slices_to_split.h"
 
 #include <algorithm>

@@ -112,3 +112,13 @@ graph main (float[N,3] %x, float[3] %overridable) -> (float[N,3] %y, int64[2] %s
   REQUIRE_FALSE(free.contains(FindNode(*model->graph, "device_add")));  // %overridable may be fed
   REQUIRE(EstimateKernelLaunches(*model) == 2);
 }
+
+TEST_CASE("every registered pass states its rewrite as before -> after in a few lines", "[passes]") {
+  for (const PassInfo& info : AllPasses()) {
+    INFO(info.name);
+    const auto lines = std::count(info.rewrite.begin(), info.rewrite.end(), '\n');
+    CHECK(lines >= 2);
+    CHECK(lines <= 12);
+    CHECK(info.rewrite.find("\u2192") != std::string::npos);  // →
+  }
+}

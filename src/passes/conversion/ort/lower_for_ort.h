@@ -49,6 +49,8 @@
 // qualify stays an ai.fusionopt function, which ORT inlines; the report says why for each.
 #pragma once
 
+#include <string_view>
+
 #include <string>
 #include <vector>
 
@@ -110,8 +112,16 @@ std::string OrtLoweringToJson(const OrtLoweringReport& report);
 // provider from the pipeline's target, the choices' sizes from its --dim. Each group written
 // counts a match and its op; each kept is a rejection with its reason; the full account is the
 // report's "ort_lowering" section.
+// The rewrite lower-for-ort makes (the full account is this header's first comment):
+inline constexpr std::string_view kLowerForOrtRewrite = R"rewrite(
+  %ctx = ai.fusionopt::FusedAttention(%qkv, ...)   →   com.microsoft::Attention | MultiHeadAttention
+  %y, %sum = ai.fusionopt::FusedAddLayerNorm(...)   →   com.microsoft::SkipLayerNormalization
+  a group with a GELU epilogue                      →   its ops, the GELU as BiasGelu | Gelu | FastGelu
+  any other group                                   →   unchanged (ONNX Runtime inlines the function)
+)rewrite";
 class LowerForOrtPass : public Pass {
  public:
+  std::string_view rewrite() const override { return kLowerForOrtRewrite; }
   std::string_view name() const override { return "lower-for-ort"; }
   std::string_view summary() const override {
     return "the fused groups ONNX Runtime has kernels for, written as its com.microsoft ops (--runtime ort)";

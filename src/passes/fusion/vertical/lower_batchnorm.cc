@@ -1,18 +1,4 @@
-// lower-batchnorm (O2): an inference BatchNormalization that fold-batchnorm could not fold into
-// a contraction before it — DenseNet's pre-activation BN → ReLU → Conv, a BN on a model input —
-// is a per-channel affine map, elementwise with broadcast constants; written as one, the
-// elementwise fusion after it takes it together with its activation (one kernel where there
-// were two):
-//
-//   %y = BatchNormalization(%x[N,C,H,W], %γ, %β, %μ, %σ²)     %m = Mul(%x, %s[C,1,1])   s = γ/√(σ² + ε)
-//   %z = Relu(%y)                                       →     %y = Add(%m, %t[C,1,1])   t = β − μ·s
-//                                                             %z = Relu(%y)
-//
-// It runs at O2, right before fuse-elementwise, so that no level counts more kernels than the
-// one below it: O1 keeps the BatchNormalization (one kernel), O2 fuses the Mul and Add into at
-// least one. The form, its conditions (each reported) and its arithmetic are ir/batchnorm.h's:
-// the inference form, constant [C] statistics, a floating-point input of known rank at least 2
-// and known channels.
+// lower-batchnorm (O2): its rewrite, conditions and limits are in lower_batchnorm.h.
 #include "passes/fusion/vertical/lower_batchnorm.h"
 
 #include "ir/batchnorm.h"
