@@ -33,7 +33,7 @@ std::string Scaled(double value) {
 }
 
 std::string OpLabel(const Node& node) {
-  return OneLine(node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
+  return OneLine(IsDefaultDomain(node) ? node.op_type()
                                                                       : node.domain() + "::" + node.op_type());
 }
 

@@ -31,7 +31,7 @@ uint16_t RoundToSixteenBits(double value, float (*to_float)(uint16_t), uint16_t 
 }  // namespace
 
 TensorPtr ConstantNodeValue(const Node& node) {
-  if (node.op_type() != "Constant" || !(node.domain().empty() || node.domain() == "ai.onnx")) {
+  if (node.op_type() != "Constant" || !IsDefaultDomain(node)) {
     return nullptr;
   }
   for (const Attribute& attribute : node.attributes()) {

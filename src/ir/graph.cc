@@ -583,4 +583,10 @@ void RaiseIrVersion(Model& model, int64_t version) {
   model.ir_version = version;
 }
 
+bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
+
+bool IsDefaultOp(const Node* node, std::string_view op_type) {
+  return node != nullptr && node->op_type() == op_type && IsDefaultDomain(*node);
+}
+
 }  // namespace fusionopt

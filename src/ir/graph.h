@@ -377,4 +377,9 @@ struct Model {
 // listings are dropped: the model keeps computing exactly what it did.
 void RaiseIrVersion(Model& model, int64_t version);
 
+// Whether `node` is of the default ONNX domain, however the model spells it ("" or "ai.onnx").
+bool IsDefaultDomain(const Node& node);
+// Whether `node` is an `op_type` op of the default domain; false for null.
+bool IsDefaultOp(const Node* node, std::string_view op_type);
+
 }  // namespace fusionopt

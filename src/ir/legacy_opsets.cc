@@ -162,7 +162,7 @@ Status CheckGraph(const Graph& graph, int64_t opset) {
 }  // namespace
 
 Status CheckLegacyNode(const Node& node, int64_t opset) {
-  const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  const bool default_domain = IsDefaultDomain(node);
   if (!default_domain || opset >= kFirstUnrestrictedOpset) return Status::Ok();
   const LegacyRule* rule = FindRule(node.op_type());
   if (rule == nullptr || opset >= rule->implemented_since) return Status::Ok();

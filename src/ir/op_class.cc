@@ -107,7 +107,7 @@ namespace {
 // A Split whose input has only unit dims before the axis: every part is a contiguous slice of
 // the input, which a runtime hands out as a view (the CPU runtime does).
 bool SplitsIntoSlices(const Node& node) {
-  if (node.op_type() != "Split" || !(node.domain().empty() || node.domain() == "ai.onnx")) return false;
+  if (node.op_type() != "Split" || !IsDefaultDomain(node)) return false;
   const Value* input = node.input(0);
   if (input == nullptr || !input->shape()) return false;
   const Shape& shape = *input->shape();

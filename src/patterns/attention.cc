@@ -13,7 +13,6 @@
 namespace fusionopt {
 namespace {
 
-using composite::IsOp;
 using composite::ProducerOp;
 using composite::SoleReader;
 
@@ -54,7 +53,7 @@ std::string PermText(const Perm& perm) {
 bool ReadOnlyByOrShapes(const Value* value, const Node* reader) {
   if (value == nullptr || value->is_graph_output()) return false;
   return std::all_of(value->uses().begin(), value->uses().end(),
-                     [&](const Use& use) { return use.node == reader || IsOp(use.node, "Shape"); });
+                     [&](const Use& use) { return use.node == reader || IsDefaultOp(use.node, "Shape"); });
 }
 
 // The reason `value` cannot be a core intermediate read by `reader` alone, or "".
@@ -179,7 +178,7 @@ Perm Compose(const Perm& first, const Perm& then) {
 bool ReadOnlyWithin(const Value* value, const std::unordered_set<const Node*>& readers) {
   if (value == nullptr || value->is_graph_output()) return false;
   return std::all_of(value->uses().begin(), value->uses().end(),
-                     [&](const Use& use) { return readers.count(use.node) || IsOp(use.node, "Shape"); });
+                     [&](const Use& use) { return readers.count(use.node) || IsDefaultOp(use.node, "Shape"); });
 }
 
 struct OperandSearch {
@@ -261,17 +260,17 @@ class OperandWalker {
     if (node == nullptr || node->inputs().empty() || node->input(0) == nullptr) return false;
     // Each output of a Split is a slice of its input along the axis: a view, its sizes read at
     // run time as a Reshape's target is.
-    if (IsOp(node, "Split")) return node->outputs().size() > 1;
+    if (IsDefaultOp(node, "Split")) return node->outputs().size() > 1;
     if (node->outputs().size() != 1) return false;
-    if (IsOp(node, "Transpose")) {
+    if (IsDefaultOp(node, "Transpose")) {
       std::optional<std::vector<int64_t>> perm = node->GetInts("perm");
       return perm.has_value() && IsPermutation(*perm);
     }
-    if (IsOp(node, "Reshape")) return node->inputs().size() == 2;
-    if (IsOp(node, "Squeeze") || IsOp(node, "Unsqueeze")) {
+    if (IsDefaultOp(node, "Reshape")) return node->inputs().size() == 2;
+    if (IsDefaultOp(node, "Squeeze") || IsDefaultOp(node, "Unsqueeze")) {
       return node->GetInts("axes").has_value() || (node->inputs().size() == 2 && ConstantInts(node->input(1), InitializerRule::kFeedsOverride));
     }
-    if (IsOp(node, "Gather")) {
+    if (IsDefaultOp(node, "Gather")) {
       TensorPtr index = node->inputs().size() == 2 ? ConstantValueOf(*node->input(1), InitializerRule::kFeedsOverride) : nullptr;
       return index != nullptr && index->dims().empty() && index->AsInt64s().has_value();
     }
@@ -292,7 +291,7 @@ class OperandWalker {
       ViewStepMatch step;
       step.node = node;
       step.output = value->producer_output_index();
-      if (IsOp(node, "Reshape")) step.reshape = ReadReshape(*node, opset_);
+      if (IsDefaultOp(node, "Reshape")) step.reshape = ReadReshape(*node, opset_);
       steps.push_back(std::move(step));
       value = node->input(0);
     }
@@ -318,7 +317,7 @@ class OperandWalker {
   // Mul / Div by constant scalars under the core (sdpa scales Q and K by √scale each).
   void PeelScales() {
     while (Node* node = value_->producer()) {
-      const bool mul = IsOp(node, "Mul"), div = IsOp(node, "Div");
+      const bool mul = IsDefaultOp(node, "Mul"), div = IsDefaultOp(node, "Div");
       if ((!mul && !div) || node->inputs().size() != 2 || !Inside()) return;
       int operand = -1;
       std::optional<double> constant;
@@ -373,7 +372,7 @@ class OperandWalker {
 
   // x₁ or x₂ of `x`: a Slice of the last axis from `start` to `end` (steps 1), as constants.
   static std::optional<std::pair<int64_t, int64_t>> SliceOfLast(const Node* slice, const Value* x) {
-    if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 4) return std::nullopt;
+    if (!IsDefaultOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 4) return std::nullopt;
     auto starts = ConstantInts(slice->input(1), InitializerRule::kFeedsOverride), ends = ConstantInts(slice->input(2), InitializerRule::kFeedsOverride), axes = ConstantInts(slice->input(3), InitializerRule::kFeedsOverride);
     if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return std::nullopt;
     if ((*axes)[0] != -1 && (*axes)[0] != 3) return std::nullopt;
@@ -397,7 +396,7 @@ class OperandWalker {
     Node* second = neg->input(0)->producer();
     Node* first = concat->input(1)->producer();
     if (second == nullptr || first == nullptr) return std::nullopt;
-    if (IsOp(first, "Split") && first == second) {  // x₁, x₂ = Split(x) {axis: last}, two halves
+    if (IsDefaultOp(first, "Split") && first == second) {  // x₁, x₂ = Split(x) {axis: last}, two halves
       const int64_t split_axis = first->GetInt("axis", 0);
       if ((split_axis != -1 && split_axis != 3) || first->outputs().size() != 2 ||
           concat->input(1) != first->output(0) || neg->input(0) != first->output(1)) {
@@ -431,7 +430,7 @@ class OperandWalker {
 
   // x[..., start::2] over the last axis of the 4-D x: start, or nullopt.
   static std::optional<int64_t> EverySecondOfLast(const Node* slice, const Value* x) {
-    if (!IsOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 5) return std::nullopt;
+    if (!IsDefaultOp(slice, "Slice") || slice->input(0) != x || slice->inputs().size() < 5) return std::nullopt;
     auto starts = ConstantInts(slice->input(1), InitializerRule::kFeedsOverride), ends = ConstantInts(slice->input(2), InitializerRule::kFeedsOverride);
     auto axes = ConstantInts(slice->input(3), InitializerRule::kFeedsOverride), steps = ConstantInts(slice->input(4), InitializerRule::kFeedsOverride);
     if (!starts || !ends || !axes || !steps || starts->size() != 1 || ends->size() != 1 || axes->size() != 1 ||
@@ -487,8 +486,8 @@ class OperandWalker {
   bool ReadRotary() {
     Node* producer = value_->producer();
     if (producer == nullptr || !Inside()) return false;
-    if (IsOp(producer, "RotaryEmbedding")) return ReadRotaryOp(*producer);
-    if (IsOp(producer, "Concat")) return ReadPartialRotary(*producer);
+    if (IsDefaultOp(producer, "RotaryEmbedding")) return ReadRotaryOp(*producer);
+    if (IsDefaultOp(producer, "Concat")) return ReadPartialRotary(*producer);
     return ReadRotaryForm(producer);
   }
 
@@ -526,7 +525,7 @@ class OperandWalker {
 
   // Add(Mul(x, cos), Mul(rotate_half(x), sin)) ending at `producer`.
   bool ReadRotaryForm(Node* producer) {
-    if (!IsOp(producer, "Add") || producer->inputs().size() != 2) return false;
+    if (!IsDefaultOp(producer, "Add") || producer->inputs().size() != 2) return false;
     for (int order = 0; order < 2; ++order) {
       Node* direct = ProducerOp(producer->input(static_cast<size_t>(order)), "Mul");
       Node* turned = ProducerOp(producer->input(static_cast<size_t>(1 - order)), "Mul");
@@ -771,7 +770,7 @@ bool ReadMerge(AttentionMatch& match, int64_t opset) {
   std::optional<HeadReshapeMatch> view;
   Node* first = nullptr;
   for (const Use& use : context->uses()) {
-    if (IsOp(use.node, "Reshape") && use.input_index == 0 && use.node->inputs().size() == 2) first = use.node;
+    if (IsDefaultOp(use.node, "Reshape") && use.input_index == 0 && use.node->inputs().size() == 2) first = use.node;
   }
   if (first != nullptr && !context->is_graph_output()) {
     view = ReadReshape(*first, opset);
@@ -784,14 +783,14 @@ bool ReadMerge(AttentionMatch& match, int64_t opset) {
     context = first->output(0);
   }
   Node* transpose = SoleReader(context);
-  std::optional<std::vector<int64_t>> perm = IsOp(transpose, "Transpose") ? transpose->GetInts("perm") : std::nullopt;
+  std::optional<std::vector<int64_t>> perm = IsDefaultOp(transpose, "Transpose") ? transpose->GetInts("perm") : std::nullopt;
   // [0,2,1,3] as exporters merge heads, or any perm that keeps the features innermost
   // (torchvision's [2,0,1,3] to [S,B,H,D]): the kernel writes the context in that order.
   if (!perm || perm->size() != 4 || !IsPermutation(*perm) || (*perm)[3] != 3) return false;
   Value* transposed = transpose->output(0);
   Node* reshape = nullptr;
   for (const Use& use : transposed->uses()) {
-    if (IsOp(use.node, "Reshape") && use.input_index == 0) reshape = use.node;
+    if (IsDefaultOp(use.node, "Reshape") && use.input_index == 0) reshape = use.node;
   }
   if (reshape == nullptr || transposed->is_graph_output() || reshape->inputs().size() != 2) return false;
   HeadReshapeMatch merge = ReadReshape(*reshape, opset);
@@ -838,7 +837,7 @@ void ReadSplit(AttentionMatch& match) {
       if (operand->split) chain.insert(operand->split->chain.begin(), operand->split->chain.end());
     }
     for (const Use& use : output->uses()) {
-      if (use.node != head && !chain.count(use.node) && !IsOp(use.node, "Shape")) return;
+      if (use.node != head && !chain.count(use.node) && !IsDefaultOp(use.node, "Shape")) return;
     }
   }
   match.split = split;
@@ -928,8 +927,8 @@ Node* ReadGuard(Value* probabilities, Node*& test) {
   Node* is_nan = nullptr;
   Node* where = nullptr;
   for (const Use& use : probabilities->uses()) {
-    if (IsOp(use.node, "IsNaN")) is_nan = use.node;
-    if (IsOp(use.node, "Where") && use.input_index == 2) where = use.node;
+    if (IsDefaultOp(use.node, "IsNaN")) is_nan = use.node;
+    if (IsDefaultOp(use.node, "Where") && use.input_index == 2) where = use.node;
   }
   if (is_nan == nullptr || where == nullptr || probabilities->uses().size() != 2 || where->inputs().size() != 3 ||
       where->input(0) != is_nan->output(0) || !SoleReader(is_nan->output(0)) ||
@@ -971,12 +970,12 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
   match.guard = ReadGuard(probabilities, match.guard_test);
   Value* weights = match.guard != nullptr ? match.guard->output(0) : probabilities;
   // Float32 probabilities cast back to V's 16 bits for the product (the upcast's other half).
-  if (weights->uses().size() == 1 && IsOp(weights->uses().front().node, "Cast") && !weights->is_graph_output()) {
+  if (weights->uses().size() == 1 && IsDefaultOp(weights->uses().front().node, "Cast") && !weights->is_graph_output()) {
     match.probability_cast = weights->uses().front().node;
     weights = match.probability_cast->output(0);
   }
   for (const Use& use : weights->uses()) {
-    if (IsOp(use.node, "MatMul") && use.input_index == 0) match.context_matmul = use.node;
+    if (IsDefaultOp(use.node, "MatMul") && use.input_index == 0) match.context_matmul = use.node;
   }
   if (match.context_matmul == nullptr) return AttentionSearch{};
 
@@ -1142,9 +1141,9 @@ namespace {
 AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
   AttentionMatch match;
   std::optional<AttentionSearch> failed;
-  if (IsOp(&anchor, "Softmax")) {
+  if (IsDefaultOp(&anchor, "Softmax")) {
     failed = MatchSoftmaxCore(anchor, opset, match);
-  } else if (IsOp(&anchor, "Attention") && opset >= 23) {
+  } else if (IsDefaultOp(&anchor, "Attention") && opset >= 23) {
     failed = MatchOpCore(anchor, match);
   } else {
     return {};
@@ -1210,7 +1209,7 @@ AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
       if (output->is_graph_output()) return NearMiss("a graph output is inside the pattern");
       for (const Use& use : output->uses()) {
         if (members.count(use.node)) continue;
-        if (!IsOp(use.node, "Shape")) return NearMiss("an intermediate is read outside the pattern");
+        if (!IsDefaultOp(use.node, "Shape")) return NearMiss("an intermediate is read outside the pattern");
         if (std::find(match.outside_shape_reads.begin(), match.outside_shape_reads.end(), use.node) ==
             match.outside_shape_reads.end()) {
           match.outside_shape_reads.push_back(use.node);

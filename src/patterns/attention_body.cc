@@ -8,7 +8,6 @@ namespace fusionopt {
 namespace {
 
 using composite::BodyInputIndex;
-using composite::IsOp;
 
 // A body input, or a constant the body holds; nullopt for anything computed.
 std::optional<AttentionInput> InputOf(const Graph& body, const Value* value) {
@@ -274,7 +273,7 @@ std::optional<FusedAttention> Describe(const Graph& body, const AttentionMatch& 
 
 std::optional<FusedAttention> RecognizeAttention(const Graph& body, int64_t opset) {
   for (const auto& node : body.nodes()) {
-    if (!IsOp(node.get(), "Softmax") && !IsOp(node.get(), "Attention")) continue;
+    if (!IsDefaultOp(node.get(), "Softmax") && !IsDefaultOp(node.get(), "Attention")) continue;
     AttentionSearch search = MatchAttentionAt(*node, opset);
     if (!search.match) continue;
     if (auto described = Describe(body, *search.match, opset)) return described;

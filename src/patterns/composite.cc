@@ -10,14 +10,10 @@
 namespace fusionopt {
 namespace composite {
 
-bool IsOp(const Node* node, std::string_view op_type) {
-  return node != nullptr && node->op_type() == op_type && (node->domain().empty() || node->domain() == "ai.onnx");
-}
-
 Node* ProducerOp(const Value* value, std::string_view op_type) {
   if (value == nullptr) return nullptr;
   Node* producer = value->producer();
-  return IsOp(producer, op_type) ? producer : nullptr;
+  return IsDefaultOp(producer, op_type) ? producer : nullptr;
 }
 
 bool Near(double value, double expected) { return Near(value, expected, DataType::kFloat); }
@@ -44,7 +40,7 @@ Value* OtherOperand(const Node& node, const Value* value) {
 Node* ReaderOp(const Value* value, std::string_view op_type) {
   if (value == nullptr) return nullptr;
   for (const Use& use : value->uses()) {
-    if (IsOp(use.node, op_type)) return use.node;
+    if (IsDefaultOp(use.node, op_type)) return use.node;
   }
   return nullptr;
 }
@@ -92,7 +88,7 @@ std::optional<CompositeOperand> BodyOperandOf(const Graph& body, const Value* va
   if (value == nullptr) return operand;
   operand.input = BodyInputIndex(body, value);
   if (operand.input >= 0) return operand;
-  if (value->producer() != nullptr && IsOp(value->producer(), "Constant")) {
+  if (value->producer() != nullptr && IsDefaultOp(value->producer(), "Constant")) {
     operand.constant = ConstantNodeValue(*value->producer());
     if (operand.constant != nullptr) return operand;
   }
@@ -103,7 +99,7 @@ bool BodyIsExactly(const Graph& body, const std::vector<Node*>& members) {
   std::unordered_set<const Node*> member_set(members.begin(), members.end());
   for (const auto& node : body.nodes()) {
     if (member_set.count(node.get())) continue;
-    if (!IsOp(node.get(), "Constant")) return false;
+    if (!IsDefaultOp(node.get(), "Constant")) return false;
     for (const Value* output : node->outputs()) {
       if (output == nullptr) continue;
       if (output->is_graph_output()) return false;
@@ -119,7 +115,6 @@ bool BodyIsExactly(const Graph& body, const std::vector<Node*>& members) {
 
 namespace {
 
-using composite::IsOp;
 
 std::optional<FusedComposite> Describe(const Graph& body, const CompositeMatch& match) {
   if (!composite::BodyIsExactly(body, match.nodes)) return std::nullopt;
@@ -208,7 +203,7 @@ CompositeSearch MatchCompositeAt(Node& anchor, int64_t opset) {
 
 std::optional<FusedComposite> RecognizeComposite(const Graph& body, int64_t opset) {
   for (const auto& node : body.nodes()) {
-    if (IsOp(node.get(), "Constant")) continue;
+    if (IsDefaultOp(node.get(), "Constant")) continue;
     CompositeSearch search = MatchCompositeAt(*node, opset);
     if (!search.match) continue;
     if (auto described = Describe(body, *search.match)) return described;

@@ -43,11 +43,11 @@ std::optional<ScaledBy> ScaledByConstant(const Value* value) {
 
 // Whether `node` computes value · 0.5 (either order) or value / 2.
 bool Halves(const Node* node, const Value* value) {
-  if (IsOp(node, "Mul")) {
+  if (IsDefaultOp(node, "Mul")) {
     const Value* other = OtherOperand(*node, value);
     return other != nullptr && IsScalarConstantNear(other, 0.5);
   }
-  return IsOp(node, "Div") && node->input(0) == value && IsScalarConstantNear(node->input(1), 2.0);
+  return IsDefaultOp(node, "Div") && node->input(0) == value && IsScalarConstantNear(node->input(1), 2.0);
 }
 
 // The node computing `value` · 0.5 or `value` / 2 among its readers.
@@ -68,7 +68,7 @@ CompositeSearch FinishGelu(CompositeMatch match, Node& plus_one, Value* x) {
   match.nodes.push_back(&plus_one);
   for (const Use& use : bracket->uses()) {
     Node* mul = use.node;
-    if (!IsOp(mul, "Mul")) continue;
+    if (!IsDefaultOp(mul, "Mul")) continue;
     Value* other = OtherOperand(*mul, bracket);
     if (other == x) {
       Node* half = HalvingReader(mul->output(0));

@@ -53,9 +53,9 @@ std::pair<Node*, Value*> Square(const Value* squared) {
 std::pair<Node*, Node*> Normalization(const Value* root, const Value* centered) {
   for (const Use& use : root->uses()) {
     Node* reader = use.node;
-    if (IsOp(reader, "Div") && reader->input(0) == centered && reader->input(1) == root) return {nullptr, reader};
-    bool inverts = IsOp(reader, "Reciprocal") ||
-                   (IsOp(reader, "Div") && reader->input(1) == root && IsScalarConstantNear(reader->input(0), 1.0));
+    if (IsDefaultOp(reader, "Div") && reader->input(0) == centered && reader->input(1) == root) return {nullptr, reader};
+    bool inverts = IsDefaultOp(reader, "Reciprocal") ||
+                   (IsDefaultOp(reader, "Div") && reader->input(1) == root && IsScalarConstantNear(reader->input(0), 1.0));
     if (!inverts) continue;
     Node* scaled = ReaderOpWith(reader->output(0), "Mul", [&](const Value* other) { return other == centered; });
     if (scaled != nullptr) return {reader, scaled};
@@ -68,7 +68,7 @@ void ExtendAffineTail(CompositeMatch& match) {
   std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
   auto affine = [&](std::string_view op_type) -> std::pair<Node*, Value*> {
     Node* reader = SoleReader(match.output);
-    if (!IsOp(reader, op_type)) return {nullptr, nullptr};
+    if (!IsDefaultOp(reader, op_type)) return {nullptr, nullptr};
     Value* other = OtherOperand(*reader, match.output);
     if (other == nullptr || other == match.output || other == match.x) return {nullptr, nullptr};
     if (other->producer() != nullptr && members.count(other->producer())) return {nullptr, nullptr};
@@ -97,7 +97,7 @@ void ExtendAffineTail(CompositeMatch& match) {
 void ExtendFloat32Casts(CompositeMatch& match) {
   Node* widen = ProducerOp(match.x, "Cast");
   Node* narrow = SoleReader(match.output);
-  if (widen == nullptr || !IsOp(narrow, "Cast") || widen->input(0) == nullptr || narrow->output(0) == nullptr) return;
+  if (widen == nullptr || !IsDefaultOp(narrow, "Cast") || widen->input(0) == nullptr || narrow->output(0) == nullptr) return;
   if (widen->GetInt("to", 0) != static_cast<int64_t>(DataType::kFloat)) return;
   match.cast_in = widen;
   match.cast_out = narrow;

@@ -15,7 +15,6 @@ namespace fusionopt::composite {
 // ulps), never a constant that is merely close.
 inline constexpr double kConstantTolerance = 1e-6;
 
-bool IsOp(const Node* node, std::string_view op_type);  // of the default domain
 // The producer of `value` when it is an `op_type` op of the default domain.
 Node* ProducerOp(const Value* value, std::string_view op_type);
 // Matchers read constants under InitializerRule::kFeedsOverride: they do not see the model's
@@ -35,7 +34,7 @@ template <typename Predicate>
 Node* ReaderOpWith(const Value* value, std::string_view op_type, Predicate other_matches) {
   if (value == nullptr) return nullptr;
   for (const Use& use : value->uses()) {
-    if (!IsOp(use.node, op_type)) continue;
+    if (!IsDefaultOp(use.node, op_type)) continue;
     Value* other = OtherOperand(*use.node, value);
     if (other != nullptr && other_matches(other)) return use.node;
   }

@@ -242,3 +242,19 @@ TEST_CASE("order keys follow every change of the node order", "[graph]") {
   CHECK(graph.OrderKey(chain.relu) < graph.OrderKey(chain.neg));  // neg reads relu's result
   CHECK(graph.NodeAfter(chain.relu) == chain.neg);
 }
+
+TEST_CASE("IsDefaultDomain and IsDefaultOp read either spelling of the default domain", "[graph]") {
+  Graph graph;
+  Value* x = graph.CreateValue("x");
+  graph.AddInput(x);
+  Node* plain = graph.CreateNode("Relu", "", {x}, {graph.CreateValue("a")}, "plain");
+  Node* spelled = graph.CreateNode("Relu", "ai.onnx", {x}, {graph.CreateValue("b")}, "spelled");
+  Node* custom = graph.CreateNode("Relu", "com.example", {x}, {graph.CreateValue("c")}, "custom");
+  CHECK(IsDefaultDomain(*plain));
+  CHECK(IsDefaultDomain(*spelled));
+  CHECK_FALSE(IsDefaultDomain(*custom));
+  CHECK(IsDefaultOp(spelled, "Relu"));
+  CHECK_FALSE(IsDefaultOp(plain, "Neg"));
+  CHECK_FALSE(IsDefaultOp(custom, "Relu"));
+  CHECK_FALSE(IsDefaultOp(nullptr, "Relu"));
+}

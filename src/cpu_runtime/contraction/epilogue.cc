@@ -17,8 +17,6 @@ namespace {
 
 using dnnl::algorithm;
 
-bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
-
 PostOp Eltwise(algorithm kind, float alpha = 0.0f, float beta = 0.0f) {
   return PostOp{PostOp::Kind::kEltwise, kind, alpha, beta};
 }

@@ -136,7 +136,7 @@ Result<std::unique_ptr<SubgraphKernel>> Create(const Node& node, const PrepareCo
 
 Result<std::unique_ptr<SubgraphKernel>> CreateControlFlowKernel(const Node& node, int64_t opset,
                                                                 const PrepareContext& context) {
-  bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  bool default_domain = IsDefaultDomain(node);
   if (default_domain && node.op_type() == "If") return Create<IfKernel>(node, context);
   if (default_domain && node.op_type() == "Loop") return Create<LoopKernel>(node, context);
   if (default_domain && node.op_type() == "Scan") return control_flow::CreateScanKernel(node, opset, context);

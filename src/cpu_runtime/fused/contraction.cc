@@ -18,7 +18,7 @@ namespace {
 
 bool IsContraction(const Node& node) {
   const std::string& op = node.op_type();
-  return (node.domain().empty() || node.domain() == "ai.onnx") && (op == "MatMul" || op == "Gemm" || op == "Conv");
+  return IsDefaultDomain(node) && (op == "MatMul" || op == "Gemm" || op == "Conv");
 }
 
 // Where each contraction operand comes from: a body input, or a constant the body holds.

@@ -10,8 +10,6 @@
 namespace fusionopt::cpu {
 namespace {
 
-bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
-
 }  // namespace
 
 std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>& nodes,

@@ -419,7 +419,7 @@ Status CheckElementwiseOp(const Node& node) {
       "Pow", "Mod", "PRelu", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Less",
       "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Clip", "Cast", "CastLike",
       "Sum", "Mean", "Max", "Min", "Constant"};
-  if ((node.domain().empty() || node.domain() == "ai.onnx") && kOps.count(node.op_type()) != 0) return Status::Ok();
+  if (IsDefaultDomain(node) && kOps.count(node.op_type()) != 0) return Status::Ok();
   const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
   return Unsupported(op + " is not an elementwise op this generator handles");
 }

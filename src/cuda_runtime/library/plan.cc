@@ -56,8 +56,6 @@ Result<OperandRef> ResolveOperand(const Graph& body, const Node& contraction, si
   return *ref;
 }
 
-bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
-
 Node* SoleReader(const Graph& body, const Value& value) {
   if (value.uses().size() != 1) return nullptr;
   const auto& outputs = body.outputs();

@@ -137,7 +137,6 @@ namespace contraction_internal {
 Result<OperandRef> ResolveOperand(const Graph& body, const Node& contraction, size_t index);
 // `value` as an OperandRef when it is a body input or a constant, else nullopt.
 std::optional<OperandRef> ResolveValue(const Graph& body, const Value* value);
-bool IsDefaultDomain(const Node& node);
 // The node that alone reads `value`, when `value` is no body output; else null.
 Node* SoleReader(const Graph& body, const Value& value);
 // The scalar `value` holds where it resolves (through the call) to a one-element constant.

@@ -26,7 +26,7 @@ Result<bool> EliminateNoOps::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> order;
   for (const auto& node : graph.nodes()) order.push_back(node.get());
   for (Node* node : order) {
-    if (!IsStandardDomain(*node)) continue;
+    if (!IsDefaultDomain(*node)) continue;
     if (node->op_type() == "Dropout" && ClassifyOp(*node) != OpClass::kView) {
       context.Rejected(*node, "training-mode Dropout");
       continue;

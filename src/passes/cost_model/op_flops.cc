@@ -8,8 +8,6 @@ namespace fusionopt::passes::cost {
 
 // ---------------------------------------------------------------- sizes
 
-bool IsStandardDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
-
 bool ShapeLookup::Resolved(const Shape& shape) const {
   return std::all_of(shape.begin(), shape.end(), [](const fusionopt::Dim& dim) { return dim.is_known() || dim.is_symbolic(); });
 }
@@ -93,7 +91,7 @@ Amount InputBytes(const Node& node, size_t index, const ShapeLookup& shapes) {
   Amount bytes = shapes.Bytes(node.input(index));
   static const std::unordered_set<std::string_view> kSubsetReaders = {"Gather", "GatherElements", "GatherND",
                                                                       "Slice"};
-  if (bytes.known && index == 0 && IsStandardDomain(node) && kSubsetReaders.count(node.op_type())) {
+  if (bytes.known && index == 0 && IsDefaultDomain(node) && kSubsetReaders.count(node.op_type())) {
     Amount copied = shapes.Bytes(node.output(0));
     if (copied.known) bytes.value = std::min(bytes.value, copied.value);
   }
@@ -286,10 +284,10 @@ Amount StandardFlops(const Node& node, const ShapeLookup& shapes) {
     case OpClass::kOpaque:
       break;
   }
-  if (IsStandardDomain(node) && (op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear")) {
+  if (IsDefaultDomain(node) && (op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear")) {
     return Times(shapes.Elements(node.output(0)), 2);  // scale and shift (or round) per element
   }
-  return Amount::Unknown("no FLOP formula for " + (IsStandardDomain(node) ? "" : node.domain() + "::") + op);
+  return Amount::Unknown("no FLOP formula for " + (IsDefaultDomain(node) ? "" : node.domain() + "::") + op);
 }
 
 }  // namespace fusionopt::passes::cost

@@ -62,8 +62,6 @@ class ShapeLookup {
   std::function<const ConcreteValues*()> concrete_;
 };
 
-bool IsStandardDomain(const Node& node);
-
 // The bytes a node reads through input `index`: Gather and Slice read only what they copy.
 Amount InputBytes(const Node& node, size_t index, const ShapeLookup& shapes);
 

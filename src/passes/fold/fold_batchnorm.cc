@@ -43,7 +43,7 @@ Result<bool> FoldBatchNorm::RunOnGraph(Graph& graph, PassContext& context) {
   FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_bytes, context.IntOption("max-bytes"));
   std::vector<Node*> batchnorms;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "BatchNormalization" && IsStandardDomain(*node)) batchnorms.push_back(node.get());
+    if (node->op_type() == "BatchNormalization" && IsDefaultDomain(*node)) batchnorms.push_back(node.get());
   }
   bool changed = false;
   bool added_node = false;

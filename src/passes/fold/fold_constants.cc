@@ -69,7 +69,7 @@ TensorPtr GatherOfKnownDims(const Node& gather, const Model& model) {
   const Value* indices_value = gather.input(1);
   if (data == nullptr || indices_value == nullptr || data->producer() == nullptr) return nullptr;
   const Node& shape = *data->producer();
-  if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
+  if (shape.op_type() != "Shape" || !IsDefaultDomain(shape)) return nullptr;
   std::optional<std::vector<Dim>> dims = ShapeResult(shape);
   TensorPtr indices = ConstantValueOf(*indices_value, InitializerRuleOf(model));
   if (!dims || indices == nullptr) return nullptr;
@@ -94,7 +94,7 @@ TensorPtr SliceOfKnownDims(const Node& slice, const Model& model) {
   const Value* data = slice.input(0);
   if (data == nullptr || data->producer() == nullptr || slice.inputs().size() < 3) return nullptr;
   const Node& shape = *data->producer();
-  if (shape.op_type() != "Shape" || !IsStandardDomain(shape)) return nullptr;
+  if (shape.op_type() != "Shape" || !IsDefaultDomain(shape)) return nullptr;
   std::optional<std::vector<Dim>> dims = ShapeResult(shape);
   if (!dims) return nullptr;
   auto single = [&](size_t input) -> std::optional<int64_t> {
@@ -171,7 +171,7 @@ class Folder {
 
  private:
   Decision Decide(const Node& node) const {
-    if (!IsStandardDomain(node) || ConstantNodeValue(node) != nullptr || !AnyOutputRead(node)) return {};
+    if (!IsDefaultDomain(node) || ConstantNodeValue(node) != nullptr || !AnyOutputRead(node)) return {};
     TensorPtr shape_result = StaticShapeResult(node, model_);
     std::vector<TensorPtr> inputs;
     bool all_constant = true;

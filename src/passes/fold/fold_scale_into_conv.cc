@@ -36,7 +36,7 @@ Step FoldNextReader(Graph& graph, Node& contraction, const Model& model, int64_t
   bool any_candidate = false;
   for (const Use& use : output->uses()) {
     const std::string& op = use.node->op_type();
-    any_candidate = any_candidate || ((op == "Mul" || op == "Add") && IsStandardDomain(*use.node));
+    any_candidate = any_candidate || ((op == "Mul" || op == "Add") && IsDefaultDomain(*use.node));
   }
   if (!any_candidate) return {};
   Node& reader = *output->uses().front().node;
@@ -82,7 +82,7 @@ Result<bool> FoldScaleIntoConv::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> contractions;
   for (const auto& node : graph.nodes()) {
     const std::string& op = node->op_type();
-    if (IsStandardDomain(*node) && (op == "Conv" || op == "ConvTranspose" || op == "Gemm")) {
+    if (IsDefaultDomain(*node) && (op == "Conv" || op == "ConvTranspose" || op == "Gemm")) {
       contractions.push_back(node.get());
     }
   }

@@ -42,13 +42,13 @@ std::variant<Chain, std::string> ChainBefore(Node& mul, const Model& model) {
   for (int side = 0; side < 2; ++side) {
     Value* product = mul.inputs().size() == 2 ? mul.input(side) : nullptr;
     Node* producer = product != nullptr ? product->producer() : nullptr;
-    if (producer == nullptr || !IsStandardDomain(*producer) || !OnlyReadBy(*product, mul)) continue;
+    if (producer == nullptr || !IsDefaultDomain(*producer) || !OnlyReadBy(*product, mul)) continue;
     Chain chain;
     Node* matmul = producer;
     if (producer->op_type() == "Add") {
       for (int operand = 0; operand < 2 && chain.bias_add == nullptr; ++operand) {
         Node* candidate = producer->input(operand) ? producer->input(operand)->producer() : nullptr;
-        if (candidate != nullptr && candidate->op_type() == "MatMul" && IsStandardDomain(*candidate) &&
+        if (candidate != nullptr && candidate->op_type() == "MatMul" && IsDefaultDomain(*candidate) &&
             candidate->output(0) != nullptr && OnlyReadBy(*candidate->output(0), *producer)) {
           chain.bias_add = producer;
           matmul = candidate;
@@ -123,7 +123,7 @@ std::string Fold(Graph& graph, Chain& chain, Node& mul) {
 Result<bool> FoldScaleIntoMatMul::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> muls;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "Mul" && IsStandardDomain(*node)) muls.push_back(node.get());
+    if (node->op_type() == "Mul" && IsDefaultDomain(*node)) muls.push_back(node.get());
   }
   bool changed = false;
   for (Node* mul : muls) {

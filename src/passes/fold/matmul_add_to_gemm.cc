@@ -52,7 +52,7 @@ Result<bool> MatMulAddToGemm::RunOnGraph(Graph& graph, PassContext& context) {
   int64_t opset = context.model().OpsetFor("").value_or(0);
   std::vector<Node*> adds;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "Add" && IsStandardDomain(*node) && node->inputs().size() == 2) adds.push_back(node.get());
+    if (node->op_type() == "Add" && IsDefaultDomain(*node) && node->inputs().size() == 2) adds.push_back(node.get());
   }
   bool changed = false;
   for (Node* add : adds) {
@@ -60,7 +60,7 @@ Result<bool> MatMulAddToGemm::RunOnGraph(Graph& graph, PassContext& context) {
     for (int index = 0; index < 2; ++index) {
       Value* operand = add->input(static_cast<size_t>(index));
       Node* matmul = operand != nullptr ? operand->producer() : nullptr;
-      if (matmul == nullptr || matmul->op_type() != "MatMul" || !IsStandardDomain(*matmul) || matmul->graph() != &graph) {
+      if (matmul == nullptr || matmul->op_type() != "MatMul" || !IsDefaultDomain(*matmul) || matmul->graph() != &graph) {
         continue;
       }
       why = opset < 7 ? "Gemm before opset 7" : WhyNot(*matmul, *add, index, opset);

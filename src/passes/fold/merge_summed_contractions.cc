@@ -17,7 +17,7 @@ namespace fusionopt::passes {
 namespace {
 
 bool IsSumNode(const Node* node) {
-  return node != nullptr && IsStandardDomain(*node) && (node->op_type() == "Add" || node->op_type() == "Sum") &&
+  return node != nullptr && IsDefaultDomain(*node) && (node->op_type() == "Add" || node->op_type() == "Sum") &&
          node->outputs().size() == 1;
 }
 
@@ -69,7 +69,7 @@ std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channe
                                            std::vector<double>(static_cast<size_t>(channels), 0.0)}};
   }
   Node* batchnorm = leaf.producer();
-  if (batchnorm == nullptr || !IsStandardDomain(*batchnorm) || batchnorm->op_type() != "BatchNormalization" ||
+  if (batchnorm == nullptr || !IsDefaultDomain(*batchnorm) || batchnorm->op_type() != "BatchNormalization" ||
       batchnorm->input(0) != &x || leaf.uses().size() != 1 || leaf.is_graph_output()) {
     return std::nullopt;
   }
@@ -86,7 +86,7 @@ std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channe
 // A Conv leaf that can join a merge on `x`, or nullopt.
 std::optional<ConvBranch> ConvLeaf(Value& leaf, const Model& model) {
   Node* conv = leaf.producer();
-  if (conv == nullptr || !IsStandardDomain(*conv) || conv->op_type() != "Conv" || leaf.uses().size() != 1 ||
+  if (conv == nullptr || !IsDefaultDomain(*conv) || conv->op_type() != "Conv" || leaf.uses().size() != 1 ||
       leaf.is_graph_output() || conv->GetString("auto_pad", "NOTSET") != "NOTSET") {
     return std::nullopt;
   }
@@ -259,7 +259,7 @@ std::optional<Merge> MatMulMerge(const std::vector<Value*>& leaves, const Model&
   std::map<Value*, std::vector<Node*>> by_input;
   for (Value* leaf : leaves) {
     Node* matmul = leaf->producer();
-    if (matmul == nullptr || !IsStandardDomain(*matmul) || matmul->op_type() != "MatMul" || leaf->uses().size() != 1 ||
+    if (matmul == nullptr || !IsDefaultDomain(*matmul) || matmul->op_type() != "MatMul" || leaf->uses().size() != 1 ||
         leaf->is_graph_output()) {
       continue;
     }

@@ -15,8 +15,6 @@
 namespace fusionopt::passes {
 namespace {
 
-bool IsOp(const Node* node, const char* op) { return node != nullptr && IsStandardDomain(*node) && node->op_type() == op; }
-
 // The perm of a Transpose that keeps its last axis (rank >= 2), or nullopt.
 std::optional<std::vector<int64_t>> LastAxisKeepingPerm(const Node& transpose) {
   const Attribute* perm = transpose.FindAttribute("perm");
@@ -30,7 +28,7 @@ std::optional<std::vector<int64_t>> LastAxisKeepingPerm(const Node& transpose) {
 
 bool IsLayoutReader(const Use& use) {
   const Node& node = *use.node;
-  if (!IsStandardDomain(node) || use.input_index != 0) return false;
+  if (!IsDefaultDomain(node) || use.input_index != 0) return false;
   const std::string& op = node.op_type();
   return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten" ||
          op == "Gather" || op == "Split" || op == "Slice";
@@ -38,7 +36,7 @@ bool IsLayoutReader(const Use& use) {
 
 // Read by layout ops, and by Shape ops at most (which read no data).
 bool ReadByLayoutOpsOnly(const Value& value) {
-  auto shape_reader = [](const Use& use) { return IsOp(use.node, "Shape"); };
+  auto shape_reader = [](const Use& use) { return IsDefaultOp(use.node, "Shape"); };
   return !value.is_graph_output() && std::any_of(value.uses().begin(), value.uses().end(), IsLayoutReader) &&
          std::all_of(value.uses().begin(), value.uses().end(),
                      [&](const Use& use) { return IsLayoutReader(use) || shape_reader(use); });
@@ -46,7 +44,7 @@ bool ReadByLayoutOpsOnly(const Value& value) {
 
 bool ProducedByLayoutOp(const Value& value) {
   const Node* producer = value.producer();
-  if (producer == nullptr || !IsStandardDomain(*producer)) return false;
+  if (producer == nullptr || !IsDefaultDomain(*producer)) return false;
   const std::string& op = producer->op_type();
   return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten";
 }
@@ -94,9 +92,9 @@ std::optional<SinkMatch> MatchSink(Node& transpose, const Model& model) {
   }
   match.perm = *perm;
   for (const Use& use : transposed->uses()) {
-    if (IsOp(use.node, "Shape") && use.node->graph() == transpose.graph()) {
+    if (IsDefaultOp(use.node, "Shape") && use.node->graph() == transpose.graph()) {
       match.shape_readers.push_back(use.node);
-    } else if (IsOp(use.node, "MatMul") && use.input_index == 0 && match.matmul == nullptr) {
+    } else if (IsDefaultOp(use.node, "MatMul") && use.input_index == 0 && match.matmul == nullptr) {
       match.matmul = use.node;
     } else {
       return std::nullopt;
@@ -107,7 +105,7 @@ std::optional<SinkMatch> MatchSink(Node& transpose, const Model& model) {
   if (weight == nullptr || weight->dims().size() != 2 || match.matmul->input(1) == transposed) return std::nullopt;
   Value* product = match.matmul->output(0);
   if (product == nullptr || product->is_graph_output()) return std::nullopt;
-  if (product->uses().size() == 1 && IsOp(product->uses().front().node, "Add")) {
+  if (product->uses().size() == 1 && IsDefaultOp(product->uses().front().node, "Add")) {
     Node* add = product->uses().front().node;
     const Value* other = add->input(1 - static_cast<size_t>(product->uses().front().input_index));
     if (add->inputs().size() == 2 && other != product && IsLastAxisBias(other, model)) match.bias_add = add;
@@ -195,7 +193,7 @@ std::optional<HoistMatch> MatchHoist(Node& transpose, const Graph& graph, const 
   match.transpose = &transpose;
   auto perm = LastAxisKeepingPerm(transpose);
   Value* reshaped = transpose.input(0);
-  if (!perm || reshaped == nullptr || !IsOp(reshaped->producer(), "Reshape") || !OnlyReadBy(*reshaped, transpose)) {
+  if (!perm || reshaped == nullptr || !IsDefaultOp(reshaped->producer(), "Reshape") || !OnlyReadBy(*reshaped, transpose)) {
     return std::nullopt;
   }
   // Already next to layout ops: moving it would only trade them for the ones before.
@@ -208,8 +206,8 @@ std::optional<HoistMatch> MatchHoist(Node& transpose, const Graph& graph, const 
     return std::nullopt;
   }
   Node* contraction = product->producer();
-  const bool gemm = IsOp(contraction, "Gemm") && IsPlainGemm(*contraction, model);
-  const bool matmul = IsOp(contraction, "MatMul") && ConstantOf(contraction->input(1), model) != nullptr &&
+  const bool gemm = IsDefaultOp(contraction, "Gemm") && IsPlainGemm(*contraction, model);
+  const bool matmul = IsDefaultOp(contraction, "MatMul") && ConstantOf(contraction->input(1), model) != nullptr &&
                       ConstantOf(contraction->input(1), model)->dims().size() == 2;
   if (!gemm && !matmul) return std::nullopt;
   match.contraction = contraction;
@@ -251,7 +249,7 @@ void Hoist(Graph& graph, const HoistMatch& match, const Model& model) {
   // Reshaped from before the view that flattened them (the head merge), whose dims still name
   // the symbols the -1 stands for: shape inference then proves the dims the next rewrites need.
   Value* source = &activations;
-  if (IsOp(activations.producer(), "Reshape") && activations.producer()->input(0) != nullptr) {
+  if (IsDefaultOp(activations.producer(), "Reshape") && activations.producer()->input(0) != nullptr) {
     source = activations.producer()->input(0);
   }
   Value* split = NewValue(graph, activations.name() + "_unflattened", activations.dtype());
@@ -287,7 +285,7 @@ Result<bool> CommuteTransposes::RunOnGraph(Graph& graph, PassContext& context) {
   const Model& model = context.model();
   std::vector<Node*> transposes;
   for (const auto& node : graph.nodes()) {
-    if (IsOp(node.get(), "Transpose")) transposes.push_back(node.get());
+    if (IsDefaultOp(node.get(), "Transpose")) transposes.push_back(node.get());
   }
   bool changed = false;
   for (Node* transpose : transposes) {

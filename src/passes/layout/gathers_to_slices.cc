@@ -13,7 +13,6 @@
 namespace fusionopt::passes {
 namespace {
 
-using composite::IsOp;
 
 std::optional<std::vector<int64_t>> Ints(const Node& node, size_t index, const Model& model) {
   if (node.inputs().size() <= index || node.input(index) == nullptr) return std::nullopt;
@@ -30,8 +29,8 @@ struct TakenSlice {
 };
 
 std::optional<TakenSlice> SliceTakenBy(const Node& gather, const Model& model) {
-  const bool nd = IsOp(&gather, "GatherND");
-  if ((!nd && !IsOp(&gather, "Gather")) || gather.inputs().size() != 2 || gather.input(0) == nullptr) return std::nullopt;
+  const bool nd = IsDefaultOp(&gather, "GatherND");
+  if ((!nd && !IsDefaultOp(&gather, "Gather")) || gather.inputs().size() != 2 || gather.input(0) == nullptr) return std::nullopt;
   const Shape* shape = KnownRankShape(*gather.input(0));
   TensorPtr indices = ConstantValueOf(*gather.input(1), InitializerRuleOf(model));
   std::optional<std::vector<int64_t>> values = indices != nullptr ? indices->AsInt64s() : std::nullopt;
@@ -78,13 +77,13 @@ std::vector<Node*> SliceReaders(const Node& transpose, const Model& model) {
   std::vector<Node*> slices;
   for (const Use& use : output->uses()) {
     Node* slice = use.node;
-    const bool constant = IsOp(slice, "Slice") && use.input_index == 0 && slice->inputs().size() >= 3 &&
+    const bool constant = IsDefaultOp(slice, "Slice") && use.input_index == 0 && slice->inputs().size() >= 3 &&
                           Ints(*slice, 1, model) && Ints(*slice, 2, model) &&
                           (slice->inputs().size() < 4 || slice->input(3) == nullptr || Ints(*slice, 3, model)) &&
                           (slice->inputs().size() < 5 || slice->input(4) == nullptr || Ints(*slice, 4, model));
     const Value* sliced = constant ? slice->output(0) : nullptr;
     if (sliced == nullptr || sliced->is_graph_output() || sliced->uses().size() != 1 ||
-        !IsOp(sliced->uses().front().node, "Transpose")) {
+        !IsDefaultOp(sliced->uses().front().node, "Transpose")) {
       return {};
     }
     slices.push_back(slice);
@@ -137,7 +136,7 @@ Result<bool> GathersToSlices::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> gathers;
   std::vector<Node*> transposes;
   for (const auto& node : graph.nodes()) {
-    if (IsOp(node.get(), "Gather") || IsOp(node.get(), "GatherND")) gathers.push_back(node.get());
+    if (IsDefaultOp(node.get(), "Gather") || IsDefaultOp(node.get(), "GatherND")) gathers.push_back(node.get());
   }
   bool changed = false;
   for (Node* gather : gathers) {
@@ -149,7 +148,7 @@ Result<bool> GathersToSlices::RunOnGraph(Graph& graph, PassContext& context) {
     }
   }
   for (const auto& node : graph.nodes()) {
-    if (IsOp(node.get(), "Transpose")) transposes.push_back(node.get());
+    if (IsDefaultOp(node.get(), "Transpose")) transposes.push_back(node.get());
   }
   for (Node* transpose : transposes) {
     std::optional<std::vector<int64_t>> perm = transpose->GetInts("perm");

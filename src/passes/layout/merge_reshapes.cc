@@ -17,10 +17,10 @@ namespace {
 
 bool IsView(const Node& node) {
   const std::string& op = node.op_type();
-  return IsStandardDomain(node) && (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze");
+  return IsDefaultDomain(node) && (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze");
 }
 
-bool IsTranspose(const Node& node) { return IsStandardDomain(node) && node.op_type() == "Transpose"; }
+bool IsTranspose(const Node& node) { return IsDefaultDomain(node) && node.op_type() == "Transpose"; }
 
 // The node of `graph` computing `node`'s data input, when `node` alone reads it.
 Node* SoleFeeder(const Graph& graph, const Node& node) {
@@ -270,14 +270,12 @@ std::optional<std::vector<int64_t>> PermThroughMergedLeading(const Node& merge, 
   return result;
 }
 
-bool IsOpOfDefault(const Node* node, const char* op) { return node != nullptr && IsStandardDomain(*node) && node->op_type() == op; }
-
 // The Reshape → Transpose → Reshape ending at `split` as one Transpose (then merged with a
 // Transpose before it).
 bool MergeTransposeThroughReshapes(Graph& graph, Node& split, PassContext& context) {
   Node* transpose = SoleFeeder(graph, split);
   Node* merge = transpose != nullptr && IsTranspose(*transpose) ? SoleFeeder(graph, *transpose) : nullptr;
-  if (!IsOpOfDefault(&split, "Reshape") || !IsOpOfDefault(merge, "Reshape") || split.output(0) == nullptr) return false;
+  if (!IsDefaultOp(&split, "Reshape") || !IsDefaultOp(merge, "Reshape") || split.output(0) == nullptr) return false;
   std::optional<std::vector<int64_t>> perm = PermThroughMergedLeading(*merge, *transpose, split);
   if (!perm) return false;
   Value& output = *split.output(0);
@@ -329,7 +327,7 @@ struct TransposedView {
 
 std::optional<TransposedView> TransposedViewEndingAt(const Graph& graph, Node& second) {
   Node* reshape = SoleFeeder(graph, second);
-  Node* first = reshape != nullptr && IsOpOfDefault(reshape, "Reshape") ? SoleFeeder(graph, *reshape) : nullptr;
+  Node* first = reshape != nullptr && IsDefaultOp(reshape, "Reshape") ? SoleFeeder(graph, *reshape) : nullptr;
   if (first == nullptr || !IsTranspose(*first) || first->input(0) == nullptr || second.output(0) == nullptr) {
     return std::nullopt;
   }

@@ -18,7 +18,7 @@ bool IsScalarConstant(const Value* value, InitializerRule initializers) {
 }
 
 bool IsViewOp(const Node& node) {
-  return IsStandardDomain(node) && (node.op_type() == "Reshape" || node.op_type() == "Flatten" ||
+  return IsDefaultDomain(node) && (node.op_type() == "Reshape" || node.op_type() == "Flatten" ||
                                     node.op_type() == "Squeeze" || node.op_type() == "Unsqueeze");
 }
 
@@ -34,7 +34,7 @@ std::optional<Region> RegionAfter(const Graph& graph, Value& viewed, Initializer
   // A reader joins once every input is inside or a scalar constant: readers whose other inputs
   // are not computed yet are reached again from those.
   auto joins = [&](const Node* node) {
-    if (members.count(node) || node->graph() != &graph || !IsStandardDomain(*node) ||
+    if (members.count(node) || node->graph() != &graph || !IsDefaultDomain(*node) ||
         ClassifyOp(*node) != OpClass::kElementwise || node->outputs().size() != 1 || node->output(0) == nullptr) {
       return false;
     }
@@ -79,7 +79,7 @@ std::optional<Region> RegionAfter(const Graph& graph, Value& viewed, Initializer
 
 bool WorthMoving(const Value& input, const Region& region) {
   const Node* producer = input.producer();
-  if (producer != nullptr && IsStandardDomain(*producer) && ClassifyOp(*producer) == OpClass::kContraction) return true;
+  if (producer != nullptr && IsDefaultDomain(*producer) && ClassifyOp(*producer) == OpClass::kContraction) return true;
   return std::all_of(region.result->uses().begin(), region.result->uses().end(),
                      [](const Use& use) { return IsViewOp(*use.node) && use.input_index == 0; });
 }
@@ -128,7 +128,7 @@ void Sink(Graph& graph, Node& view, const Region& region) {
 Result<bool> SinkViews::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> views;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "Reshape" && IsStandardDomain(*node) && node->inputs().size() == 2 &&
+    if (node->op_type() == "Reshape" && IsDefaultDomain(*node) && node->inputs().size() == 2 &&
         node->input(0) != nullptr && node->output(0) != nullptr && !node->output(0)->is_graph_output() &&
         !node->output(0)->uses().empty()) {
       views.push_back(node.get());

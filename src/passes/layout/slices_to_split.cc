@@ -28,7 +28,7 @@ std::optional<int64_t> SingleConstant(const Node& node, size_t index, const Mode
 
 // The axis and [begin, end) a Slice takes of its input, or nullopt when it is no such piece.
 std::optional<std::pair<int64_t, Piece>> PieceOf(Node& slice, const Model& model) {
-  if (slice.op_type() != "Slice" || !IsStandardDomain(slice) || slice.inputs().size() < 3) return std::nullopt;
+  if (slice.op_type() != "Slice" || !IsDefaultDomain(slice) || slice.inputs().size() < 3) return std::nullopt;
   if (model.OpsetFor("").value_or(0) < 10 || slice.outputs().size() != 1 || slice.output(0) == nullptr) {
     return std::nullopt;
   }

@@ -19,7 +19,6 @@
 namespace fusionopt::passes {
 namespace {
 
-using composite::IsOp;
 
 // The flattened axis holds outer × inner of the unflattened tensor.
 struct Unflattening {
@@ -43,7 +42,7 @@ Shape SplitAxis(const Shape& shape, int64_t axis, const Unflattening& split) {
 // (a known size of at least 2, or one symbol). Then v's dim there is outer × inner, since the
 // element counts agree.
 std::optional<Unflattening> FlatteningAt(const Node& reshape, int64_t axis) {
-  if (!IsOp(&reshape, "Reshape") || reshape.input(0) == nullptr || reshape.output(0) == nullptr) return std::nullopt;
+  if (!IsDefaultOp(&reshape, "Reshape") || reshape.input(0) == nullptr || reshape.output(0) == nullptr) return std::nullopt;
   const Shape* from = KnownRankShape(*reshape.input(0));
   const Shape* to = KnownRankShape(*reshape.output(0));
   if (from == nullptr || to == nullptr || axis >= static_cast<int64_t>(from->size()) ||
@@ -103,7 +102,7 @@ class Region {
 
   bool Spellable() const;
   bool has_matmul() const {
-    return std::any_of(members_.begin(), members_.end(), [](const Node* node) { return IsOp(node, "MatMul"); });
+    return std::any_of(members_.begin(), members_.end(), [](const Node* node) { return IsDefaultOp(node, "MatMul"); });
   }
   const std::unordered_set<const Node*>& entry_nodes() const { return entry_nodes_; }
 
@@ -132,7 +131,7 @@ int64_t RankOf(const Value* value) {
 }
 
 std::optional<InputAxes> Region::InputAxesOf(const Node& node, int64_t axis) const {
-  if (node.outputs().size() != 1 || RankOf(node.output(0)) != rank_ || !IsStandardDomain(node)) return std::nullopt;
+  if (node.outputs().size() != 1 || RankOf(node.output(0)) != rank_ || !IsDefaultDomain(node)) return std::nullopt;
   InputAxes axes;
   if (node.op_type() == "Transpose") {
     std::optional<std::vector<int64_t>> perm = node.GetInts("perm");
@@ -178,7 +177,7 @@ bool Region::Include(Value* value, int64_t axis) {
   if (RankOf(value) != rank_ || value->is_graph_output()) return false;
   Node* producer = value->producer();
   if (producer == nullptr) return false;
-  if (IsOp(producer, "Reshape")) return AddEntry(value, axis);
+  if (IsDefaultOp(producer, "Reshape")) return AddEntry(value, axis);
   std::optional<InputAxes> axes = InputAxesOf(*producer, axis);
   if (!axes) return false;
   axis_of_[value] = axis;  // before the inputs: a DAG reaches no value twice on one path
@@ -195,7 +194,7 @@ bool Region::Include(Value* value, int64_t axis) {
 
 // The flattened axis of `node`'s output when an input has it at `axis`.
 std::optional<int64_t> OutputAxis(const Node& node, int64_t axis) {
-  if (IsOp(&node, "Transpose")) {
+  if (IsDefaultOp(&node, "Transpose")) {
     std::optional<std::vector<int64_t>> perm = node.GetInts("perm");
     if (!perm) return std::nullopt;
     auto it = std::find(perm->begin(), perm->end(), axis);
@@ -209,9 +208,9 @@ bool Region::Grow(Value* value, bool entry) {
   const int64_t axis = axis_of_.at(value);
   const std::vector<Use> uses = value->uses();
   for (const Use& use : uses) {
-    if (member_set_.count(use.node) || (IsOp(use.node, "Reshape") && use.input_index == 0)) continue;
-    if (entry && IsOp(use.node, "Shape")) continue;  // the flattened value stays for it
-    if (!entry && IsOp(use.node, "Shape") && opset_ >= 10 && use.node->FindAttribute("start") == nullptr &&
+    if (member_set_.count(use.node) || (IsDefaultOp(use.node, "Reshape") && use.input_index == 0)) continue;
+    if (entry && IsDefaultOp(use.node, "Shape")) continue;  // the flattened value stays for it
+    if (!entry && IsDefaultOp(use.node, "Shape") && opset_ >= 10 && use.node->FindAttribute("start") == nullptr &&
         use.node->FindAttribute("end") == nullptr && !use.node->output(0)->is_graph_output()) {
       shape_reads_.push_back(use.node);  // reads the unflattened dims, the split pair multiplied back
       continue;
@@ -372,7 +371,7 @@ bool Region::Spellable() const {
 // A Reshape that flattens into a batch axis of a rank >= 3 value, and that axis.
 std::optional<int64_t> SeedAxis(const Node& node) {
   const int64_t rank = RankOf(node.output(0));
-  if (!IsOp(&node, "Reshape") || rank < 3 || node.output(0)->is_graph_output()) return std::nullopt;
+  if (!IsDefaultOp(&node, "Reshape") || rank < 3 || node.output(0)->is_graph_output()) return std::nullopt;
   // A flattened last axis is a feature axis (the head merge [B,S,H,D] → [B,S,H·D]).
   for (int64_t axis = 0; axis < rank - 1; ++axis) {
     if (FlatteningAt(node, axis)) return axis;
@@ -399,7 +398,7 @@ Result<bool> UnflattenBatchMatmuls::RunOnGraph(Graph& graph, PassContext& contex
     if (!region.Include(flattened, axis) || !region.Close(flattened)) {
       const int64_t rank = RankOf(flattened);
       const bool batched = std::any_of(flattened->uses().begin(), flattened->uses().end(), [rank](const Use& use) {
-        return IsOp(use.node, "MatMul") && RankOf(use.node->input(0)) == rank && RankOf(use.node->input(1)) == rank;
+        return IsDefaultOp(use.node, "MatMul") && RankOf(use.node->input(0)) == rank && RankOf(use.node->input(1)) == rank;
       });
       if (batched && axis < rank - 2) {
         context.Rejected(*seed, "a value of the batched MatMul's region is read by an op that is neither a MatMul of two "

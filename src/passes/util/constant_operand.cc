@@ -11,7 +11,7 @@ namespace {
 
 std::optional<ConstantOperand> ReadSplat(Value* value, const Model& model) {
   Node* producer = value->producer();
-  if (producer == nullptr || producer->op_type() != "ConstantOfShape" || !IsStandardDomain(*producer)) {
+  if (producer == nullptr || producer->op_type() != "ConstantOfShape" || !IsDefaultDomain(*producer)) {
     return std::nullopt;
   }
   const Value* shape_value = producer->input(0);

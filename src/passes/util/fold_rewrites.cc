@@ -7,8 +7,6 @@
 
 namespace fusionopt::passes {
 
-bool IsStandardDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }
-
 
 Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values) {
   return AddInitializer(graph, base,
@@ -53,7 +51,7 @@ std::vector<const Node*> RemoveIfUnused(std::vector<Value*> candidates) {
       continue;
     }
     Node* producer = value->producer();
-    if (producer == nullptr || !IsStandardDomain(*producer) || !IsPure(*producer)) continue;
+    if (producer == nullptr || !IsDefaultDomain(*producer) || !IsPure(*producer)) continue;
     bool read = false;
     for (const Value* output : producer->outputs()) {
       if (output != nullptr && (!output->uses().empty() || output->is_graph_output())) read = true;

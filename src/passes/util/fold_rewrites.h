@@ -11,9 +11,6 @@
 
 namespace fusionopt::passes {
 
-// The default ONNX domain, however the model spells it.
-bool IsStandardDomain(const Node& node);
-
 // The same for a 1-D int64 tensor holding `values` (shapes, sizes, axes).
 Value* AddInt64Initializer(Graph& graph, const std::string& base, const std::vector<int64_t>& values);
 

@@ -196,7 +196,7 @@ std::vector<Value*> ExternalOperands(const AffineTarget& target, const std::vect
 }  // namespace
 
 std::variant<AffineTarget, std::string> AnalyzeAffineTarget(Node& node, const Model& model, bool allow_matmul) {
-  if (!IsStandardDomain(node)) return std::string("not a standard-domain contraction");
+  if (!IsDefaultDomain(node)) return std::string("not a standard-domain contraction");
   AffineTarget target;
   target.node = &node;
   const std::string& op = node.op_type();

@@ -286,7 +286,7 @@ Result<bool> FuseAttention::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> anchors;
   for (const auto& node : graph.nodes()) {
     if ((node->op_type() == "Softmax" || node->op_type() == "Attention") &&
-        (node->domain().empty() || node->domain() == "ai.onnx")) {
+        IsDefaultDomain(*node)) {
       anchors.push_back(node.get());
     }
   }

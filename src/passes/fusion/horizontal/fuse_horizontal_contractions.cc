@@ -120,7 +120,7 @@ std::optional<std::pair<Node*, Node*>> SiluOf(const Value& tail) {
   Node* sigmoid = nullptr;
   Node* mul = nullptr;
   for (const Use& use : tail.uses()) {
-    if (!IsStandardDomain(*use.node)) return std::nullopt;
+    if (!IsDefaultDomain(*use.node)) return std::nullopt;
     if (use.node->op_type() == "Sigmoid") sigmoid = use.node;
     if (use.node->op_type() == "Mul") mul = use.node;
   }
@@ -153,7 +153,7 @@ bool SinkSilu(std::vector<Member>& members) {
 // The bias Add reading `member`'s tail and its per-channel constant, when it has one.
 std::optional<std::pair<Node*, ConstantOperand>> BiasAddOf(const Member& member, const Model& model, size_t output_rank) {
   Node* add = SoleReader(*member.tail);
-  if (add == nullptr || !IsStandardDomain(*add) || add->op_type() != "Add" || add->inputs().size() != 2 ||
+  if (add == nullptr || !IsDefaultDomain(*add) || add->op_type() != "Add" || add->inputs().size() != 2 ||
       add->outputs().size() != 1) {
     return std::nullopt;
   }
@@ -202,7 +202,7 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
   for (const Member& member : members) {
     Node* reader = SoleReader(*member.tail);
     if (reader == nullptr) return SinkSilu(members);
-    if (!IsStandardDomain(*reader) || reader->outputs().size() != 1) return false;
+    if (!IsDefaultDomain(*reader) || reader->outputs().size() != 1) return false;
     if (!readers.empty() && reader->op_type() != readers[0]->op_type()) return false;
     readers.push_back(reader);
   }
@@ -244,7 +244,7 @@ bool SinkOneStep(std::vector<Member>& members, const Model& model, size_t output
 // produce for it), if any: merged, the member would lose that epilogue fusion.
 const Node* LostEpilogue(const Member& member) {
   for (const Use& use : member.tail->uses()) {
-    if (IsStandardDomain(*use.node) && ClassifyOp(*use.node) == OpClass::kElementwise) return use.node;
+    if (IsDefaultDomain(*use.node) && ClassifyOp(*use.node) == OpClass::kElementwise) return use.node;
   }
   return nullptr;
 }
@@ -451,7 +451,7 @@ std::vector<Node*> ContractionsReading(const Value& x) {
   for (const auto& use : x.uses()) {
     const Node* node = use.node;
     const std::string& op = node->op_type();
-    if (use.input_index == 0 && IsStandardDomain(*node) && (op == "MatMul" || op == "Gemm" || op == "Conv") &&
+    if (use.input_index == 0 && IsDefaultDomain(*node) && (op == "MatMul" || op == "Gemm" || op == "Conv") &&
         std::find(readers.begin(), readers.end(), node) == readers.end()) {
       readers.push_back(use.node);
     }

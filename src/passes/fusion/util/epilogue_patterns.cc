@@ -49,7 +49,7 @@ std::string ActivationName(const CompositeMatch& match) {
 }
 
 bool IsStandardOp(const Node& node, std::string_view op_type) {
-  return (node.domain().empty() || node.domain() == "ai.onnx") && node.op_type() == op_type;
+  return IsDefaultDomain(node) && node.op_type() == op_type;
 }
 
 Node* SoleReader(const Value& value) {

@@ -16,7 +16,7 @@ namespace {
 bool IsAnchor(const Node& node) {
   static const std::unordered_set<std::string_view> kAnchors = {
       "Sqrt", "LayerNormalization", "RMSNormalization", "Softmax", "Erf", "Tanh", "Gelu", "Sigmoid"};
-  return (node.domain().empty() || node.domain() == "ai.onnx") && kAnchors.count(node.op_type());
+  return IsDefaultDomain(node) && kAnchors.count(node.op_type());
 }
 
 std::string FunctionStem(const CompositeMatch& match) {

@@ -24,7 +24,7 @@ std::string TryLower(Graph& graph, Node& batchnorm, const Model& model) {
 Result<bool> LowerBatchNorm::RunOnGraph(Graph& graph, PassContext& context) {
   std::vector<Node*> batchnorms;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "BatchNormalization" && IsStandardDomain(*node)) batchnorms.push_back(node.get());
+    if (node->op_type() == "BatchNormalization" && IsDefaultDomain(*node)) batchnorms.push_back(node.get());
   }
   bool changed = false;
   for (Node* batchnorm : batchnorms) {
