@@ -25,8 +25,7 @@ Outcome RunLayouts(const Model& model, const std::vector<NamedTensor>& feeds, bo
 std::unique_ptr<Model> OutlinedGroups(const std::string& text, const std::vector<std::vector<std::string>>& groups) {
   auto model = Parse(text);
   for (const auto& group : groups) {
-    OutlineNamed pass(group, "test");
-    pass_test::RunPassObject(*model, pass);
+    REQUIRE(pass_test::OutlineNodes(*model, group, "test").fused != nullptr);
   }
   return model;
 }

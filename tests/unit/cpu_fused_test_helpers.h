@@ -13,44 +13,19 @@
 #include "cpu_runtime/engine/session.h"
 #include "ir/float16.h"
 #include "pass_test_support.h"
-#include "passes/util/outline.h"
 
 namespace fusionopt::fused_test {
 
 using pass_test::Parse;
 
-// A pass that outlines the nodes it is given by name into one ai.fusionopt node (test-only).
-class OutlineNamed : public passes::Pass {
- public:
-  OutlineNamed(std::vector<std::string> names, std::string kind) : names_(std::move(names)), kind_(std::move(kind)) {}
-  std::string_view name() const override { return "outline-named"; }
-  std::string_view summary() const override { return "test"; }
-  std::string_view rewrite() const override { return "the named nodes  ->  one FusedTest call"; }
-  Result<bool> Run(Model& model, passes::PassContext& context) override {
-    std::vector<Node*> nodes;
-    for (const auto& name : names_) {
-      for (const auto& node : model.graph->nodes()) {
-        if (node->name() == name) nodes.push_back(node.get());
-      }
-    }
-    REQUIRE(nodes.size() == names_.size());
-    INFO(passes::WhyNotOutlinable(nodes));
-    REQUIRE(passes::WhyNotOutlinable(nodes).empty());
-    passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, kind_, "FusedTest"}, context);
-    return true;
-  }
-
- private:
-  std::vector<std::string> names_;
-  std::string kind_;
-};
-
-// `text` with the named nodes outlined into one fused node.
+// `text` with the named nodes outlined into one fused node (pass_test::OutlineNodes), which
+// must succeed.
 inline std::unique_ptr<Model> Outlined(const std::string& text, std::vector<std::string> names,
                                        std::string kind = "test") {
   auto model = Parse(text);
-  OutlineNamed pass(std::move(names), std::move(kind));
-  pass_test::RunPassObject(*model, pass);
+  const pass_test::Outlined outlined = pass_test::OutlineNodes(*model, std::move(names), std::move(kind));
+  INFO(outlined.why_not);
+  REQUIRE(outlined.fused != nullptr);
   return model;
 }
 

@@ -22,7 +22,7 @@ namespace {
 // A pass that runs the outliner on the nodes named in its option (test-only).
 class OutlineNamed : public passes::Pass {
  public:
-  explicit OutlineNamed(std::vector<std::string> names) : names_(std::move(names)) {}
+  OutlineNamed(std::vector<std::string> names, std::string kind) : names_(std::move(names)), kind_(std::move(kind)) {}
   std::string_view name() const override { return "outline-named"; }
   std::string_view summary() const override { return "test"; }
   std::string_view rewrite() const override { return "the named nodes  ->  one FusedTest call"; }
@@ -31,7 +31,7 @@ class OutlineNamed : public passes::Pass {
     for (const auto& name : names_) nodes.push_back(FindNode(*model.graph, name));
     why_not = passes::WhyNotOutlinable(nodes);
     if (!why_not.empty()) return false;
-    fused = passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, "elementwise", "FusedTest"}, context);
+    fused = passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, kind_, "FusedTest"}, context);
     return true;
   }
   std::string why_not;
@@ -39,6 +39,7 @@ class OutlineNamed : public passes::Pass {
 
  private:
   std::vector<std::string> names_;
+  std::string kind_;
 };
 
 int64_t CounterOf(const passes::PassStatistics& statistics, const std::string& name) {
@@ -222,8 +223,8 @@ graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %y, float[2,3] %u)
 }
 )";
 
-Outlined OutlineNodes(Model& model, std::vector<std::string> names) {
-  OutlineNamed pass(std::move(names));
+Outlined OutlineNodes(Model& model, std::vector<std::string> names, std::string kind) {
+  OutlineNamed pass(std::move(names), std::move(kind));
   Outlined outlined;
   static_cast<PassRun&>(outlined) = RunPassObject(model, pass);
   outlined.changed = outlined.statistics.changed;

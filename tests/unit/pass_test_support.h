@@ -78,9 +78,9 @@ struct Outlined : PassRun {
   std::string why_not;  // WhyNotOutlinable's reason when it refused
   Node* fused = nullptr;
 };
-// The nodes named `names` outlined as one group the way a fusion pass does (OutlineGroup: kind
-// "elementwise", function FusedTest), through a pass context.
-Outlined OutlineNodes(Model& model, std::vector<std::string> names);
+// The nodes named `names` outlined as one group the way a fusion pass does (OutlineGroup:
+// function FusedTest of `kind`), through a pass context.
+Outlined OutlineNodes(Model& model, std::vector<std::string> names, std::string kind = "elementwise");
 
 // `text` parsed twice: as it was, and rewritten by one RunPass.
 struct Rewritten {
