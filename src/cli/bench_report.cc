@@ -43,10 +43,6 @@ ordered_json SideJson(const SideFigures& side) {
           {"throughput_per_s", side.latency.throughput_per_s}};
 }
 
-std::string OpLabel(const Node& node) {
-  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-}
-
 void AppendSideEvents(ordered_json& events, const SideFigures& side, int pid, const char* label,
                       std::chrono::steady_clock::time_point origin) {
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", label}}}});

@@ -144,7 +144,7 @@ std::vector<RooflinePoint> RooflinePoints(const Model& model, const passes::Targ
       continue;
     }
     const Node& node = *kernel.node;
-    points.push_back({node.name(), node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type(),
+    points.push_back({node.name(), OpLabel(node),
                       kernel.cost.intensity(), kernel.cost.flops / seconds, seconds});
   }
   return points;

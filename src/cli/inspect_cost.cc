@@ -32,11 +32,6 @@ std::string Scaled(double value) {
   return prefix == 0 ? fmt::format("{:.0f}", value) : fmt::format("{:.2f}{}", value, kPrefixes[prefix]);
 }
 
-std::string OpLabel(const Node& node) {
-  return OneLine(IsDefaultDomain(node) ? node.op_type()
-                                                                      : node.domain() + "::" + node.op_type());
-}
-
 std::string NodeLabel(const passes::CostedKernel& kernel) {
   std::string name = kernel.node->name().empty() ? "(unnamed)" : kernel.node->name();
   return OneLine(kernel.graph.empty() ? name : kernel.graph + "/" + name);
@@ -71,7 +66,7 @@ void PrintTable(const Model& model, const CostModel& costs, const ModelCost& cos
   size_t node_width = 24, op_width = 12;
   for (const auto& kernel : cost.kernels) {
     node_width = std::max(node_width, NodeLabel(kernel).size());
-    op_width = std::max(op_width, OpLabel(*kernel.node).size());
+    op_width = std::max(op_width, OneLine(OpLabel(*kernel.node)).size());
   }
   std::cout << fmt::format("{:<{}}  {:<{}}  {:>10}  {:>10}  {:>8}  {:<7}  {:>10}\n", "node", node_width, "op", op_width,
                            "FLOPs", "bytes", "FLOP/B", "bound", "time (us)");
@@ -79,13 +74,13 @@ void PrintTable(const Model& model, const CostModel& costs, const ModelCost& cos
     const KernelCost& k = kernel.cost;
     if (!k.known) {
       std::cout << fmt::format("{:<{}}  {:<{}}  {:>10}  {:>10}  {:>8}  {:<7}  {:>10}  unknown: {}\n", NodeLabel(kernel),
-                               node_width, OpLabel(*kernel.node), op_width, "?", "?", "?", "?", "?",
+                               node_width, OneLine(OpLabel(*kernel.node)), op_width, "?", "?", "?", "?", "?",
                                OneLine(k.unknown_reason));
       continue;
     }
     std::string note = k.register_penalty > 1 ? fmt::format("  {} registers: x{:.2f}", k.registers, k.register_penalty) : "";
     std::cout << fmt::format("{:<{}}  {:<{}}  {:>10}  {:>10}  {:>8.2f}  {:<7}  {:>10.2f}{}\n", NodeLabel(kernel),
-                             node_width, OpLabel(*kernel.node), op_width, Scaled(k.flops), Scaled(k.bytes()) + "B",
+                             node_width, OneLine(OpLabel(*kernel.node)), op_width, Scaled(k.flops), Scaled(k.bytes()) + "B",
                              k.intensity(), passes::NameOf(costs.BoundOf(k)), k.seconds * 1e6, note);
   }
   std::cout << fmt::format("kernels: {} ({} of unknown cost, not in the totals; {} launch-free nodes not listed)\n",

@@ -42,10 +42,6 @@ Tensor AsIrTensor(const cpu::RtTensor& tensor) {
   return Tensor::Borrowed(tensor.dtype(), tensor.dims(), tensor.raw(), tensor.nbytes(), tensor.storage());
 }
 
-std::string OpName(const Node& node) {
-  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-}
-
 // The nodes that took longest per timed run, then the time per op type: where to look first.
 void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_times, const Graph& main_graph,
                   int runs, int top) {
@@ -56,7 +52,7 @@ void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_t
   double total_ms = 0;
   for (const auto& [node, timing] : nodes) {
     if (node->graph() == &main_graph) total_ms += timing.total_ms;  // body nodes run inside a main-graph node
-    auto& entry = per_op[OpName(*node)];
+    auto& entry = per_op[OpLabel(*node)];
     entry.first += timing.total_ms;
     ++entry.second;
   }
@@ -67,7 +63,7 @@ void PrintProfile(const std::unordered_map<const Node*, cpu::NodeTiming>& node_t
   for (size_t i = 0; i < std::min(listed, nodes.size()); ++i) {
     const auto& [node, timing] = nodes[i];
     std::printf("%10.4f %6.1f%% %7lld  %-40s %s\n", timing.total_ms / runs, share(timing.total_ms),
-                static_cast<long long>(timing.calls / runs), OpName(*node).c_str(), node->name().c_str());
+                static_cast<long long>(timing.calls / runs), OpLabel(*node).c_str(), node->name().c_str());
   }
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> ops(per_op.begin(), per_op.end());
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });

@@ -172,8 +172,7 @@ std::vector<Graph*> Node::Subgraphs() const {
 }
 
 std::string DescribeNode(const Node& node) {
-  std::string op = (node.domain().empty() ? "" : node.domain() + "::") + node.op_type();
-  return (node.name().empty() ? "node" : "node '" + node.name() + "'") + " (" + op + ")";
+  return (node.name().empty() ? "node" : "node '" + node.name() + "'") + " (" + OpLabel(node) + ")";
 }
 
 // ---------------------------------------------------------------- Graph
@@ -581,6 +580,10 @@ void RaiseIrVersion(Model& model, int64_t version) {
     for (Value* input : listed) model.graph->RemoveInput(input);
   }
   model.ir_version = version;
+}
+
+std::string OpLabel(const Node& node) {
+  return IsDefaultDomain(node) ? node.op_type() : node.domain() + "::" + node.op_type();
 }
 
 bool IsDefaultDomain(const Node& node) { return node.domain().empty() || node.domain() == "ai.onnx"; }

@@ -377,6 +377,8 @@ struct Model {
 // listings are dropped: the model keeps computing exactly what it did.
 void RaiseIrVersion(Model& model, int64_t version);
 
+// The op as messages and reports name it: "domain::Op", the default domain's ops bare.
+std::string OpLabel(const Node& node);
 // Whether `node` is of the default ONNX domain, however the model spells it ("" or "ai.onnx").
 bool IsDefaultDomain(const Node& node);
 // Whether `node` is an `op_type` op of the default domain; false for null.

@@ -181,6 +181,7 @@ Result<PipelineReport> RunPipeline(Model& model, const PipelineOptions& options)
   if (options.before_conversion) {
     const auto hook_start = std::chrono::steady_clock::now();
     FUSIONOPT_RETURN_IF_ERROR(options.before_conversion(model));
+    cost_model.ForgetConcreteShapes();  // the hook may have undone fusions
     hook_milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - hook_start).count();
   }
   const size_t optimizations = report.passes.size();

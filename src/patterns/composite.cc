@@ -189,7 +189,7 @@ std::optional<int64_t> NormalizedAxis(int64_t axis, int64_t rank) {
 }
 
 CompositeSearch MatchCompositeAt(Node& anchor, int64_t opset) {
-  if (!anchor.domain().empty() && anchor.domain() != "ai.onnx") return {};
+  if (!IsDefaultDomain(anchor)) return {};
   const std::string& op = anchor.op_type();
   if (op == "Sqrt") return composite::MatchDecomposedNorm(anchor, opset);
   if (op == "LayerNormalization" || op == "RMSNormalization") return composite::MatchNormOp(anchor);

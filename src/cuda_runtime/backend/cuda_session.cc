@@ -8,13 +8,6 @@
 #include <functional>
 #include <unordered_map>
 
-#include "ir/constant_value.h"
-#include "ir/liveness.h"
-#include "ir/op_class.h"
-#include "shape_inference/shape_inference.h"
-#include "onnx_io/model_io.h"
-#include "passes/util/inline_call.h"
-#include "passes/pipeline.h"
 
 namespace fusionopt::cuda {
 

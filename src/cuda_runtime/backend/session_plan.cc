@@ -20,10 +20,6 @@
 namespace fusionopt::cuda {
 namespace session_internal {
 
-std::string OpLabel(const Node& node) {
-  return node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-}
-
 Result<std::vector<int64_t>> StaticDims(const Value& value) {
   if (!value.shape() || value.dtype() == DataType::kUndefined) {
     return Unsupported("'" + value.name() + "' has no known shape and dtype at these input sizes");
@@ -48,7 +44,6 @@ using namespace session_internal;
 
 namespace {
 
-
 std::string DimsKey(const std::vector<cpu::NamedTensor>& feeds) {
   std::string key;
   for (const auto& feed : feeds) key += feed.name + cpu::DimsToString(feed.tensor.dims()) + ";";
@@ -57,7 +52,7 @@ std::string DimsKey(const std::vector<cpu::NamedTensor>& feeds) {
 
 // Ops whose output is their first input's bytes under another shape.
 bool IsView(const Node& node) {
-  if (!node.domain().empty()) return false;
+  if (!IsDefaultDomain(node)) return false;
   static const char* const kViews[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   for (const char* op : kViews) {
     if (node.op_type() == op) return true;
@@ -71,7 +66,7 @@ bool IsView(const Node& node) {
 // unit dims before the axis: each part is a contiguous slice of the input).
 bool SharesInputStorage(const Node& node) {
   if (node.inputs().empty() || node.input(0) == nullptr) return false;
-  return IsView(node) || (node.op_type() == "Split" && node.domain().empty() && !LaunchesKernel(node));
+  return IsView(node) || (node.op_type() == "Split" && IsDefaultDomain(node) && !LaunchesKernel(node));
 }
 
 // Bytes of the values `node` reads and writes that are intermediates: computed by a node and
@@ -404,7 +399,9 @@ class CudaSession::Planner {
   void Recycle(size_t position) {
     for (const Value* dying : liveness_.DyingAt(position)) {
       auto found = plan_.storage_of.find(dying);
-      if (found == plan_.storage_of.end() || owner_[found->second] != dying) continue;  // a view, or not planned
+      if (found == plan_.storage_of.end()) continue;  // not planned
+      auto owner = owner_.find(found->second);
+      if (owner == owner_.end() || owner->second != dying) continue;  // a view, or a constant's storage
       Storage& storage = plan_.storages[found->second];
       if (storage.constant) continue;
       pool_.emplace(storage.bytes, found->second);

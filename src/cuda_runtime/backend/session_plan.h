@@ -47,7 +47,6 @@ struct CudaSession::Prepared {
 
 namespace session_internal {
 
-std::string OpLabel(const Node& node);
 // A value's dims, which the specialized model must know.
 Result<std::vector<int64_t>> StaticDims(const Value& value);
 uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims);

@@ -125,7 +125,7 @@ constexpr int kKeyTile = 32;                // keys per shared-memory tile: one 
 
 const Node* FindOp(const Graph& graph, std::string_view op_type) {
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == op_type && node->domain().empty()) return node.get();
+    if (node->op_type() == op_type && IsDefaultDomain(*node)) return node.get();
   }
   return nullptr;
 }

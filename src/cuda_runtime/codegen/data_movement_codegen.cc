@@ -494,7 +494,7 @@ Status CheckDtypes(const Node& node) {
 
 Result<GeneratedProgram> GenerateDataMovement(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty()) return Unsupported("not a single standard op");
+  if (node == nullptr || !IsDefaultDomain(*node)) return Unsupported("not a single standard op");
   if (IsView(node->op_type())) return Unsupported("a view: no kernel");
   auto generator = Generators().find(node->op_type());
   if (generator == Generators().end()) return Unsupported(node->op_type() + " is not a data-movement op");

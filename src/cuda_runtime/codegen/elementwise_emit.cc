@@ -420,8 +420,7 @@ Status CheckElementwiseOp(const Node& node) {
       "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Clip", "Cast", "CastLike",
       "Sum", "Mean", "Max", "Min", "Constant"};
   if (IsDefaultDomain(node) && kOps.count(node.op_type()) != 0) return Status::Ok();
-  const std::string op = node.domain().empty() ? node.op_type() : node.domain() + "::" + node.op_type();
-  return Unsupported(op + " is not an elementwise op this generator handles");
+  return Unsupported(OpLabel(node) + " is not an elementwise op this generator handles");
 }
 
 Status EmitNode(const Node& node, ElementScope& scope) {

@@ -115,7 +115,7 @@ UnfoldedBody Unfold(const Graph& typed_body) {
 
 Result<std::optional<FusedComposite>> RecognizeCompositeOfTypedBody(const Graph& unfolded) {
   for (const auto& node : unfolded.nodes()) {
-    if (node->op_type() != "Softmax" || !node->domain().empty() || node->FindAttribute("axis") != nullptr) continue;
+    if (node->op_type() != "Softmax" || !IsDefaultDomain(*node) || node->FindAttribute("axis") != nullptr) continue;
     const Value* input = node->input(0);
     if (input != nullptr && StaticDims(*input).size() > 2) {
       return Unsupported("Softmax without an axis attribute on a rank > 2 input: its default axis depends on the "
@@ -260,7 +260,7 @@ std::optional<std::string> BitsType(DataType dtype) {
 const Node* SingleOp(const Graph& body) {
   const Node* found = nullptr;
   for (const auto& node : body.nodes()) {
-    if (node->op_type() == "Constant" && node->domain().empty()) continue;
+    if (node->op_type() == "Constant" && IsDefaultDomain(*node)) continue;
     if (found != nullptr) return nullptr;
     found = node.get();
   }

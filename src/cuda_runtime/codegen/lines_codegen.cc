@@ -103,7 +103,7 @@ Result<size_t> LineAxis(const Node& node, size_t rank) {
 
 Result<GeneratedProgram> GenerateLines(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty()) return Unsupported("not a single standard op");
+  if (node == nullptr || !IsDefaultDomain(*node)) return Unsupported("not a single standard op");
   const std::string& op = node->op_type();
   if (op != "CumSum" && op != "Softmax" && op != "LogSoftmax") return Unsupported(op + " does not run along lines");
   const std::vector<int64_t> dims = StaticDims(*node->input(0));

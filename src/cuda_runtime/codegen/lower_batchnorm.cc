@@ -10,12 +10,12 @@ namespace fusionopt::cuda {
 
 std::unique_ptr<Graph> LowerBatchNormalization(const Graph& body) {
   bool any = false;
-  for (const auto& node : body.nodes()) any = any || (node->op_type() == "BatchNormalization" && node->domain().empty());
+  for (const auto& node : body.nodes()) any = any || (node->op_type() == "BatchNormalization" && IsDefaultDomain(*node));
   if (!any) return nullptr;
   std::unique_ptr<Graph> copy = CopyGraph(body);
   std::vector<Node*> batchnorms;
   for (const auto& node : copy->nodes()) {
-    if (node->op_type() == "BatchNormalization" && node->domain().empty()) batchnorms.push_back(node.get());
+    if (node->op_type() == "BatchNormalization" && IsDefaultDomain(*node)) batchnorms.push_back(node.get());
   }
   bool rewritten = false;
   for (Node* batchnorm : batchnorms) {

@@ -7,7 +7,7 @@ namespace fusionopt::cuda {
 
 Result<GeneratedProgram> GenerateLrn(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty() || node->op_type() != "LRN") return Unsupported("not an LRN node");
+  if (node == nullptr || !IsDefaultDomain(*node) || node->op_type() != "LRN") return Unsupported("not an LRN node");
   const DataType dtype = node->input(0)->dtype();
   if (dtype != DataType::kFloat && dtype != DataType::kFloat16 && dtype != DataType::kBFloat16) {
     return Unsupported("LRN of " + std::string(NameOf(dtype)) + " (float, float16 and bfloat16 only)");

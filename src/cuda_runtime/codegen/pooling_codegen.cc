@@ -162,7 +162,7 @@ Result<GeneratedProgram> GlobalPool(const Graph& body, const Node& node, bool ma
 
 Result<GeneratedProgram> GeneratePooling(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty()) return Unsupported("not a single standard op");
+  if (node == nullptr || !IsDefaultDomain(*node)) return Unsupported("not a single standard op");
   const std::string& op = node->op_type();
   const bool window = op == "MaxPool" || op == "AveragePool";
   const bool global = op == "GlobalMaxPool" || op == "GlobalAveragePool";

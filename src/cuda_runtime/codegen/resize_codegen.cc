@@ -130,7 +130,7 @@ std::string InterpolateBody(const std::vector<AxisSampling>& samplings, const st
 
 Result<GeneratedProgram> GenerateResize(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty() || node->op_type() != "Resize") return Unsupported("not a Resize");
+  if (node == nullptr || !IsDefaultDomain(*node) || node->op_type() != "Resize") return Unsupported("not a Resize");
   FUSIONOPT_ASSIGN_OR_RETURN(ResizeAttributes attributes, ReadResizeAttributes(*node, kAttributeOpset));
   FUSIONOPT_ASSIGN_OR_RETURN(std::vector<AxisSampling> samplings, Samplings(*node, attributes));
   const DataType dtype = node->output(0)->dtype();

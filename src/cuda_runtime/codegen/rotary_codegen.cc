@@ -34,7 +34,7 @@ bool IsRotaryFloat(DataType dtype) {
 
 Result<GeneratedProgram> GenerateRotary(const Graph& typed_body, std::string_view name) {
   const Node* node = SingleOp(typed_body);
-  if (node == nullptr || !node->domain().empty() || node->op_type() != "RotaryEmbedding") {
+  if (node == nullptr || !IsDefaultDomain(*node) || node->op_type() != "RotaryEmbedding") {
     return Unsupported("not a RotaryEmbedding");
   }
   if (node->inputs().size() > 3 && node->input(3) != nullptr) return Unsupported("RotaryEmbedding with position_ids");

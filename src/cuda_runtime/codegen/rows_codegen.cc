@@ -399,7 +399,7 @@ Result<GeneratedProgram> GenerateSoftmax(const Graph& body, const Graph& unfolde
 }  // namespace
 
 Result<GeneratedProgram> GenerateRows(const Graph& typed_body, std::string_view name) {
-  if (const Node* op = SingleOp(typed_body); op != nullptr && op->domain().empty()) {
+  if (const Node* op = SingleOp(typed_body); op != nullptr && IsDefaultDomain(*op)) {
     if (std::optional<ReductionOp> reduction = ReductionOf(op->op_type())) {
       return GenerateReduction(typed_body, *op, *reduction, name);
     }

@@ -65,7 +65,7 @@ void FoldConstantArguments(const Model& model, const Node& node, Graph& body) {
 Status SpellOutSoftmaxAxis(const Model& model, Graph& body) {
   for (const auto& node : body.nodes()) {
     const std::string& op = node->op_type();
-    if (!node->domain().empty() || (op != "Softmax" && op != "LogSoftmax" && op != "Hardmax")) continue;
+    if (!IsDefaultDomain(*node) || (op != "Softmax" && op != "LogSoftmax" && op != "Hardmax")) continue;
     const int64_t opset = model.OpsetFor("").value_or(13);
     const Value* x = node->input(0);
     if (x == nullptr || !x->shape()) continue;  // CheckFullyTyped reports it

@@ -14,7 +14,7 @@ namespace {
 
 bool IsDead(const Node& node) {
   OpClass op_class = ClassifyOp(node);
-  if (op_class == OpClass::kOpaque && !node.domain().empty() && node.domain() != "ai.onnx") return false;
+  if (op_class == OpClass::kOpaque && !IsDefaultDomain(node)) return false;
   for (const Value* output : node.outputs()) {
     if (output != nullptr && (!output->uses().empty() || output->is_graph_output())) return false;
   }

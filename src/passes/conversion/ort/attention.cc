@@ -26,7 +26,7 @@ std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call,
   const Value* argument = call.input(static_cast<size_t>(part.input));
   if (std::optional<std::vector<int64_t>> whole = ConstantInts(argument, initializers)) return *whole;
   const Node* concat = argument != nullptr ? argument->producer() : nullptr;
-  if (concat == nullptr || concat->op_type() != "Concat" || !concat->domain().empty()) return {};
+  if (concat == nullptr || concat->op_type() != "Concat" || !IsDefaultDomain(*concat)) return {};
   std::vector<int64_t> tail;
   for (auto input = concat->inputs().rbegin(); input != concat->inputs().rend(); ++input) {
     std::optional<std::vector<int64_t>> values = ConstantInts(*input, initializers);
@@ -249,7 +249,7 @@ class AttentionLowering {
     for (const Use& use : combined_->uses()) {
       if (use.node != split_ && !OnlyFeedsCall(*use.node)) return;
     }
-    const bool flattened = producer->op_type() == "Reshape" && producer->domain().empty();
+    const bool flattened = producer->op_type() == "Reshape" && IsDefaultDomain(*producer);
     std::optional<std::array<Value*, 3>> parts = flattened ? FlattenedGemmParts(*producer) : ProjectionParts(*producer);
     if (!parts) return;
     auto [x, w, b] = *parts;
@@ -289,7 +289,7 @@ class AttentionLowering {
     if (function == nullptr || function->body == nullptr || function->body->num_nodes() != 2) return std::nullopt;
     const Node& matmul = *function->body->nodes().front();
     const Node& add = *function->body->nodes().back();
-    if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return std::nullopt;
+    if (matmul.op_type() != "MatMul" || !IsDefaultDomain(matmul)) return std::nullopt;
     auto formal = [&](const Value* value) { return ArgumentOfFormal(*function, producer, value); };
     const Value* bias_formal = OtherAddend(add, matmul.output(0));
     return std::array<Value*, 3>{formal(matmul.input(0)), formal(matmul.input(1)),
@@ -302,7 +302,7 @@ class AttentionLowering {
   std::optional<std::array<Value*, 3>> FlattenedGemmParts(const Node& unflatten) const {
     const Value* projected = unflatten.input(0);
     const Node* gemm = projected->producer();
-    if (gemm == nullptr || gemm->op_type() != "Gemm" || !gemm->domain().empty() || gemm->inputs().size() != 3) return std::nullopt;
+    if (gemm == nullptr || gemm->op_type() != "Gemm" || !IsDefaultDomain(*gemm) || gemm->inputs().size() != 3) return std::nullopt;
     if (projected->uses().size() != 1 || projected->is_graph_output()) return std::nullopt;
     if (gemm->GetInt("transA", 0) != 0 || gemm->GetInt("transB", 0) != 0 || gemm->GetFloat("alpha", 1.0f) != 1.0f ||
         gemm->GetFloat("beta", 1.0f) != 1.0f) {
@@ -310,7 +310,7 @@ class AttentionLowering {
     }
     const Value* rows = gemm->input(0);
     const Node* flatten = rows->producer();
-    if (flatten == nullptr || flatten->op_type() != "Reshape" || !flatten->domain().empty()) return std::nullopt;
+    if (flatten == nullptr || flatten->op_type() != "Reshape" || !IsDefaultDomain(*flatten)) return std::nullopt;
     Value* x = flatten->input(0);
     if (!x->shape() || x->shape()->size() != 3 || !rows->shape() || rows->shape()->size() != 2) return std::nullopt;
     const Dim width = (*x->shape())[2];

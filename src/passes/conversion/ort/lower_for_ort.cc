@@ -23,7 +23,7 @@ using namespace ort_lowering;
 // A constant 1-D bias Add read only by the GELU's ops: its other operand, and the bias.
 std::optional<std::pair<Value*, Value*>> BiasOperands(const Value& x, const std::vector<Node*>& gelu_nodes) {
   Node* add = x.producer();
-  if (add == nullptr || add->op_type() != "Add" || !add->domain().empty() || x.is_graph_output()) return std::nullopt;
+  if (add == nullptr || add->op_type() != "Add" || !IsDefaultDomain(*add) || x.is_graph_output()) return std::nullopt;
   for (const Use& use : x.uses()) {
     if (std::find(gelu_nodes.begin(), gelu_nodes.end(), use.node) == gelu_nodes.end()) return std::nullopt;
   }
@@ -166,7 +166,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   // After the calls: the contraction a standard LayerNormalization takes in is one of them.
   std::vector<Node*> layer_norms;
   for (const auto& node : graph.nodes()) {
-    if (node->op_type() == "LayerNormalization" && node->domain().empty()) layer_norms.push_back(node.get());
+    if (node->op_type() == "LayerNormalization" && IsDefaultDomain(*node)) layer_norms.push_back(node.get());
   }
   for (Node* layer_norm : layer_norms) {
     const std::string name = layer_norm->name();

@@ -35,7 +35,7 @@ std::optional<ResidualContraction> ResidualContractionOf(const Model& model, con
   for (const auto& node : function->body->nodes()) body.push_back(node.get());
   if (body.size() != 2 && body.size() != 3) return std::nullopt;
   const Node& matmul = *body.front();
-  if (matmul.op_type() != "MatMul" || !matmul.domain().empty()) return std::nullopt;
+  if (matmul.op_type() != "MatMul" || !IsDefaultDomain(matmul)) return std::nullopt;
   ResidualContraction found{call};
   found.a = ArgumentOfFormal(*function, *call, matmul.input(0));
   found.weight = ArgumentOfFormal(*function, *call, matmul.input(1));
@@ -208,7 +208,7 @@ Outcome LowerAfterResidualAdd(Graph& graph, Node& layer_norm, const FusedComposi
 }
 
 Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm, OrtProvider provider) {
-  if (layer_norm.op_type() != "LayerNormalization" || !layer_norm.domain().empty()) return {};
+  if (layer_norm.op_type() != "LayerNormalization" || !IsDefaultDomain(layer_norm)) return {};
   const CompositeSearch search = MatchCompositeAt(layer_norm, model.OpsetFor("").value_or(0));
   if (!search.match) {
     return search.near_miss.empty() ? Outcome{} : Kept(search.near_miss);  // e.g. its statistics are read

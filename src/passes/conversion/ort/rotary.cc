@@ -67,7 +67,7 @@ bool HalvesProvablyEqual(const Model& model, const Value* table) {
   for (int step = 0; step < 16; ++step) {
     place = Resolve(model, place);
     const Node* node = place.value->producer();
-    if (node == nullptr || !node->domain().empty()) return false;
+    if (node == nullptr || !IsDefaultDomain(*node)) return false;
     const std::string& op = node->op_type();
     if (op == "Concat") {
       const int64_t axis = node->GetInt("axis", 0);

@@ -71,7 +71,7 @@ inline Value* ArgumentFor(Graph& graph, const Node& call, int input, const Tenso
 
 // `product`'s partner in the standard binary Add `add` (either operand order), or nullptr.
 inline const Value* OtherAddend(const Node& add, const Value* product) {
-  if (add.op_type() != "Add" || !add.domain().empty() || add.inputs().size() != 2) return nullptr;
+  if (add.op_type() != "Add" || !IsDefaultDomain(add) || add.inputs().size() != 2) return nullptr;
   if (add.input(0) == product) return add.input(1);
   if (add.input(1) == product) return add.input(0);
   return nullptr;

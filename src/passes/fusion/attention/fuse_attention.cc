@@ -189,7 +189,7 @@ std::variant<std::vector<ShapeRead>, std::string> PlanShapeReads(const Attention
     }
     for (const Use& use : dims->uses()) {
       Node* gather = use.node;
-      TensorPtr index = gather->op_type() == "Gather" && gather->domain().empty() && use.input_index == 0 &&
+      TensorPtr index = gather->op_type() == "Gather" && IsDefaultDomain(*gather) && use.input_index == 0 &&
                                 gather->GetInt("axis", 0) == 0 && gather->inputs().size() == 2
                             ? ConstantValueOf(*gather->input(1), InitializerRule::kFeedsOverride)
                             : nullptr;
