@@ -102,4 +102,30 @@ std::unique_ptr<Graph> CopyGraph(const Graph& graph) {
   return copy;
 }
 
+std::unique_ptr<Model> CopyModel(const Model& model) {
+  auto copy = std::make_unique<Model>();
+  copy->ir_version = model.ir_version;
+  copy->opsets = model.opsets;
+  copy->producer_name = model.producer_name;
+  copy->producer_version = model.producer_version;
+  copy->domain = model.domain;
+  copy->model_version = model.model_version;
+  copy->metadata = model.metadata;
+  copy->residual = model.residual;
+  copy->base_dir = model.base_dir;
+  copy->external_data_files = model.external_data_files;
+  for (const std::unique_ptr<Function>& function : model.functions) {
+    auto copied = std::make_unique<Function>();
+    copied->domain = function->domain;
+    copied->name = function->name;
+    copied->attribute_names = function->attribute_names;
+    copied->opsets = function->opsets;
+    copied->body = function->body != nullptr ? CopyGraph(*function->body) : nullptr;
+    copied->residual = function->residual;
+    copy->functions.push_back(std::move(copied));
+  }
+  if (model.graph != nullptr) copy->graph = CopyGraph(*model.graph);
+  return copy;
+}
+
 }  // namespace fusionopt

@@ -24,4 +24,9 @@ std::unique_ptr<Graph> InstantiateFunctionBody(const Function& function, const N
 // leaves the original alone.
 std::unique_ptr<Graph> CopyGraph(const Graph& graph);
 
+// A copy of a whole model: its main graph and its functions copied as CopyGraph does, the rest as
+// it is. For a caller that rewrites or re-infers a model on the side (the ORT lowering's trial
+// sizes) while the original stays as it was.
+std::unique_ptr<Model> CopyModel(const Model& model);
+
 }  // namespace fusionopt

@@ -17,42 +17,8 @@ namespace {
 // as out of bounds (-Warray-bounds).
 static_assert(std::string_view(kOrtDomain) == "com.microsoft");
 
-// The known trailing entries of a Reshape target part: its constants; or, for a target read at
-// run time, the call's argument when it is a constant, or the constant tail of the Concat that
-// computes it (exporters concatenate Shape dims with the constant [H], [D]).
-std::vector<int64_t> KnownTail(const AttentionShapePart& part, const Node& call, InitializerRule initializers) {
-  if (part.kind == ShapePartMatch::Kind::kConstant) return part.constant;
-  if (part.kind != ShapePartMatch::Kind::kValues || part.input < 0) return {};
-  const Value* argument = call.input(static_cast<size_t>(part.input));
-  if (std::optional<std::vector<int64_t>> whole = ConstantInts(argument, initializers)) return *whole;
-  const Node* concat = argument != nullptr ? argument->producer() : nullptr;
-  if (concat == nullptr || concat->op_type() != "Concat" || !IsDefaultDomain(*concat)) return {};
-  std::vector<int64_t> tail;
-  for (auto input = concat->inputs().rbegin(); input != concat->inputs().rend(); ++input) {
-    std::optional<std::vector<int64_t>> values = ConstantInts(*input, initializers);
-    if (!values) break;
-    tail.insert(tail.begin(), values->begin(), values->end());
-  }
-  return tail;
-}
-
-// The trailing [H, D] of a head split's target where it is known; H may be -1 (inferred from
-// the width by Reshape, as the dynamo exporter writes it).
-std::optional<std::pair<int64_t, int64_t>> HeadsAndSize(const AttentionReshape& split, const Node& call,
-                                                        InitializerRule initializers) {
-  std::vector<int64_t> trailing;
-  for (auto part = split.parts.rbegin(); part != split.parts.rend() && trailing.size() < 2; ++part) {
-    std::vector<int64_t> tail = KnownTail(*part, call, initializers);
-    trailing.insert(trailing.begin(), tail.begin(), tail.end());
-    const bool whole = part->kind == ShapePartMatch::Kind::kConstant ||
-                       (part->input >= 0 && ConstantInts(call.input(static_cast<size_t>(part->input)), initializers));
-    if (!whole) break;  // only partly known: the parts before it do not line up with the dims
-  }
-  if (trailing.size() < 2) return std::nullopt;
-  const int64_t heads = trailing[trailing.size() - 2], size = trailing.back();
-  if ((heads <= 0 && heads != -1) || size <= 0) return std::nullopt;
-  return std::make_pair(heads, size);
-}
+// Two sizes for every dim the model leaves open, apart from each other and from common head counts.
+constexpr std::array<int64_t, 2> kTrialOpenDims = {7, 11};
 
 // Why MultiHeadAttention cannot take this operand as [B,S,H·D] (empty when it can).
 std::string WhyNotBsd(const AttentionOperand& operand, const char* which) {
@@ -108,11 +74,8 @@ class AttentionLowering {
       const std::array<const AttentionOperand*, 3> operands = {&attention_.q, &attention_.k, &attention_.v};
       for (size_t i = 0; i < operands.size(); ++i) {
         const char* which = i == 0 ? "Q" : i == 1 ? "K" : "V";
-        if (std::optional<std::pair<int64_t, int64_t>> heads = SplitOutside(*operands[i])) {
-          split_outside_[i] = *heads;
-        } else if (std::string why = WhyNotBsd(*operands[i], which); !why.empty()) {
-          return why;
-        }
+        if (SplitOutside(*operands[i])) continue;
+        if (std::string why = WhyNotBsd(*operands[i], which); !why.empty()) return why;
       }
     }
     if (std::string why = WhyNotRotaryAndRepeat(attention_); !why.empty()) return why;
@@ -355,43 +318,42 @@ class AttentionLowering {
     return {};
   }
 
-  // H from the head split's target: written there, or (written as -1) the operand's width over
-  // the head size. Q's heads are H; K and V have H, or H / n where they are repeated n times.
+  // H, D and each K/V head's repeats from the layout the kernels read the operands with
+  // (trial_layout.h), at two trial sizes of every open dim: a head count that depends on them is
+  // no attribute. Q's heads are H; K and V have H, or H / n where they are repeated n times.
   std::string ResolveHeads() {
-    std::vector<int64_t> heads, sizes;
-    for (auto [operand, value] : {std::pair{&attention_.q, query_}, {&attention_.k, key_}, {&attention_.v, value_}}) {
-      const size_t index = operand == &attention_.q ? 0 : operand == &attention_.k ? 1 : 2;
-      std::optional<std::pair<int64_t, int64_t>> split =
-          operand->split ? HeadsAndSize(*operand->split, call_, InitializerRuleOf(model_)) : std::optional(split_outside_[index]);
-      if (!split) return "the head size is not a constant of the head split";
-      int64_t count = split->first;
-      const std::optional<Dim> width = DimOf(value, 2);
-      if (count == -1) {
-        if (!width || !width->is_known() || width->value % split->second != 0) return "the heads are neither written nor implied by a known width";
-        count = width->value / split->second;
-      } else if (width && width->is_known() && width->value != count * split->second) {
-        return "the head split does not cover the operand's width";
+    std::optional<AttentionLayout> first;
+    for (int64_t size : kTrialOpenDims) {
+      const TrialSizes sizes = trials_.EverySymbolAt(size);
+      bool unevaluable = false;
+      std::optional<AttentionLayout> layout = LayoutAt(attention_, call_, trials_, sizes, unevaluable);
+      if (!layout) {
+        return unevaluable ? "the head split's target is not known ahead of time"
+                           : "the operands are not a strided view of the group's inputs";
       }
-      heads.push_back(count);
-      sizes.push_back(split->second);
-      if (operand == &attention_.k) kv_heads_ = count;
+      if (first && !SameHeads(*first, *layout)) return "the heads depend on the batch or sequence size";
+      first = std::move(layout);
+      if (sizes.empty()) break;  // nothing left open: one layout
     }
-    // A repeat read at run time (its Expand target computed outside) repeats each K/V head
-    // H / Hkv times: the scores' MatMul broadcasts Q's H heads against K's Hkv·n, so Hkv·n is H
-    // (or 1, when Hkv is 1 and every head reads it anyway).
-    repeats_ = 1;
-    if (attention_.k.repeat) {
-      repeats_ = attention_.k.repeat->repeats > 0 ? attention_.k.repeat->repeats
-                                                  : (kv_heads_ > 0 && heads[0] % kv_heads_ == 0 ? heads[0] / kv_heads_ : 0);
-      if (attention_.v.repeat->repeats > 0 && attention_.v.repeat->repeats != repeats_) return "K and V are repeated differently";
-      heads[1] *= repeats_;
-      heads[2] *= repeats_;
+    const OperandLayout &q = first->q, &k = first->k, &v = first->v;
+    if (q.columns != k.columns || q.columns != v.columns) return "Q, K and V differ in head size";
+    if (k.heads != v.heads || k.group != v.group) return "K and V are repeated differently";
+    if (k.group != 1 && !attention_.k.repeat) return "Q, K and V differ in heads";  // one K head broadcast (MQA)
+    heads_ = q.heads;
+    kv_heads_ = k.heads;
+    repeats_ = k.group;
+    head_size_ = q.columns;
+    if (q.group != 1 || kv_heads_ * repeats_ != heads_) return "Q, K and V differ in heads";
+    for (auto [value, heads] : {std::pair{query_, heads_}, {key_, kv_heads_}, {value_, kv_heads_}}) {
+      const std::optional<Dim> width = DimOf(value, 2);
+      if (width && width->is_known() && width->value != heads * head_size_) return "the head split does not cover the operand's width";
     }
-    if (heads[0] != heads[1] || heads[0] != heads[2]) return "Q, K and V differ in heads";
-    if (sizes[0] != sizes[1] || sizes[0] != sizes[2]) return "Q, K and V differ in head size";
-    heads_ = heads[0];
-    head_size_ = sizes[0];
     return {};
+  }
+
+  static bool SameHeads(const AttentionLayout& a, const AttentionLayout& b) {
+    auto heads = [](const OperandLayout& operand) { return std::array{operand.heads, operand.columns, operand.group}; };
+    return heads(a.q) == heads(b.q) && heads(a.k) == heads(b.k) && heads(a.v) == heads(b.v);
   }
 
   // Q, K and V as [B,S,H·D] graph values: the call's arguments, or a Split of the combined
@@ -415,18 +377,17 @@ class AttentionLowering {
     return {};
   }
 
-  // {H, D} of an operand the export split into heads outside the group: a [B,S,H,D] input with
+  // Whether the export split this operand into heads outside the group: a [B,S,H,D] input with
   // known H and D, transposed to heads-first inside (TorchScript's T5 where a Shape node outside
-  // reads the split); nullopt for any other operand.
-  std::optional<std::pair<int64_t, int64_t>> SplitOutside(const AttentionOperand& operand) const {
-    if (attention_.combined || operand.layout != HeadLayout::kSplitHeads || operand.split || operand.input < 0) return std::nullopt;
-    if (operand.rotary || operand.repeat) return std::nullopt;
+  // reads the split).
+  bool SplitOutside(const AttentionOperand& operand) const {
+    if (attention_.combined || operand.layout != HeadLayout::kSplitHeads || operand.split || operand.input < 0) return false;
+    if (operand.rotary || operand.repeat) return false;
     const Value* input = call_.input(static_cast<size_t>(operand.input));
-    if (!input->shape() || input->shape()->size() != 4) return std::nullopt;
+    if (!input->shape() || input->shape()->size() != 4) return false;
     const Dim& heads = (*input->shape())[2];
     const Dim& size = (*input->shape())[3];
-    if (!heads.is_known() || !size.is_known() || heads.value <= 0 || size.value <= 0) return std::nullopt;
-    return std::make_pair(heads.value, size.value);
+    return heads.is_known() && size.is_known() && heads.value > 0 && size.value > 0;
   }
 
   // The operand's input as [B,S,H·D]: as it is, or (split into heads outside) reshaped to it
@@ -602,7 +563,6 @@ class AttentionLowering {
   const OrtLoweringOptions& options_;
   bool packed_ = false;      // Q, K and V are layout chains over one packed projection
   PackedOperands packing_;   // what lower_for_ort_packed.cc proved of them
-  std::array<std::pair<int64_t, int64_t>, 3> split_outside_{};  // {H, D} of Q/K/V split into heads outside
   Value* combined_ = nullptr;  // the value split into Q, K and V
   std::array<int, 3> slots_ = {-1, -1, -1};  // which of its three pieces Q, K and V are
   std::string because_;  // why Attention or MultiHeadAttention, where both could be written

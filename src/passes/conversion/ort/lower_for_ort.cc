@@ -145,7 +145,7 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   OrtLoweringReport report;
   SharedValues shared_values;
-  TrialModels trials(model);  // copies made when a packed projection first needs them
+  TrialModels trials(model);  // copies made when an attention over open dims first needs them
   std::vector<InlinedGelu> gelus;
   auto record = [&report](const std::string& name, const std::string& function, const Outcome& outcome) {
     if (!outcome.absorbed.empty()) {

@@ -20,12 +20,9 @@
 #include <map>
 
 #include "ir/constant_value.h"
-#include "ir/function_body.h"
-#include "passes/fold/fold_constants.h"
 #include "passes/conversion/ort/support.h"
 #include "patterns/attention_layout.h"
 #include "patterns/composite.h"
-#include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes::ort_lowering {
 namespace {
@@ -33,39 +30,6 @@ namespace {
 // Two sizes for a dim the model leaves open, apart from each other and from common head counts.
 constexpr std::array<int64_t, 2> kTrialBatches = {3, 5};
 constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
-
-// The attention's layout at one trial (attention_layout.h): every argument's dims and the values
-// of those read as Reshape targets, from the call's arguments or — where the model leaves B or S
-// open — the model's copy at the trial's sizes. `unevaluable` is set when a target's values are
-// known at neither.
-std::optional<AttentionLayout> LayoutAt(const FusedAttention& attention, const Node& call, const Model& model,
-                                        const Model* trial, bool& unevaluable) {
-  auto sized = [&call, trial](int index) -> const Value* {
-    const Value* argument = index >= 0 ? call.input(static_cast<size_t>(index)) : nullptr;
-    if (argument == nullptr || trial == nullptr) return argument;
-    return trial->graph->FindValue(argument->name());
-  };
-  AttentionInputs inputs;
-  inputs.dims = [sized](int index) -> std::optional<std::vector<int64_t>> {
-    const Value* value = sized(index);
-    if (value == nullptr || !value->shape()) return std::nullopt;
-    std::vector<int64_t> dims;
-    for (const Dim& dim : *value->shape()) {
-      if (!dim.is_known()) return std::nullopt;
-      dims.push_back(dim.value);
-    }
-    return dims;
-  };
-  const InitializerRule initializers = InitializerRuleOf(model);
-  inputs.values = [&call, sized, &unevaluable, initializers](int index) -> std::optional<std::vector<int64_t>> {
-    std::optional<std::vector<int64_t>> values =
-        index >= 0 ? ConstantInts(call.input(static_cast<size_t>(index)), initializers) : std::nullopt;
-    if (!values) values = ConstantInts(sized(index), initializers);
-    if (!values) unevaluable = true;
-    return values;
-  };
-  return LayOutAttention(attention, inputs);
-}
 
 struct Slice {
   int64_t heads = 0, head_size = 0, slot = -1;
@@ -86,30 +50,6 @@ std::optional<Slice> SliceOf(const OperandLayout& operand, int input, int64_t ba
 }
 
 }  // namespace
-
-const Model* TrialModels::At(const TrialSizes& sizes) {
-  auto [entry, fresh] = copies_.try_emplace(sizes);
-  if (!fresh) return entry->second.get();
-  auto copy = std::make_unique<Model>();
-  copy->ir_version = model_.ir_version;
-  copy->opsets = model_.opsets;
-  copy->graph = CopyGraph(*model_.graph);
-  for (const Value* value : copy->graph->AllValues()) {
-    Value* sized = copy->graph->FindValue(value->name());
-    if (sized == nullptr || !sized->shape()) continue;
-    for (Dim& dim : *sized->type().shape) {
-      if (auto size = sizes.find(dim.symbol); dim.is_symbolic() && size != sizes.end()) dim = Dim::Known(size->second);
-    }
-  }
-  InferShapes(*copy);
-  FoldConstants fold;
-  PassOptions options;
-  PassStatistics statistics;
-  std::vector<FusionRecord> fusions;
-  PassContext context(*copy, fold, options, statistics, fusions);
-  if (fold.Run(*copy, context).ok()) entry->second = std::move(copy);
-  return entry->second.get();
-}
 
 std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
                                 PackedOperands& packed) {
@@ -134,7 +74,7 @@ std::string ProvePackedOperands(const FusedAttention& attention, const Node& cal
     if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
     if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
     bool unevaluable = false;
-    std::optional<AttentionLayout> layout = LayoutAt(attention, call, trials.model(), sizes.empty() ? nullptr : trials.At(sizes), unevaluable);
+    std::optional<AttentionLayout> layout = LayoutAt(attention, call, trials, sizes, unevaluable);
     if (!layout) {
       return unevaluable ? "a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"
                          : "a packed projection's layout chain does not address its [B,S,W] source as a strided view";

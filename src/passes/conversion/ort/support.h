@@ -16,6 +16,7 @@
 #include "ir/graph.h"
 #include "passes/util/fold_rewrites.h"
 #include "passes/conversion/ort/kernel_choice.h"
+#include "passes/conversion/ort/trial_layout.h"
 #include "patterns/attention.h"
 #include "patterns/composite.h"
 
@@ -132,23 +133,6 @@ struct PackedOperands {
   int64_t heads = 0, head_size = 0;
   std::array<int, 3> slots = {-1, -1, -1};  // Q, K, V
 };
-// Sizes for the symbols of a packed source's open dims at one trial.
-using TrialSizes = std::map<std::string, int64_t, std::less<>>;
-
-// Copies of the model with symbols at trial sizes and the shape computations that then depend
-// only on known dims folded: made once per set of sizes and read by every layer.
-class TrialModels {
- public:
-  explicit TrialModels(const Model& model) : model_(model) {}
-  const Model& model() const { return model_; }
-  // The folded copy for `sizes`; null when folding it failed.
-  const Model* At(const TrialSizes& sizes);
-
- private:
-  const Model& model_;
-  std::map<TrialSizes, std::unique_ptr<Model>> copies_;
-};
-
 // Why the operands are not such slices (empty when they are; then `packed` is filled in).
 std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
                                 PackedOperands& packed);
