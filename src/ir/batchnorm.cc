@@ -26,7 +26,7 @@ ChannelAffine BatchNormChannelAffine(const std::vector<double>& gamma, const std
   return affine;
 }
 
-std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset) {
+WhyNot WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset) {
   if (opset < kFirstOpset || opset > kLastKnownOpset) return "BatchNormalization opset outside 7-28";
   if (batchnorm.GetInt("training_mode", 0) != 0) return "training mode";
   if (opset < 9 && batchnorm.GetInt("spatial", 1) != 1) return "spatial=0 (per-activation statistics)";
@@ -37,39 +37,37 @@ std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset) {
       return "statistics outputs are read";
     }
   }
-  return "";
+  return {};
 }
 
-std::variant<ChannelAffine, std::string> BatchNormAffine(const Node& batchnorm, int64_t channels, InitializerRule rule) {
+Decided<ChannelAffine> BatchNormAffine(const Node& batchnorm, int64_t channels, InitializerRule rule) {
   std::vector<std::vector<double>> statistics;  // γ, β, μ, σ²
   for (size_t input = 1; input <= 4; ++input) {
     const Value* value = batchnorm.input(input);
     TensorPtr tensor = value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
-    if (tensor == nullptr || !IsFloatingPointForFolding(tensor->dtype())) return std::string("non-constant statistics");
-    if (tensor->dims() != std::vector<int64_t>{channels}) return std::string("statistics are not [C]");
+    if (tensor == nullptr || !IsFloatingPointForFolding(tensor->dtype())) return WhyNot("non-constant statistics");
+    if (tensor->dims() != std::vector<int64_t>{channels}) return WhyNot("statistics are not [C]");
     statistics.push_back(*tensor->AsDoubles());
     tensor->ReleaseMappedPages();  // read once; the map is what the callers keep
   }
   const double epsilon = batchnorm.GetFloat("epsilon", 1e-5F);
   for (double variance : statistics[3]) {
-    if (!(variance + epsilon > 0)) return std::string("variance + epsilon is not positive");
+    if (!(variance + epsilon > 0)) return WhyNot("variance + epsilon is not positive");
   }
   return BatchNormChannelAffine(statistics[0], statistics[1], statistics[2], statistics[3], epsilon);
 }
 
-std::variant<BatchNormAsAffine, std::string> WriteBatchNormAsAffine(Graph& graph, Node& batchnorm, int64_t opset,
-                                                                    InitializerRule rule) {
-  std::string why = WhyNotInferenceBatchNorm(batchnorm, opset);
-  if (!why.empty()) return why;
+Decided<BatchNormAsAffine> WriteBatchNormAsAffine(Graph& graph, Node& batchnorm, int64_t opset, InitializerRule rule) {
+  if (WhyNot why = WhyNotInferenceBatchNorm(batchnorm, opset)) return why;
   Value* x = batchnorm.input(0);
-  if (x == nullptr || !x->shape() || x->shape()->size() < 2) return std::string("input rank unknown or below 2");
+  if (x == nullptr || !x->shape() || x->shape()->size() < 2) return WhyNot("input rank unknown or below 2");
   const Dim& channels = (*x->shape())[1];
-  if (!channels.is_known() || channels.value <= 0) return std::string("channel count unknown");
+  if (!channels.is_known() || channels.value <= 0) return WhyNot("channel count unknown");
   const DataType dtype = x->dtype();
-  if (!IsFloatingPointForFolding(dtype)) return std::string("not a floating-point input");
-  auto affine = BatchNormAffine(batchnorm, channels.value, rule);
-  if (auto* reason = std::get_if<std::string>(&affine)) return *reason;
-  const ChannelAffine& map = std::get<ChannelAffine>(affine);
+  if (!IsFloatingPointForFolding(dtype)) return WhyNot("not a floating-point input");
+  Decided<ChannelAffine> affine = BatchNormAffine(batchnorm, channels.value, rule);
+  if (!affine) return affine.why_not();
+  const ChannelAffine& map = *affine;
   // [C, 1, ...]: broadcast over the dims after the channel axis, right-aligned against x.
   std::vector<int64_t> dims(x->shape()->size() - 1, 1);
   dims[0] = channels.value;

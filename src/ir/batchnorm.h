@@ -11,11 +11,11 @@
 #pragma once
 
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "ir/constant_value.h"
 #include "ir/graph.h"
+#include "ir/why_not.h"
 
 namespace fusionopt {
 
@@ -31,13 +31,13 @@ ChannelAffine BatchNormChannelAffine(const std::vector<double>& gamma, const std
                                      double epsilon);
 
 // Why `batchnorm` is not an inference-form BatchNormalization (training mode, spatial=0 before
-// opset 9, read statistics outputs, an opset outside 7-28), or "".
-std::string WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset);
+// opset 9, read statistics outputs, an opset outside 7-28); empty when it is.
+WhyNot WhyNotInferenceBatchNorm(const Node& batchnorm, int64_t opset);
 
 // Its map over `channels` from constant statistics read under `rule`, or why there is none (not
 // constant, not floating-point [C], variance + ε not positive: folding such a map into weights
 // would not give the formula's inf or NaN where it is multiplied by 0).
-std::variant<ChannelAffine, std::string> BatchNormAffine(const Node& batchnorm, int64_t channels, InitializerRule rule);
+Decided<ChannelAffine> BatchNormAffine(const Node& batchnorm, int64_t channels, InitializerRule rule);
 
 // The nodes WriteBatchNormAsAffine adds in front of the BatchNormalization; the Add's output is
 // a fresh slot the caller gives the BatchNormalization's output to (Graph::TransferProducer)
@@ -50,7 +50,6 @@ struct BatchNormAsAffine {
 // Writes `batchnorm` as the Mul and Add above, with s and t as initializers named after it, or
 // says why it cannot: WhyNotInferenceBatchNorm, a floating-point input of known rank at least 2
 // and known channels, BatchNormAffine.
-std::variant<BatchNormAsAffine, std::string> WriteBatchNormAsAffine(Graph& graph, Node& batchnorm, int64_t opset,
-                                                                    InitializerRule rule);
+Decided<BatchNormAsAffine> WriteBatchNormAsAffine(Graph& graph, Node& batchnorm, int64_t opset, InitializerRule rule);
 
 }  // namespace fusionopt

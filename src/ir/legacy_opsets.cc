@@ -12,11 +12,13 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/why_not.h"
+
 namespace fusionopt {
 namespace {
 
-// The legacy feature a node uses, worded for the error ("uses <feature>"), or nullopt.
-using FeatureCheck = std::optional<std::string> (*)(const Node& node);
+// The legacy feature a node uses, worded for the error ("uses <feature>"); empty when none.
+using FeatureCheck = WhyNot (*)(const Node& node);
 
 struct LegacyRule {
   std::string_view op_type;
@@ -26,7 +28,7 @@ struct LegacyRule {
 };
 
 std::optional<int64_t> RankOf(const Value* value) {
-  if (value == nullptr || !value->type().is_tensor() || !value->shape()) return std::nullopt;
+  if (value == nullptr || !value->type().is_tensor() || !value->shape()) return {};
   return static_cast<int64_t>(value->shape()->size());
 }
 
@@ -40,68 +42,68 @@ std::string FormatFloat(float value) {
 // when axis is absent). Numpy broadcasting aligns B with the end of A, so the two agree
 // exactly when axis is absent or is rank(A) - rank(B). Without broadcast=1 the legacy
 // shapes must be equal, where numpy agrees too.
-std::optional<std::string> AxisBroadcast(const Node& node) {
-  if (node.GetInt("broadcast", 0) == 0) return std::nullopt;
+WhyNot AxisBroadcast(const Node& node) {
+  if (node.GetInt("broadcast", 0) == 0) return {};
   const Attribute* axis = node.FindAttribute("axis");
-  if (axis == nullptr || axis->kind != AttributeKind::kInt) return std::nullopt;
+  if (axis == nullptr || axis->kind != AttributeKind::kInt) return {};
   const std::string feature = "broadcast=1 with axis=" + std::to_string(axis->i);
   std::optional<int64_t> rank_a = RankOf(node.input(0));
   std::optional<int64_t> rank_b = RankOf(node.input(1));
   if (!rank_a || !rank_b) {
     return feature + " on inputs of unknown rank (legacy broadcasting from an axis)";
   }
-  if (axis->i == *rank_a - *rank_b) return std::nullopt;
+  if (axis->i == *rank_a - *rank_b) return {};
   return feature + " (legacy broadcasting: B's " + std::to_string(*rank_b) +
          " dims start at axis " + std::to_string(axis->i) + " of A's " +
          std::to_string(*rank_a) + ", where numpy broadcasting aligns them with A's last dims)";
 }
 
-std::optional<std::string> TrainingMode(const Node& node) {
-  if (node.GetInt("is_test", 0) != 0) return std::nullopt;
+WhyNot TrainingMode(const Node& node) {
+  if (node.GetInt("is_test", 0) != 0) return {};
   return "is_test=0 (training mode, the default before opset 7)";
 }
 
-std::optional<std::string> ShapeAttribute(const Node&) {
+WhyNot ShapeAttribute(const Node&) {
   return "the `shape` attribute (the target shape is input 1 from Reshape-5 on)";
 }
 
-std::optional<std::string> TypeNameTo(const Node& node) {
+WhyNot TypeNameTo(const Node& node) {
   const Attribute* to = node.FindAttribute("to");
-  if (to == nullptr || to->kind != AttributeKind::kString) return std::nullopt;
+  if (to == nullptr || to->kind != AttributeKind::kString) return {};
   return "`to` as the type name '" + to->s + "' (an enum value from Cast-6 on)";
 }
 
-std::optional<std::string> TilesAndAxisInputs(const Node&) {
+WhyNot TilesAndAxisInputs(const Node&) {
   return "the `tiles` and `axis` inputs (one axis repeated; Tile-6 takes repeats per axis)";
 }
 
-std::optional<std::string> LegacySplit(const Node& node) {
-  if (node.input(1) != nullptr) return std::string("the split lengths as input 1");
+WhyNot LegacySplit(const Node& node) {
+  if (node.input(1) != nullptr) return WhyNot("the split lengths as input 1");
   if (node.FindAttribute("axis") == nullptr) {
-    return std::string("no `axis` attribute (Split-1 defines no default axis)");
+    return WhyNot("no `axis` attribute (Split-1 defines no default axis)");
   }
-  return std::nullopt;
+  return {};
 }
 
-std::optional<std::string> PaddingsAttribute(const Node&) {
+WhyNot PaddingsAttribute(const Node&) {
   return "the `paddings` attribute (whose layout Pad-1's own example contradicts)";
 }
 
-std::optional<std::string> ScaleAttributes(const Node&) {
+WhyNot ScaleAttributes(const Node&) {
   return "the `height_scale`/`width_scale` attributes (scales per axis from Upsample-7 on)";
 }
 
 // Version 1 of the Lp pools reads p as a float; an integral one means what p means later.
-std::optional<std::string> NonIntegralP(const Node& node) {
+WhyNot NonIntegralP(const Node& node) {
   const Attribute* p = node.FindAttribute("p");
-  if (p == nullptr || p->kind != AttributeKind::kFloat) return std::nullopt;
-  if (std::isfinite(p->f) && std::trunc(p->f) == p->f) return std::nullopt;
+  if (p == nullptr || p->kind != AttributeKind::kFloat) return {};
+  if (std::isfinite(p->f) && std::trunc(p->f) == p->f) return {};
   return "p=" + FormatFloat(p->f) + " (an Lp norm of non-integral p)";
 }
 
-std::optional<std::string> LegacyLpPool(const Node& node) {
+WhyNot LegacyLpPool(const Node& node) {
   if (node.FindAttribute("kernel_shape") == nullptr) {
-    return std::string("no `kernel_shape` (LpPool-1 leaves the window undefined)");
+    return WhyNot("no `kernel_shape` (LpPool-1 leaves the window undefined)");
   }
   return NonIntegralP(node);
 }
@@ -168,10 +170,10 @@ Status CheckLegacyNode(const Node& node, int64_t opset) {
   if (rule == nullptr || opset >= rule->implemented_since) return Status::Ok();
   std::optional<int64_t> version = VersionInForce(*rule, opset);
   if (!version) return Status::Ok();  // the op does not exist yet at this opset
-  std::optional<std::string> feature = rule->refused_feature(node);
+  const WhyNot feature = rule->refused_feature(node);
   if (!feature) return Status::Ok();
   return Unsupported(DescribeNode(node) + ": " + node.op_type() + "-" + std::to_string(*version) +
-                     " uses " + *feature + ", which fusionopt does not support (default-domain opset " +
+                     " uses " + feature.reason() + ", which fusionopt does not support (default-domain opset " +
                      std::to_string(opset) + ")");
 }
 

@@ -46,10 +46,11 @@ Result<double> PassContext::FloatOption(std::string_view name) const {
   return value;
 }
 
-void PassContext::Rejected(const Node& node, const std::string& reason) { Rejected(node.name(), reason); }
+void PassContext::Rejected(const Node& node, const WhyNot& why) { Rejected(node.name(), why); }
 
-void PassContext::Rejected(const std::string& node_name, const std::string& reason) {
-  Rejection& rejection = statistics_.rejections[reason];
+void PassContext::Rejected(const std::string& node_name, const WhyNot& why) {
+  FUSIONOPT_CHECK(static_cast<bool>(why), "a rejection has a reason");
+  Rejection& rejection = statistics_.rejections[why.reason()];
   ++rejection.count;
   if (rejection.examples.size() < Rejection::kMaxExamples) rejection.examples.push_back(node_name);
 }
@@ -111,12 +112,11 @@ FusionVerdict PassContext::JudgeFusion(const std::vector<Node*>& members) {
   }
   judged_members_.clear();
   if (gate_fusions_ && verdict.predicted && fused.seconds >= separate.seconds) {
-    verdict.apply = false;
-    verdict.reason = "cost model: fused " + Microseconds(fused.seconds) + " >= separate " + Microseconds(separate.seconds);
+    verdict.refused = "cost model: fused " + Microseconds(fused.seconds) + " >= separate " + Microseconds(separate.seconds);
     // The rejection key stays constant so refusals count together; the numbers are in the
     // verdict and the CostRejection.
     Rejected(*members.front(), kCostModelRejection);
-    CostRejection rejection{{}, separate.seconds, fused.seconds, verdict.reason};
+    CostRejection rejection{{}, separate.seconds, fused.seconds, verdict.refused.reason()};
     for (const Node* member : members) rejection.members.push_back(member->name());
     statistics_.cost_rejections.push_back(std::move(rejection));
     return verdict;

@@ -19,6 +19,7 @@
 
 #include "ir/graph.h"
 #include "ir/status.h"
+#include "ir/why_not.h"
 #include "passes/cost_model/cost_model.h"
 #include "passes/fused_function_index.h"
 
@@ -92,11 +93,12 @@ inline constexpr const char* kCostModelRejection = "cost model: fused not faster
 
 // What the cost model says about fusing a group (PassContext::JudgeFusion).
 struct FusionVerdict {
-  bool apply = true;       // outline the group
+  WhyNot refused;          // empty: outline the group; else "cost model: fused 3.20 us >= separate 2.90 us"
   bool predicted = false;  // both sides could be costed (every shape known)
   double predicted_separate_s = std::numeric_limits<double>::quiet_NaN();  // members as their own kernels
   double predicted_fused_s = std::numeric_limits<double>::quiet_NaN();     // the group as one kernel
-  std::string reason;      // when !apply: "cost model: fused 3.20 us >= separate 2.90 us"
+
+  bool apply() const { return !refused; }
 };
 
 // What a running pass may read and report. One context per pass run.
@@ -115,9 +117,10 @@ class PassContext {
   Result<double> FloatOption(std::string_view name) const;
 
   void Matched(int64_t count = 1) { statistics_.matches += count; }
-  void Rejected(const Node& node, const std::string& reason);
+  // A candidate left alone, and why (never empty): counted under the reason.
+  void Rejected(const Node& node, const WhyNot& why);
   // The same for a candidate known by name (one the pass has removed since).
-  void Rejected(const std::string& node_name, const std::string& reason);
+  void Rejected(const std::string& node_name, const WhyNot& why);
   void AddReportSection(const std::string& key, std::string json) { statistics_.report_sections[key] = std::move(json); }
   void Count(const std::string& counter, int64_t amount = 1) { statistics_.counters[counter] += amount; }
   void RecordFusion(FusionRecord record);
@@ -131,7 +134,7 @@ class PassContext {
   // Every fusion pass asks this right before OutlineGroup, with the group it is about to
   // outline (pure nodes of one graph, any order):
   //
-  //   if (!context.JudgeFusion(members).apply) continue;  // refused: already reported
+  //   if (!context.JudgeFusion(members).apply()) continue;  // refused: already reported
   //   OutlineGroup(graph, FusionGroup{members, kind, name}, context);
   //
   // It predicts the members as separate kernels and as one (CostModel::SeparateCost and

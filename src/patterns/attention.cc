@@ -36,9 +36,9 @@ const char* RoleName(Role role) {
   return "";
 }
 
-AttentionSearch NearMiss(const std::string& reason) {
+AttentionSearch NearMiss(const WhyNot& reason) {
   AttentionSearch search;
-  search.near_miss = "attention: " + reason;
+  search.near_miss = reason.Prefixed("attention");
   return search;
 }
 
@@ -56,13 +56,13 @@ bool ReadOnlyByOrShapes(const Value* value, const Node* reader) {
                      [&](const Use& use) { return use.node == reader || IsDefaultOp(use.node, "Shape"); });
 }
 
-// The reason `value` cannot be a core intermediate read by `reader` alone, or "".
-std::string CoreIntermediateProblem(const Value* value, const Node* reader) {
+// The reason `value` cannot be a core intermediate read by `reader` alone; empty when it can.
+WhyNot CoreIntermediateProblem(const Value* value, const Node* reader) {
   if (value->is_graph_output()) return "a graph output is inside the pattern";
   for (const Use& use : value->uses()) {
     if (use.node != reader) return "an intermediate is read outside the pattern";
   }
-  return "";
+  return {};
 }
 
 // Unsqueeze(x, [0]) in either opset's spelling: the unsqueezed value, or null.
@@ -183,7 +183,7 @@ bool ReadOnlyWithin(const Value* value, const std::unordered_set<const Node*>& r
 
 struct OperandSearch {
   AttentionOperandMatch operand;
-  std::string near_miss;
+  WhyNot near_miss;
 };
 
 // Walks an operand from the core outwards. `value` is what the next step reads; `readers` the
@@ -205,7 +205,7 @@ class OperandWalker {
     const AttentionOperandMatch& found = staged.operand;
     // A source the head-split forms stop at although a layout op computes it: only transposes
     // (or nothing) were taken, and the rest of the chain is other layout ops.
-    const bool stops_at_layout = staged.near_miss.empty() && !found.split && !found.rotary && !found.repeat &&
+    const bool stops_at_layout = !staged.near_miss && !found.split && !found.rotary && !found.repeat &&
                                  found.split_output < 0 && found.source != nullptr && IsLayoutStep(found.source->producer());
     // A near miss of the head-split forms (a perm or target that is not a head split) stands:
     // a view would take a chain the matcher found malformed.
@@ -213,22 +213,22 @@ class OperandWalker {
       // What the head-split forms do not describe may still be a chain of layout ops the
       // kernel reads through (torchvision's packed in-projection, unflattened and gathered).
       OperandSearch view = View(scaled, with_scales);
-      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+      if (!view.near_miss && !view.operand.view.empty()) return view;
     }
     // A rotary's source may itself be a layout op (GPT-NeoX's packed query_key_value split into
     // Q, K and V along the features): the chain beneath the rotary is a view too, ending at the
     // heads-first [B,H,S,D] value the rotary turns.
-    const bool rotary_over_layout = staged.near_miss.empty() && found.rotary && !found.repeat && !found.split &&
+    const bool rotary_over_layout = !staged.near_miss && found.rotary && !found.repeat && !found.split &&
                                     found.split_output < 0 && found.layout == HeadLayout::kHeadsFirst &&
                                     found.source != nullptr && IsLayoutStep(found.source->producer());
     if (views_ && rotary_over_layout) {
       OperandSearch view = View(found.source, found);
-      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+      if (!view.near_miss && !view.operand.view.empty()) return view;
     }
     // Or the heads are split by the Transpose under the rotary, of a value a layout op computes
     // (Falcon's [B,S,H+2,D] projection split into Q, K and V along the heads): the view starts
     // at what the rotary turns, those transposes its first steps.
-    const bool rotary_over_split_layout = staged.near_miss.empty() && found.rotary && !found.repeat && !found.split &&
+    const bool rotary_over_split_layout = !staged.near_miss && found.rotary && !found.repeat && !found.split &&
                                           found.split_output < 0 && found.layout == HeadLayout::kSplitHeads &&
                                           found.source != nullptr && IsLayoutStep(found.source->producer());
     if (views_ && rotary_over_split_layout) {
@@ -237,7 +237,7 @@ class OperandWalker {
       base.transposes.erase(base.transposes.begin(),
                             base.transposes.begin() + static_cast<std::ptrdiff_t>(rotary_inner_transposes_));
       OperandSearch view = View(rotary_input_, base);
-      if (view.near_miss.empty() && !view.operand.view.empty()) return view;
+      if (!view.near_miss && !view.operand.view.empty()) return view;
     }
     return staged;
   }
@@ -1003,7 +1003,7 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
     scores = where->input(3 - fill_index);
   }
   if (match.mask_node != nullptr) {
-    if (std::string problem = CoreIntermediateProblem(match.mask_node->output(0), &softmax); !problem.empty()) {
+    if (WhyNot problem = CoreIntermediateProblem(match.mask_node->output(0), &softmax)) {
       return NearMiss(problem);
     }
     reader = match.mask_node;
@@ -1012,13 +1012,13 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
       const int scores_index = CastScores(add->input(0)) != nullptr ? 0 : 1;
       match.bias_node = add;
       match.bias = add->input(1 - scores_index);
-      if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+      if (WhyNot problem = CoreIntermediateProblem(scores, reader)) return NearMiss(problem);
       reader = add;
       scores = add->input(scores_index);
     }
   }
   if (Node* cast = FloatCast(scores); cast != nullptr && ScoresMatMul(cast->input(0)) != nullptr) {
-    if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+    if (WhyNot problem = CoreIntermediateProblem(scores, reader)) return NearMiss(problem);
     match.score_cast = cast;
     reader = cast;
     scores = cast->input(0);
@@ -1034,13 +1034,13 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
     if (!match.scale) return NearMiss("the scale is not a constant scalar");
     match.scale_divides = scale->op_type() == "Div";
     match.scale_node = scale;
-    if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
+    if (WhyNot problem = CoreIntermediateProblem(scores, reader)) return NearMiss(problem);
     reader = scale;
     scores = product;
   }
   if (match.score_matmul->inputs().size() != 2) return AttentionSearch{};
-  if (std::string problem = CoreIntermediateProblem(scores, reader); !problem.empty()) return NearMiss(problem);
-  if (std::string problem = CoreIntermediateProblem(weights, match.context_matmul); !problem.empty()) {
+  if (WhyNot problem = CoreIntermediateProblem(scores, reader)) return NearMiss(problem);
+  if (WhyNot problem = CoreIntermediateProblem(weights, match.context_matmul)) {
     return NearMiss(problem);
   }
   match.output = match.context_matmul->output(0);
@@ -1166,7 +1166,7 @@ AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
                            Walk{&match.v, value_reader->input(value_index), value_reader, Role::kValue}}) {
     if (walk.value == nullptr) return {};
     OperandSearch search = WalkOperand(walk.value, *walk.reader, walk.role, key_transposed, views, opset);
-    if (!search.near_miss.empty()) return NearMiss(search.near_miss);
+    if (search.near_miss) return NearMiss(search.near_miss);
     *walk.operand = std::move(search.operand);
   }
   ReadSplit(match);
@@ -1230,7 +1230,7 @@ AttentionSearch MatchAttentionAt(Node& anchor, int64_t opset) {
   // A view that reaches into values read elsewhere fails the match: without views such an
   // operand is read as it is.
   AttentionSearch without = MatchWith(anchor, opset, /*views=*/false);
-  return without.match || !without.near_miss.empty() ? without : with_views;
+  return without.match || without.near_miss ? without : with_views;
 }
 
 }  // namespace fusionopt

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/why_not.h"
 
 namespace fusionopt {
 
@@ -194,7 +195,7 @@ struct AttentionMatch {
 
 struct AttentionSearch {
   std::optional<AttentionMatch> match;
-  std::string near_miss;  // "attention: <reason>" when the skeleton is there but a check failed
+  WhyNot near_miss;  // "attention: <reason>" when the skeleton is there but a check failed
 };
 
 // Looks for attention whose Softmax, or standard Attention node, is `anchor`. `opset` is the

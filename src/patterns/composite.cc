@@ -50,9 +50,9 @@ Node* SoleReader(const Value* value) {
   return value->uses().front().node;
 }
 
-CompositeSearch NearMiss(CompositeKind kind, std::string_view reason) {
+CompositeSearch NearMiss(CompositeKind kind, const WhyNot& reason) {
   CompositeSearch search;
-  search.near_miss = std::string(NameOf(kind)) + ": " + std::string(reason);
+  search.near_miss = reason.Prefixed(NameOf(kind));
   return search;
 }
 

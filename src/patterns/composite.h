@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/why_not.h"
 
 namespace fusionopt {
 
@@ -99,7 +100,7 @@ struct CompositeMatch {
 // check failed; or neither when the node starts no composite.
 struct CompositeSearch {
   std::optional<CompositeMatch> match;
-  std::string near_miss;
+  WhyNot near_miss;
 };
 
 // Looks for the composite whose anchor is `anchor`: Sqrt (decomposed norms), LayerNormalization,

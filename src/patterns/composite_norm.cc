@@ -8,33 +8,28 @@
 namespace fusionopt::composite {
 namespace {
 
-struct AxisOrReason {
-  std::optional<int64_t> axis;
-  std::string reason;
-};
-
 // The single axis a ReduceMean reduces, as written: the attribute before opset 18, the
 // constant input from 18 on.
-AxisOrReason ReduceMeanAxis(const Node& reduce, int64_t opset) {
-  if (reduce.GetInt("keepdims", 1) != 1) return {std::nullopt, "a ReduceMean drops the reduced axis"};
+Decided<int64_t> ReduceMeanAxis(const Node& reduce, int64_t opset) {
+  if (reduce.GetInt("keepdims", 1) != 1) return "a ReduceMean drops the reduced axis";
   const Attribute* attribute = reduce.FindAttribute("axes");
   const Value* input = reduce.input(1);
   std::vector<int64_t> axes;
   if (opset < 18) {
-    if (input != nullptr) return {std::nullopt, "ReduceMean axes input before opset 18"};
-    if (attribute == nullptr) return {std::nullopt, "a ReduceMean reduces every axis"};
+    if (input != nullptr) return "ReduceMean axes input before opset 18";
+    if (attribute == nullptr) return "a ReduceMean reduces every axis";
     axes = attribute->ints;
   } else {
-    if (attribute != nullptr) return {std::nullopt, "ReduceMean axes attribute from opset 18"};
-    if (input == nullptr) return {std::nullopt, "a ReduceMean reduces every axis"};
+    if (attribute != nullptr) return "ReduceMean axes attribute from opset 18";
+    if (input == nullptr) return "a ReduceMean reduces every axis";
     TensorPtr tensor = ConstantValueOf(*input, InitializerRule::kFeedsOverride);
     std::optional<std::vector<int64_t>> values = tensor ? tensor->AsInt64s() : std::nullopt;
-    if (!values) return {std::nullopt, "ReduceMean axes are not constant"};
+    if (!values) return "ReduceMean axes are not constant";
     axes = *values;
   }
-  if (axes.empty()) return {std::nullopt, "a ReduceMean reduces every axis"};
-  if (axes.size() != 1) return {std::nullopt, "a ReduceMean reduces more than one axis"};
-  return {axes.front(), ""};
+  if (axes.empty()) return "a ReduceMean reduces every axis";
+  if (axes.size() != 1) return "a ReduceMean reduces more than one axis";
+  return axes.front();
 }
 
 // v² as the variance's input spells it: Pow(v, 2) or Mul(v, v). Returns the node and v.
@@ -148,14 +143,14 @@ CompositeSearch MatchDecomposedNorm(Node& sqrt, int64_t opset) {
   std::optional<double> epsilon_value = ConstantScalar(epsilon, InitializerRule::kFeedsOverride);
   if (!epsilon_value || !(*epsilon_value >= 0)) return NearMiss(match.kind, "epsilon is not a constant scalar");
   match.epsilon = *epsilon_value;
-  AxisOrReason axis = ReduceMeanAxis(*variance, opset);
-  if (!axis.axis) return NearMiss(match.kind, axis.reason);
-  match.axis = *axis.axis;
+  Decided<int64_t> axis = ReduceMeanAxis(*variance, opset);
+  if (!axis) return NearMiss(match.kind, axis.why_not());
+  match.axis = *axis;
   match.mean_reductions = {variance};
   if (layer_norm) {
-    AxisOrReason mean_axis = ReduceMeanAxis(*mean, opset);
-    if (!mean_axis.axis) return NearMiss(match.kind, mean_axis.reason);
-    if (*mean_axis.axis != match.axis) return NearMiss(match.kind, "the two ReduceMeans reduce different axes");
+    Decided<int64_t> mean_axis = ReduceMeanAxis(*mean, opset);
+    if (!mean_axis) return NearMiss(match.kind, mean_axis.why_not());
+    if (*mean_axis != match.axis) return NearMiss(match.kind, "the two ReduceMeans reduce different axes");
     match.mean_reductions.push_back(mean);
     match.nodes = {mean, sub};
   }

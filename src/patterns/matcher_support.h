@@ -54,7 +54,7 @@ std::optional<CompositeOperand> BodyOperandOf(const Graph& body, const Value* va
 bool BodyIsExactly(const Graph& body, const std::vector<Node*>& members);
 
 // Failure with a near-miss reason ("<kind>: <reason>").
-CompositeSearch NearMiss(CompositeKind kind, std::string_view reason);
+CompositeSearch NearMiss(CompositeKind kind, const WhyNot& reason);
 // The match, unless an intermediate is read outside the pattern or is a graph output (a near
 // miss then). Intermediates are the members' outputs other than the result and the residual
 // prologue's sum.

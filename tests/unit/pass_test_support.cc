@@ -30,11 +30,11 @@ class OutlineNamed : public passes::Pass {
     std::vector<Node*> nodes;
     for (const auto& name : names_) nodes.push_back(FindNode(*model.graph, name));
     why_not = passes::WhyNotOutlinable(nodes);
-    if (!why_not.empty()) return false;
+    if (why_not) return false;
     fused = passes::OutlineGroup(*model.graph, passes::FusionGroup{nodes, kind_, "FusedTest"}, context);
     return true;
   }
-  std::string why_not;
+  WhyNot why_not;
   Node* fused = nullptr;
 
  private:

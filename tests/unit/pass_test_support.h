@@ -75,7 +75,7 @@ extern const char* const kOutlineChain;
 
 struct Outlined : PassRun {
   bool changed = false;
-  std::string why_not;  // WhyNotOutlinable's reason when it refused
+  WhyNot why_not;  // WhyNotOutlinable's reason when it refused
   Node* fused = nullptr;
 };
 // The nodes named `names` outlined as one group the way a fusion pass does (OutlineGroup:

@@ -350,7 +350,7 @@ TEST_CASE("near misses name the failed check", "[fused_pattern]") {
       if (node->op_type() == anchor_op) return MatchCompositeAt(*node, opset).near_miss;
     }
     FAIL("no " << anchor_op);
-    return std::string();
+    return WhyNot();
   };
   CHECK(near_miss_at(R"(graph (%x0) -> (%y0) {
       %c0 = Constant() {value: tensor float[] [0.7]}

@@ -20,9 +20,9 @@ std::unique_ptr<Graph> LowerBatchNormalization(const Graph& body) {
   bool rewritten = false;
   for (Node* batchnorm : batchnorms) {
     // A body has no graph inputs: its constant arguments are initializers (TypedBodyOf).
-    auto written = WriteBatchNormAsAffine(*copy, *batchnorm, kTypedBodyOpset, InitializerRule::kAllConstant);
-    if (auto* nodes = std::get_if<BatchNormAsAffine>(&written)) {
-      copy->TransferProducer(batchnorm->output(0), nodes->add, 0);
+    Decided<BatchNormAsAffine> written = WriteBatchNormAsAffine(*copy, *batchnorm, kTypedBodyOpset, InitializerRule::kAllConstant);
+    if (written) {
+      copy->TransferProducer(batchnorm->output(0), written->add, 0);
       copy->RemoveNode(batchnorm);
       rewritten = true;
     }

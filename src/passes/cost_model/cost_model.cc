@@ -69,15 +69,12 @@ std::vector<const Node*> AsConst(const std::vector<Node*>& members) { return {me
 // A function body copied and typed for one call. Constant arguments become initializers of
 // the copy, so shape inference reads them (a Reshape's target shape) and the launch-free rule
 // sees what the original graph saw.
-struct TypedBody {
-  std::unique_ptr<Graph> graph;
-  std::string why;  // non-empty when the body could not be had
-};
+using TypedBody = Decided<std::unique_ptr<Graph>>;
 
 TypedBody TypeBodyForCall(const Model& model, const Node& call, const ShapeLookup& shapes) {
   const Function* function = model.FindFunction(call.domain(), call.op_type());
   if (function == nullptr || function->body == nullptr) {
-    return {nullptr, "calls no model-local function " + call.domain() + "::" + call.op_type()};
+    return WhyNot("calls no model-local function " + call.domain() + "::" + call.op_type());
   }
   std::unique_ptr<Graph> body = InstantiateFunctionBody(*function, call);
   std::vector<Value*> parameters = body->inputs();
@@ -113,7 +110,7 @@ TypedBody TypeBodyForCall(const Model& model, const Node& call, const ShapeLooku
     const Value* result = call.output(i);
     if (result != nullptr && result->shape() && !body->outputs()[i]->shape()) body->outputs()[i]->type() = result->type();
   }
-  return {std::move(body), ""};
+  return body;
 }
 
 }  // namespace
@@ -347,12 +344,12 @@ KernelCost CostModel::CostWithin(const Node& node, const LaunchFreeNodes& free, 
 KernelCost CostModel::FusedCallCost(const Node& call, bool as_separate_kernels, int depth) const {
   if (depth >= kMaxCallDepth) return Unknown("fused calls nested deeper than " + std::to_string(kMaxCallDepth));
   TypedBody body = TypeBodyForCall(model_, call, Shapes());
-  if (body.graph == nullptr) return Unknown(body.why);
+  if (!body) return Unknown(body.why_not().reason());
   std::vector<const Node*> nodes;
-  for (const auto& node : body.graph->nodes()) nodes.push_back(node.get());
+  for (const auto& node : (*body)->nodes()) nodes.push_back(node.get());
   if (as_separate_kernels) {
     KernelCost total = LaunchFree();
-    LaunchFreeNodes free = FindLaunchFreeNodes(*body.graph, InitializerRule::kAllConstant);
+    LaunchFreeNodes free = FindLaunchFreeNodes(**body, InitializerRule::kAllConstant);
     for (const Node* node : nodes) Accumulate(total, CostWithin(*node, free, depth + 1));
     return total;
   }

@@ -9,27 +9,24 @@
 namespace fusionopt::passes {
 namespace {
 
-// Why `batchnorm` cannot fold, or "" after folding it; `added_node` says the graph needs sorting.
-std::string TryFold(Graph& graph, Node& batchnorm, const Model& model, int64_t max_bytes, bool& added_node) {
-  std::string why = WhyNotInferenceBatchNorm(batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0));
-  if (!why.empty()) return why;
+// Why `batchnorm` cannot fold; nothing after folding it. `added_node` says the graph needs sorting.
+WhyNot TryFold(Graph& graph, Node& batchnorm, const Model& model, int64_t max_bytes, bool& added_node) {
+  if (WhyNot why = WhyNotInferenceBatchNorm(batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0))) return why;
   Value* normalized = batchnorm.input(0);
   Node* producer = normalized != nullptr ? normalized->producer() : nullptr;
   if (producer == nullptr || producer->graph() != &graph) return "not after a contraction it folds into";
-  auto analysis = AnalyzeAffineTarget(*producer, model, /*allow_matmul=*/true);
-  if (auto* reason = std::get_if<std::string>(&analysis)) return *reason;
-  AffineTarget& target = std::get<AffineTarget>(analysis);
+  Decided<AffineTarget> target = AnalyzeAffineTarget(*producer, model, /*allow_matmul=*/true);
+  if (!target) return target.why_not();
   if (normalized->producer_output_index() != 0 || !OnlyReadBy(*normalized, batchnorm)) {
     return "contraction output has other readers or is a graph output";
   }
   DataType dtype = batchnorm.output(0)->dtype();
-  if (dtype != DataType::kUndefined && dtype != target.weight.dtype) return "weights dtype differs from the output's";
-  auto affine = BatchNormAffine(batchnorm, target.channels, InitializerRuleOf(model));
-  if (auto* reason = std::get_if<std::string>(&affine)) return *reason;
-  why = WhyNotFold(target, std::get<ChannelAffine>(affine), max_bytes);
-  if (!why.empty()) return why;
-  added_node = FoldAffine(graph, target, std::get<ChannelAffine>(affine), {&batchnorm}, *batchnorm.output(0)) || added_node;
-  return "";
+  if (dtype != DataType::kUndefined && dtype != target->weight.dtype) return "weights dtype differs from the output's";
+  Decided<ChannelAffine> affine = BatchNormAffine(batchnorm, target->channels, InitializerRuleOf(model));
+  if (!affine) return affine.why_not();
+  if (WhyNot why = WhyNotFold(*target, *affine, max_bytes)) return why;
+  added_node = FoldAffine(graph, *target, *affine, {&batchnorm}, *batchnorm.output(0)) || added_node;
+  return {};
 }
 
 }  // namespace
@@ -48,8 +45,7 @@ Result<bool> FoldBatchNorm::RunOnGraph(Graph& graph, PassContext& context) {
   bool changed = false;
   bool added_node = false;
   for (Node* batchnorm : batchnorms) {
-    std::string why = TryFold(graph, *batchnorm, context.model(), max_bytes, added_node);
-    if (!why.empty()) {
+    if (WhyNot why = TryFold(graph, *batchnorm, context.model(), max_bytes, added_node)) {
       context.Rejected(*batchnorm, why);
       continue;
     }

@@ -16,16 +16,9 @@ namespace {
 constexpr int kMaxSweeps = 4;
 constexpr int64_t kDefaultMaxBytes = 1 << 20;
 
-// What the pass does with one node: fold it into `tensors` (one per output), leave it for
-// `reason`, or — neither — ignore it because it does not compute a constant.
-struct Decision {
-  std::vector<TensorPtr> tensors;
-  std::string reason;
-  bool fold = false;
-
-  static Decision Fold(std::vector<TensorPtr> tensors) { return {std::move(tensors), {}, true}; }
-  static Decision Keep(std::string reason) { return {{}, std::move(reason), false}; }
-};
+// What the pass does with a node that computes a constant: fold it into these tensors (one per
+// output), or leave it, saying why. A node that computes no constant gets no decision.
+using Decision = Decided<std::vector<TensorPtr>>;
 
 TensorPtr Int64Tensor(std::vector<int64_t> dims, const std::vector<int64_t>& values) {
   return std::make_shared<Tensor>(Tensor::FromValues<int64_t>(DataType::kInt64, std::move(dims), values));
@@ -158,20 +151,21 @@ class Folder {
     bool changed = false;
     // Folding removes only the folded node and producers before it, never a later node.
     for (Node* node : order) {
-      Decision decision = Decide(*node);
-      if (decision.fold) {
-        Apply(graph, *node, decision.tensors);
+      std::optional<Decision> decision = Decide(*node);
+      if (!decision) continue;
+      if (*decision) {
+        Apply(graph, *node, **decision);
         changed = true;
-      } else if (!decision.reason.empty() && reported_.insert(node).second) {
-        context_.Rejected(*node, decision.reason);
+      } else if (reported_.insert(node).second) {
+        context_.Rejected(*node, decision->why_not());
       }
     }
     return changed;
   }
 
  private:
-  Decision Decide(const Node& node) const {
-    if (!IsDefaultDomain(node) || ConstantNodeValue(node) != nullptr || !AnyOutputRead(node)) return {};
+  std::optional<Decision> Decide(const Node& node) const {
+    if (!IsDefaultDomain(node) || ConstantNodeValue(node) != nullptr || !AnyOutputRead(node)) return std::nullopt;
     TensorPtr shape_result = StaticShapeResult(node, model_);
     std::vector<TensorPtr> inputs;
     bool all_constant = true;
@@ -179,47 +173,47 @@ class Folder {
       inputs.push_back(input != nullptr ? ConstantValueOf(*input, InitializerRuleOf(model_)) : nullptr);
       if (input != nullptr && inputs.back() == nullptr) all_constant = false;
     }
-    if (shape_result == nullptr && !all_constant) return {};
-    if (WritesGraphOutput(node)) return Decision::Keep("an output is a graph output");
-    if (shape_result != nullptr) return Decision::Fold({shape_result});
-    if (!node.Subgraphs().empty()) return Decision::Keep("op with subgraphs");
-    if (!IsPure(node)) return Decision::Keep("not a pure op (random, opaque or training mode)");
+    if (shape_result == nullptr && !all_constant) return std::nullopt;
+    if (WritesGraphOutput(node)) return WhyNot("an output is a graph output");
+    if (shape_result != nullptr) return Decision(std::vector<TensorPtr>{shape_result});
+    if (!node.Subgraphs().empty()) return WhyNot("op with subgraphs");
+    if (!IsPure(node)) return WhyNot("not a pure op (random, opaque or training mode)");
     return Evaluate(node, inputs);
   }
 
   Decision Evaluate(const Node& node, const std::vector<TensorPtr>& inputs) const {
-    if (!RuntimeHasKernel(node, model_)) return Decision::Keep("no CPU kernel for the op at this opset");
+    if (!RuntimeHasKernel(node, model_)) return WhyNot("no CPU kernel for the op at this opset");
     uint64_t input_bytes = 0;
     std::set<const Tensor*> counted;
     for (const TensorPtr& input : inputs) {
       if (input == nullptr) continue;
-      if (input->dtype() == DataType::kString) return Decision::Keep("string tensors");
+      if (input->dtype() == DataType::kString) return WhyNot("string tensors");
       if (counted.insert(input.get()).second) input_bytes += input->nbytes();
     }
     uint64_t output_bytes = 0;
     for (const Value* output : node.outputs()) {
       if (output == nullptr) continue;
-      if (output->dtype() == DataType::kString) return Decision::Keep("string tensors");
+      if (output->dtype() == DataType::kString) return WhyNot("string tensors");
       std::optional<std::vector<int64_t>> dims = StaticDims(*output);
-      if (!dims || output->dtype() == DataType::kUndefined) return Decision::Keep("result shape not static");
+      if (!dims || output->dtype() == DataType::kUndefined) return WhyNot("result shape not static");
       uint64_t count = 1;
       for (int64_t dim : *dims) count *= static_cast<uint64_t>(dim);
       output_bytes += ByteSizeOf(output->dtype(), count);
     }
     if (output_bytes > static_cast<uint64_t>(max_bytes_) && output_bytes > input_bytes) {
-      return Decision::Keep("result larger than max-bytes");
+      return WhyNot("result larger than max-bytes");
     }
     Result<std::vector<TensorPtr>> results = EvaluateNode(node, model_, inputs);
-    if (!results.ok()) return Decision::Keep("the CPU runtime cannot evaluate it");
+    if (!results.ok()) return WhyNot("the CPU runtime cannot evaluate it");
     for (size_t i = 0; i < node.outputs().size(); ++i) {
       const Value* output = node.output(i);
       if (output == nullptr) continue;
       const Tensor& result = *(*results)[i];
       if (result.dtype() != output->dtype() || result.dims() != *StaticDims(*output)) {
-        return Decision::Keep("evaluated type differs from the inferred one");
+        return WhyNot("evaluated type differs from the inferred one");
       }
     }
-    return Decision::Fold(std::move(results).value());
+    return Decision(std::move(results).value());
   }
 
   void Apply(Graph& graph, Node& node, const std::vector<TensorPtr>& tensors) {

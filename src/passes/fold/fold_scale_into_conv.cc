@@ -8,15 +8,14 @@ namespace fusionopt::passes {
 namespace {
 
 // The constant's value for each of `channels` output channels, or why it is not per-channel.
-std::variant<std::vector<double>, std::string> PerChannel(const ConstantOperand& constant, int64_t rank,
-                                                          int64_t channels) {
+Decided<std::vector<double>> PerChannel(const ConstantOperand& constant, int64_t rank, int64_t channels) {
   const std::vector<int64_t>& dims = constant.dims;
-  if (static_cast<int64_t>(dims.size()) > rank) return std::string("constant raises the output's rank");
+  if (static_cast<int64_t>(dims.size()) > rank) return WhyNot("constant raises the output's rank");
   std::vector<int64_t> aligned(static_cast<size_t>(rank) - dims.size(), 1);
   aligned.insert(aligned.end(), dims.begin(), dims.end());
   for (size_t axis = 0; axis < aligned.size(); ++axis) {
     bool fits = aligned[axis] == 1 || (axis == 1 && aligned[axis] == channels);
-    if (!fits) return std::string("constant is not per-channel");
+    if (!fits) return WhyNot("constant is not per-channel");
   }
   std::vector<double> values = constant.Values();
   if (values.size() == 1) values.assign(static_cast<size_t>(channels), values.front());
@@ -24,7 +23,7 @@ std::variant<std::vector<double>, std::string> PerChannel(const ConstantOperand&
 }
 
 struct Step {
-  std::string reason;  // why the reader did not fold; empty when it did or is not a candidate
+  WhyNot reason;  // why the reader did not fold; empty when it did or is not a candidate
   bool folded = false;
   bool added_node = false;
 };
@@ -48,22 +47,21 @@ Step FoldNextReader(Graph& graph, Node& contraction, const Model& model, int64_t
   int operand_index = output->uses().front().input_index == 0 ? 1 : 0;
   std::optional<ConstantOperand> constant = ReadConstantOperand(reader.input(operand_index), model);
   if (!constant) return {"non-constant operand"};
-  auto analysis = AnalyzeAffineTarget(contraction, model, /*allow_matmul=*/false);
-  if (auto* reason = std::get_if<std::string>(&analysis)) return {*reason};
-  AffineTarget& target = std::get<AffineTarget>(analysis);
+  Decided<AffineTarget> analysis = AnalyzeAffineTarget(contraction, model, /*allow_matmul=*/false);
+  if (!analysis) return {analysis.why_not()};
+  AffineTarget& target = *analysis;
   if (constant->dtype != target.weight.dtype) return {"operand dtype differs from the weights'"};
-  auto values = PerChannel(*constant, target.output_rank, target.channels);
-  if (auto* reason = std::get_if<std::string>(&values)) return {*reason};
+  Decided<std::vector<double>> values = PerChannel(*constant, target.output_rank, target.channels);
+  if (!values) return {values.why_not()};
   ChannelAffine affine;
   if (reader.op_type() == "Mul") {
-    affine.scale = std::get<std::vector<double>>(values);
+    affine.scale = *values;
     affine.shift.assign(affine.scale.size(), 0.0);
   } else {
-    affine.shift = std::get<std::vector<double>>(values);
+    affine.shift = *values;
     affine.scale.assign(affine.shift.size(), 1.0);
   }
-  std::string why = WhyNotFold(target, affine, max_bytes);
-  if (!why.empty()) return {why};
+  if (WhyNot why = WhyNotFold(target, affine, max_bytes)) return {why};
   Step step;
   step.folded = true;
   step.added_node = FoldAffine(graph, target, affine, {&reader}, *reader.output(0));
@@ -96,7 +94,7 @@ Result<bool> FoldScaleIntoConv::RunOnGraph(Graph& graph, PassContext& context) {
       std::string reader_op = reader != nullptr ? reader->op_type() : "";
       Step step = FoldNextReader(graph, *contraction, context.model(), max_bytes);
       if (!step.folded) {
-        if (!step.reason.empty()) context.Rejected(*reader, step.reason);
+        if (step.reason) context.Rejected(*reader, step.reason);
         break;
       }
       // `reader` is gone now: the contraction computes its result.

@@ -37,8 +37,8 @@ std::optional<ConstantOperand> ConstantBeside(Node& node, const Value* value, co
   return ReadConstantOperand(node.input(other), model);
 }
 
-// The chain the Mul `mul` ends, or why it is none (empty reason: not a candidate at all).
-std::variant<Chain, std::string> ChainBefore(Node& mul, const Model& model) {
+// The chain the Mul `mul` ends, or why it is none; nullopt when `mul` is not a candidate at all.
+std::optional<Decided<Chain>> ChainBefore(Node& mul, const Model& model) {
   for (int side = 0; side < 2; ++side) {
     Value* product = mul.inputs().size() == 2 ? mul.input(side) : nullptr;
     Node* producer = product != nullptr ? product->producer() : nullptr;
@@ -56,22 +56,22 @@ std::variant<Chain, std::string> ChainBefore(Node& mul, const Model& model) {
       }
       if (chain.bias_add == nullptr) continue;
       chain.bias = ConstantBeside(*producer, matmul->output(0), model);
-      if (!chain.bias) return std::string("the bias is not constant");
+      if (!chain.bias) return WhyNot("the bias is not constant");
     } else if (producer->op_type() != "MatMul") {
       continue;
     }
     std::optional<ConstantOperand> weight = ReadConstantOperand(matmul->input(1), model);
-    if (!weight || weight->dims.size() != 2) return std::string("weights are not a constant 2-D B");
+    if (!weight || weight->dims.size() != 2) return WhyNot("weights are not a constant 2-D B");
     // A splat (ConstantOfShape) would be materialised whole; no exporter writes MatMul weights so.
-    if (weight->splat != nullptr) return std::string("weights are a ConstantOfShape splat");
+    if (weight->splat != nullptr) return WhyNot("weights are a ConstantOfShape splat");
     std::optional<ConstantOperand> scale = ConstantBeside(mul, product, model);
-    if (!scale) return std::string("non-constant scale");
+    if (!scale) return WhyNot("non-constant scale");
     chain.matmul = matmul;
     chain.weight = *weight;
     chain.scale = *scale;
     return chain;
   }
-  return std::string();
+  return std::nullopt;
 }
 
 std::string Fold(Graph& graph, Chain& chain, Node& mul) {
@@ -127,12 +127,13 @@ Result<bool> FoldScaleIntoMatMul::RunOnGraph(Graph& graph, PassContext& context)
   }
   bool changed = false;
   for (Node* mul : muls) {
-    auto chain = ChainBefore(*mul, context.model());
-    if (auto* reason = std::get_if<std::string>(&chain)) {
-      if (!reason->empty()) context.Rejected(*mul, *reason);
+    std::optional<Decided<Chain>> chain = ChainBefore(*mul, context.model());
+    if (!chain) continue;
+    if (!*chain) {
+      context.Rejected(*mul, chain->why_not());
       continue;
     }
-    if (std::string why = Fold(graph, std::get<Chain>(chain), *mul); !why.empty()) {
+    if (WhyNot why = Fold(graph, **chain, *mul)) {
       context.Rejected(*mul, why);
       continue;
     }

@@ -29,7 +29,7 @@ bool BroadcastsOneWay(const Shape& c, const Shape& output) {
 }
 
 // Why MatMul `matmul` + `add` (reading it at input `index`) cannot become a Gemm, or "".
-std::string WhyNot(const Node& matmul, const Node& add, int index, int64_t opset) {
+WhyNot WhyNotGemm(const Node& matmul, const Node& add, int index, int64_t opset) {
   const Value* product = add.input(static_cast<size_t>(index));
   if (!OnlyReadBy(*product, add)) return "MatMul output has other readers or is a graph output";
   const Value* a = matmul.input(0);
@@ -43,7 +43,7 @@ std::string WhyNot(const Node& matmul, const Node& add, int index, int64_t opset
   if (!c->shape() || !RankIs(product, 2) || !BroadcastsOneWay(*c->shape(), *product->shape())) {
     return "bias does not broadcast one way to [M, N]";
   }
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -56,15 +56,15 @@ Result<bool> MatMulAddToGemm::RunOnGraph(Graph& graph, PassContext& context) {
   }
   bool changed = false;
   for (Node* add : adds) {
-    std::string why;
+    WhyNot why;
     for (int index = 0; index < 2; ++index) {
       Value* operand = add->input(static_cast<size_t>(index));
       Node* matmul = operand != nullptr ? operand->producer() : nullptr;
       if (matmul == nullptr || matmul->op_type() != "MatMul" || !IsDefaultDomain(*matmul) || matmul->graph() != &graph) {
         continue;
       }
-      why = opset < 7 ? "Gemm before opset 7" : WhyNot(*matmul, *add, index, opset);
-      if (!why.empty()) continue;
+      why = opset < 7 ? WhyNot("Gemm before opset 7") : WhyNotGemm(*matmul, *add, index, opset);
+      if (why) continue;
       Value* bias = add->input(index == 0 ? 1 : 0);
       Node* gemm = graph.CreateNode("Gemm", matmul->domain(), {matmul->input(0), matmul->input(1), bias}, {nullptr},
                                     matmul->name());
@@ -73,7 +73,7 @@ Result<bool> MatMulAddToGemm::RunOnGraph(Graph& graph, PassContext& context) {
       changed = true;
       break;
     }
-    if (!why.empty()) context.Rejected(*add, why);
+    if (why) context.Rejected(*add, why);
   }
   if (changed) FUSIONOPT_RETURN_IF_ERROR(graph.SortTopologically());
   return changed;

@@ -63,7 +63,7 @@ struct IdentityBranch {
 // tree, over `channels` channels; why not in `why` when it is a BatchNormalization of `x` that
 // does not fold.
 std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channels, const Model& model,
-                                           std::string& why) {
+                                           WhyNot& why) {
   if (&leaf == &x) {
     return IdentityBranch{&leaf, nullptr, {std::vector<double>(static_cast<size_t>(channels), 1.0),
                                            std::vector<double>(static_cast<size_t>(channels), 0.0)}};
@@ -74,13 +74,13 @@ std::optional<IdentityBranch> IdentityLeaf(Value& leaf, Value& x, int64_t channe
     return std::nullopt;
   }
   why = WhyNotInferenceBatchNorm(*batchnorm, model.OpsetFor(batchnorm->domain()).value_or(0));
-  if (!why.empty()) return std::nullopt;
-  auto affine = BatchNormAffine(*batchnorm, channels, InitializerRuleOf(model));
-  if (auto* reason = std::get_if<std::string>(&affine)) {
-    why = *reason;
+  if (why) return std::nullopt;
+  Decided<ChannelAffine> affine = BatchNormAffine(*batchnorm, channels, InitializerRuleOf(model));
+  if (!affine) {
+    why = affine.why_not();
     return std::nullopt;
   }
-  return IdentityBranch{&leaf, batchnorm, std::get<ChannelAffine>(affine)};
+  return IdentityBranch{&leaf, batchnorm, *affine};
 }
 
 // A Conv leaf that can join a merge on `x`, or nullopt.
@@ -201,10 +201,10 @@ std::optional<IdentityBranch> IdentityFor(const ConvBranch& first, const std::ve
     return std::nullopt;
   }
   for (Value* leaf : leaves) {
-    std::string why;
+    WhyNot why;
     std::optional<IdentityBranch> identity = IdentityLeaf(*leaf, *first.conv->input(0), channels, model, why);
     if (identity) return identity;
-    if (!why.empty()) context.Rejected(*leaf->producer(), "identity branch: " + why);
+    if (why) context.Rejected(*leaf->producer(), why.Prefixed("identity branch"));
   }
   return std::nullopt;
 }

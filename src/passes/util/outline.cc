@@ -174,7 +174,7 @@ bool LeavesAndReenters(const std::vector<Node*>& nodes) {
   return false;
 }
 
-std::string WhyNotOutlinable(const std::vector<Node*>& nodes) {
+WhyNot WhyNotOutlinable(const std::vector<Node*>& nodes) {
   if (nodes.empty()) return "empty group";
   std::unordered_set<const Node*> members;
   for (const Node* node : nodes) {
@@ -192,13 +192,14 @@ std::string WhyNotOutlinable(const std::vector<Node*>& nodes) {
   }
   if (!read_outside) return "nothing outside the group reads it";
   if (LeavesAndReenters(nodes)) return "a path leaves the group and re-enters it";
-  return "";
+  return {};
 }
 
 std::unique_ptr<Graph> OutlinedBody(const std::vector<Node*>& nodes) { return BuildBody(InGraphOrder(nodes)).body; }
 
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context) {
-  FUSIONOPT_CHECK(WhyNotOutlinable(group.nodes).empty(), "the pass checked legality: " + WhyNotOutlinable(group.nodes));
+  const WhyNot why = WhyNotOutlinable(group.nodes);
+  FUSIONOPT_CHECK(!why, "the pass checked legality: " + why.reason());
   FUSIONOPT_CHECK(group.nodes.front()->graph() == &graph, "members belong to the graph");
   Model& model = context.model();
   std::vector<Node*> members = InGraphOrder(group.nodes);

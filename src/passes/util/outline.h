@@ -47,7 +47,7 @@ TensorPtr InlinableConstant(const Value& value);
 bool ReadOutside(const Value& value, const std::unordered_set<const Node*>& members);
 
 // Why `nodes` cannot be outlined, or an empty string when it can.
-std::string WhyNotOutlinable(const std::vector<Node*>& nodes);
+WhyNot WhyNotOutlinable(const std::vector<Node*>& nodes);
 
 // Whether some path from a member leaves the group and comes back to a member.
 bool LeavesAndReenters(const std::vector<Node*>& nodes);

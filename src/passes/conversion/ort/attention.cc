@@ -21,7 +21,7 @@ static_assert(std::string_view(kOrtDomain) == "com.microsoft");
 constexpr std::array<int64_t, 2> kTrialOpenDims = {7, 11};
 
 // Why MultiHeadAttention cannot take this operand as [B,S,H·D] (empty when it can).
-std::string WhyNotBsd(const AttentionOperand& operand, const char* which) {
+WhyNot WhyNotBsd(const AttentionOperand& operand, const char* which) {
   const std::string name(which);
   if (operand.layout != HeadLayout::kSplitHeads || !operand.split) return name + " is not split into heads inside the group";
   if (operand.rotary && (operand.rotary->op || operand.rotary->interleaved)) {
@@ -32,7 +32,7 @@ std::string WhyNotBsd(const AttentionOperand& operand, const char* which) {
 
 // Why the rotary and repeat steps of Q, K and V are not the forms written around the kernel: Q
 // and K rotated alike (or neither), V not; K and V repeated alike (or neither), Q not.
-std::string WhyNotRotaryAndRepeat(const FusedAttention& attention) {
+WhyNot WhyNotRotaryAndRepeat(const FusedAttention& attention) {
   if (attention.v.rotary || attention.q.repeat) return "V is rotated or Q is repeated";
   if (attention.q.rotary.has_value() != attention.k.rotary.has_value()) return "only one of Q and K is rotated";
   if (attention.k.repeat.has_value() != attention.v.repeat.has_value()) return "only one of K and V is repeated";
@@ -49,7 +49,7 @@ class AttentionLowering {
         options_(options) {}
 
   Outcome Run() {
-    if (std::string why = WhyNot(); !why.empty()) return Kept(why);
+    if (WhyNot why = WhyNotLowered()) return Kept(why);
     if (projection_ != nullptr) return WriteAttentionWithProjection();
     WriteRotaryAndRepeat();
     std::vector<Value*> inputs = {query_, key_, value_, nullptr, nullptr};
@@ -59,26 +59,26 @@ class AttentionLowering {
   }
 
  private:
-  std::string WhyNot() {
+  WhyNot WhyNotLowered() {
     if (attention_.op) return "the core is a standard Attention node";
     // MultiHeadAttention adds one attention_bias; a bias before a Where mask replaced by its fill
     // is not one sum (the fill replaces the biased score), so the group stays portable.
     if (attention_.bias.present()) return "a score bias before the mask (ALiBi)";
     if (call_.outputs().size() != 1) return "the group has more than one result";
-    if (std::string why = WhyNotKernelFloat(call_.output(0)); !why.empty()) return why;
+    if (WhyNot why = WhyNotKernelFloat(call_.output(0))) return why;
     packed_ = attention_.q.layout == HeadLayout::kView;
     if (packed_ && (attention_.q.rotary || attention_.k.rotary)) return "a rotary on a packed projection's views";
     if (packed_) {
-      if (std::string why = ProvePackedOperands(attention_, call_, trials_, packing_); !why.empty()) return why;
+      if (WhyNot why = ProvePackedOperands(attention_, call_, trials_, packing_)) return why;
     } else {
       const std::array<const AttentionOperand*, 3> operands = {&attention_.q, &attention_.k, &attention_.v};
       for (size_t i = 0; i < operands.size(); ++i) {
         const char* which = i == 0 ? "Q" : i == 1 ? "K" : "V";
         if (SplitOutside(*operands[i])) continue;
-        if (std::string why = WhyNotBsd(*operands[i], which); !why.empty()) return why;
+        if (WhyNot why = WhyNotBsd(*operands[i], which)) return why;
       }
     }
-    if (std::string why = WhyNotRotaryAndRepeat(attention_); !why.empty()) return why;
+    if (WhyNot why = WhyNotRotaryAndRepeat(attention_)) return why;
     if (attention_.merge_perm != std::vector<int64_t>{0, 2, 1, 3} || !attention_.merge) {
       return "the heads are not merged back to [B,S,H*D] inside the group";
     }
@@ -88,10 +88,10 @@ class AttentionLowering {
     if (!std::isfinite(scale_) || scale_ == 0) return "the scale is not a finite non-zero number";
     // Checks that need nothing written first come above; from here on a refusal may leave a
     // Split or an initializer behind, which LowerForOrt removes when nothing reads it.
-    if (std::string why = ResolveOperands(); !why.empty()) return why;
-    if (std::string why = ResolveMerge(); !why.empty()) return why;
-    if (std::string why = packed_ ? UsePackedHeads() : ResolveHeads(); !why.empty()) return why;
-    if (std::string why = ResolveRotary(); !why.empty()) return why;
+    if (WhyNot why = ResolveOperands()) return why;
+    if (WhyNot why = ResolveMerge()) return why;
+    if (WhyNot why = packed_ ? UsePackedHeads() : ResolveHeads()) return why;
+    if (WhyNot why = ResolveRotary()) return why;
     if (!attention_.q.rotary && !attention_.k.repeat) FindProjection();  // ORT's Attention rotates and repeats nothing
     if (projection_ != nullptr) ChooseKernel();
     return ResolveMask();
@@ -120,7 +120,7 @@ class AttentionLowering {
 
   // Q's and K's rotary tables, checked for RotaryEmbedding, and the halves' split point. A
   // partial rotary is RotaryEmbedding's rotary_embedding_dim.
-  std::string ResolveRotary() {
+  WhyNot ResolveRotary() {
     if (!attention_.q.rotary) return {};
     for (const AttentionOperand* operand : {&attention_.q, &attention_.k}) {
       const AttentionRotary& rotary = *operand->rotary;
@@ -137,7 +137,7 @@ class AttentionLowering {
       }
       Value* cos = call_.input(static_cast<size_t>(rotary.cos));
       Value* sin = call_.input(static_cast<size_t>(rotary.sin));
-      if (std::string why = WhyNotRotaryEmbedding(model_, cos, sin, query_, *turned); !why.empty()) return why;
+      if (WhyNot why = WhyNotRotaryEmbedding(model_, cos, sin, query_, *turned)) return why;
       (operand == &attention_.q ? q_tables_ : k_tables_) = {cos, sin};
     }
     return {};
@@ -300,7 +300,7 @@ class AttentionLowering {
 
   // MultiHeadAttention writes [B,S,H·D]. A group whose merge reshapes to another shape (rank 2
   // here) gets a Reshape to the target it computed, which must then be one value or constants.
-  std::string ResolveMerge() {
+  WhyNot ResolveMerge() {
     const Value* result = call_.output(static_cast<size_t>(attention_.result_output));
     if (result->shape() && result->shape()->size() == 3) return {};
     if (!result->shape() || result->shape()->size() != 2) return "the merged context's rank is unknown or not 2 or 3";
@@ -321,7 +321,7 @@ class AttentionLowering {
   // H, D and each K/V head's repeats from the layout the kernels read the operands with
   // (trial_layout.h), at two trial sizes of every open dim: a head count that depends on them is
   // no attribute. Q's heads are H; K and V have H, or H / n where they are repeated n times.
-  std::string ResolveHeads() {
+  WhyNot ResolveHeads() {
     std::optional<AttentionLayout> first;
     for (int64_t size : kTrialOpenDims) {
       const TrialSizes sizes = trials_.EverySymbolAt(size);
@@ -358,16 +358,16 @@ class AttentionLowering {
 
   // Q, K and V as [B,S,H·D] graph values: the call's arguments, or a Split of the combined
   // projection written before the call.
-  std::string ResolveOperands() {
+  WhyNot ResolveOperands() {
     if (packed_) {
       Value* source = call_.input(static_cast<size_t>(packing_.input));
       const int64_t third = packing_.heads * packing_.head_size;
-      if (std::string why = SplitInto(source, {third, third, third}, packing_.slots); !why.empty()) return why;
+      if (WhyNot why = SplitInto(source, {third, third, third}, packing_.slots)) return why;
     } else if (!attention_.combined) {
       query_ = AsBsd(attention_.q);
       key_ = AsBsd(attention_.k);
       value_ = AsBsd(attention_.v);
-    } else if (std::string why = SplitCombined(); !why.empty()) {
+    } else if (WhyNot why = SplitCombined()) {
       return why;
     }
     for (const Value* operand : {query_, key_, value_}) {
@@ -406,7 +406,7 @@ class AttentionLowering {
     return merged;
   }
 
-  std::string SplitCombined() {
+  WhyNot SplitCombined() {
     Value* combined = call_.input(static_cast<size_t>(attention_.combined_input));
     if (combined == nullptr || !combined->shape() || combined->shape()->size() != 3) return "the combined projection is not rank 3";
     if (attention_.split_axis != -1 && attention_.split_axis != 2) return "the combined projection is not split on its last axis";
@@ -427,7 +427,7 @@ class AttentionLowering {
 
   // Q, K and V as the pieces `slots` of `combined` split on its last axis by `sizes`, written
   // before the call.
-  std::string SplitInto(Value* combined, const std::vector<int64_t>& sizes, std::array<int, 3> slots) {
+  WhyNot SplitInto(Value* combined, const std::vector<int64_t>& sizes, std::array<int, 3> slots) {
     if (!combined->shape() || combined->shape()->size() != 3) return "the combined projection is not rank 3";
     const int64_t opset = model_.OpsetFor("").value_or(0);
     Node* split = CreateSplit(graph_, combined, -1, sizes, opset, call_.name() + "/Split");
@@ -450,7 +450,7 @@ class AttentionLowering {
   }
 
   // The heads the packed chains were proven to split into (lower_for_ort_packed.cc).
-  std::string UsePackedHeads() {
+  WhyNot UsePackedHeads() {
     heads_ = kv_heads_ = packing_.heads;
     head_size_ = packing_.head_size;
     repeats_ = 1;
@@ -460,12 +460,12 @@ class AttentionLowering {
   // MultiHeadAttention's attention_bias must be [B|1, H|1, Sq, Sk] exactly (ORT refuses a
   // mask that broadcasts over the queries), so the last two dims are proven equal to Q's and
   // K's sequence dims.
-  std::string ResolveMask() {
+  WhyNot ResolveMask() {
     if (attention_.mask_kind == AttentionMaskKind::kNone) return {};
     mask_ = ArgumentFor(graph_, call_, attention_.mask.input, attention_.mask.constant, call_.name() + "_mask");
     if (mask_ == nullptr || !mask_->shape() || mask_->shape()->size() != 4) return "the mask is not rank 4";
     if (attention_.mask_kind == AttentionMaskKind::kBoolean) {
-      if (std::string why = BiasFromCondition(); !why.empty()) return why;
+      if (WhyNot why = BiasFromCondition()) return why;
     }
     if (mask_->dtype() != ElementType()) return "the additive mask is not of the scores' type";
     const Dim sq = *DimOf(query_, 1), sk = *DimOf(key_, 1);  // rank 3: ResolveOperands checked
@@ -515,7 +515,7 @@ class AttentionLowering {
   // row keeps a key, and, because the fill is so negative that adding a score rounds back to it,
   // also on rows that mask every key (both give the uniform row). A fill that is -inf or
   // merely large (-1e4, older exports) would differ there, so it stays a function.
-  std::string BiasFromCondition() {
+  WhyNot BiasFromCondition() {
     if (mask_->dtype() != DataType::kBool) return "the Where mask's condition is not boolean";
     if (ElementType() != DataType::kFloat) return "a Where mask on scores that are not float32 (no float32-minimum fill)";
     if (!std::isfinite(attention_.fill) || attention_.fill > -1e30) {

@@ -37,13 +37,13 @@ AttentionKernelChoice ChooseAttentionKernel(OrtProvider provider, std::optional<
                  "Attention (from " + crossover + " keys on)"};
 }
 
-std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype) {
+WhyNot WhyNotSkipNormKernel(OrtProvider provider, DataType dtype) {
   if (provider != OrtProvider::kCpu || dtype != DataType::kFloat16) return {};
   return "CPU EP: float16 Skip(Simplified)LayerNormalization is several times slower than the ops "
          "(0.85 against 0.1 ms a norm, GPT-2 fp16), which ORT inlines";
 }
 
-std::string WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype) {
+WhyNot WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype) {
   if (provider != OrtProvider::kCpu || dtype != DataType::kFloat16 || (op != "Gelu" && op != "FastGelu")) return {};
   return "CPU EP: no float16 " + std::string(op) + " kernel (ORT expands it between Casts)";
 }

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "ir/graph.h"
+#include "ir/why_not.h"
 #include "passes/cost_model/cost_model.h"
 
 namespace fusionopt::passes {
@@ -59,12 +60,12 @@ AttentionKernelChoice ChooseAttentionKernel(OrtProvider provider, std::optional<
 // fp16 runs 1.03x faster with its norms left as ops (bench/ort_runtime.py --baseline-binary;
 // docs/benchmarks.md). The simplified variant shares that kernel's code. float32, and the CUDA
 // EP, take the kernel.
-std::string WhyNotSkipNormKernel(OrtProvider provider, DataType dtype);
+WhyNot WhyNotSkipNormKernel(OrtProvider provider, DataType dtype);
 
 // Why `provider` has no kernel for the activation `op` (Gelu, FastGelu, BiasGelu, QuickGelu) of
 // `dtype`, or "" when it has. The CPU EP (onnxruntime 1.32) has no float16 Gelu or FastGelu: its
 // optimizer expands their function bodies between Casts (the saved graphs of the MPT and GPT-2
 // float16 fixtures hold no Gelu and no FastGelu), which costs more nodes than the GELU saves.
-std::string WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype);
+WhyNot WhyNotActivationKernel(OrtProvider provider, std::string_view op, DataType dtype);
 
 }  // namespace fusionopt::passes

@@ -50,25 +50,22 @@ std::optional<CompositeMatch> ActivationAt(Node& node, int64_t opset) {
   return std::nullopt;
 }
 
-// The GELU or QuickGELU among `members` (inlined ops of one group), written as ORT's kernel; ""
-// when there is none or it does not qualify, with why in `why_not`.
-std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset, OrtProvider provider,
-                                 std::string& why_not) {
-  why_not = "its GELU or QuickGELU is not float32 or float16";
+// The GELU or QuickGELU among `members` (inlined ops of one group), written as ORT's kernel: the
+// op written, or why none is (there is none, or it does not qualify).
+Decided<std::string> LowerActivationAmong(Graph& graph, const std::vector<Node*>& members, int64_t opset,
+                                          OrtProvider provider) {
+  const WhyNot not_kernel_float = "its GELU or QuickGELU is not float32 or float16";
   for (Node* member : members) {
     std::optional<CompositeMatch> found = ActivationAt(*member, opset);
     if (!found) continue;
     const CompositeMatch& gelu = *found;
-    if (!IsKernelFloat(gelu.x) || gelu.output == nullptr || gelu.output->dtype() != gelu.x->dtype()) return {};
+    if (!IsKernelFloat(gelu.x) || gelu.output == nullptr || gelu.output->dtype() != gelu.x->dtype()) return not_kernel_float;
     const bool quick = gelu.kind == CompositeKind::kSilu;
     const bool tanh = gelu.gelu_form == GeluForm::kTanh;
     std::optional<std::pair<Value*, Value*>> biased =
         quick ? std::nullopt : BiasOperands(*gelu.x, gelu.nodes);  // QuickGelu takes no bias
     std::string op = quick ? "QuickGelu" : tanh ? "FastGelu" : biased ? "BiasGelu" : "Gelu";
-    if (std::string why = WhyNotActivationKernel(provider, op, gelu.x->dtype()); !why.empty()) {
-      why_not = why;
-      return {};
-    }
+    if (WhyNot why = WhyNotActivationKernel(provider, op, gelu.x->dtype())) return why;
     std::vector<Value*> inputs = biased ? std::vector<Value*>{biased->first, biased->second} : std::vector<Value*>{gelu.x};
     Node* lowered = graph.CreateNode(op, kOrtDomain, inputs, {nullptr},
                                      graph.UniqueNodeName(gelu.nodes.front()->name() + "/" + op));
@@ -83,7 +80,7 @@ std::string LowerActivationAmong(Graph& graph, const std::vector<Node*>& members
     for (Node* node : replaced) graph.RemoveNode(node);
     return std::string(kOrtDomain) + "::" + op;
   }
-  return {};
+  return not_kernel_float;
 }
 
 // Whether the body holds a GELU or QuickGELU (the matcher needs no types, so the untyped body
@@ -155,8 +152,8 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
       std::vector<std::string> absorbed;
       if (!outcome.absorbed.empty()) absorbed.push_back(outcome.absorbed);
       report.lowered.push_back({name, function, outcome.written, std::move(absorbed), outcome.because});
-    } else if (!outcome.kept_because.empty()) {
-      report.kept.push_back({name, function, outcome.kept_because});
+    } else if (outcome.kept_because) {
+      report.kept.push_back({name, function, outcome.kept_because.reason()});
     }
   };
   for (Node* call : calls) {
@@ -174,15 +171,14 @@ Result<OrtLoweringReport> LowerForOrt(Model& model, const OrtLoweringOptions& op
   }
   if (!gelus.empty()) InferShapes(model);  // function bodies are untyped: so are the values inlining made
   for (const InlinedGelu& gelu : gelus) {
-    std::string why_not;
-    std::string written = LowerActivationAmong(graph, gelu.members, gelu.opset, options.provider, why_not);
+    Decided<std::string> written = LowerActivationAmong(graph, gelu.members, gelu.opset, options.provider);
     for (Node* constant : gelu.constants) {  // the scalars the activation read, now read by nothing
       if (constant->output(0)->uses().empty() && !constant->output(0)->is_graph_output()) graph.RemoveNode(constant);
     }
-    if (written.empty()) {
-      report.kept.push_back({gelu.node, gelu.function, "inlined: " + why_not});
+    if (!written) {
+      report.kept.push_back({gelu.node, gelu.function, written.why_not().Prefixed("inlined").reason()});
     } else {
-      report.lowered.push_back({gelu.node, gelu.function, written, {}, {}});
+      report.lowered.push_back({gelu.node, gelu.function, *written, {}, {}});
     }
   }
   // What a lowering wrote before a later check kept the group after all (a Split, an expanded

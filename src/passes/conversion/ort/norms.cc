@@ -81,10 +81,10 @@ bool SkipBroadcastsOverBatch(const Value* x, const Value* skip) {
 // The checks every Skip*Normalization shares: float32 or float16 [B,S,H] input (float16 not on
 // the CPU EP, where the ops are faster) and skip of one
 // shape (or, with `batch_broadcast`, a [1,S,H] skip), a norm over the last axis, 1-D gamma and beta.
-std::string WhyNotSkipNorm(OrtProvider provider, const FusedComposite& norm, const Value* x, const Value* skip,
+WhyNot WhyNotSkipNorm(OrtProvider provider, const FusedComposite& norm, const Value* x, const Value* skip,
                            const Value* gamma, const Value* beta, bool batch_broadcast = false) {
-  if (std::string why = WhyNotKernelFloat(x); !why.empty()) return why;
-  if (std::string why = WhyNotSkipNormKernel(provider, x->dtype()); !why.empty()) return why;
+  if (WhyNot why = WhyNotKernelFloat(x)) return why;
+  if (WhyNot why = WhyNotSkipNormKernel(provider, x->dtype())) return why;
   if (skip == nullptr || skip->dtype() != x->dtype() || gamma == nullptr) return "the residual's type is not the input's, or no gamma";
   const bool same = x->shape() && skip->shape() && x->shape()->size() == 3 && *x->shape() == *skip->shape();
   if (!same && !(batch_broadcast && SkipBroadcastsOverBatch(x, skip))) {
@@ -121,7 +121,7 @@ Node* WriteSkipNorm(Graph& graph, Node& call, const FusedComposite& norm, std::v
 Outcome LowerAfterContraction(Graph& graph, Node& call, const FusedComposite& norm, const ResidualContraction& producer,
                               Value* gamma, Value* beta, OrtProvider provider) {
   Value* sum = producer.call->output(0);
-  if (std::string why = WhyNotSkipNorm(provider, norm, sum, producer.residual, gamma, beta); !why.empty()) return Kept(why);
+  if (WhyNot why = WhyNotSkipNorm(provider, norm, sum, producer.residual, gamma, beta)) return Kept(why);
   Value* product = graph.CreateValue(graph.UniqueName(producer.call->name() + "_product"));
   product->type().dtype = sum->dtype();
   product->type().shape = sum->shape();
@@ -172,7 +172,7 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
   Value* beta = ArgumentFor(graph, call, norm.beta.input, norm.beta.constant, call.name() + "_beta");
   if (norm.residual.present()) {
     Value* skip = ArgumentFor(graph, call, norm.residual.input, norm.residual.constant, call.name() + "_skip");
-    if (std::string why = WhyNotSkipNorm(provider, norm, x, skip, gamma, beta); !why.empty()) return Kept(why);
+    if (WhyNot why = WhyNotSkipNorm(provider, norm, x, skip, gamma, beta)) return Kept(why);
     Value* sum = norm.residual_sum_output >= 0 ? call.output(static_cast<size_t>(norm.residual_sum_output)) : nullptr;
     Node* lowered = WriteSkipNorm(graph, call, norm, {x, skip, gamma}, beta, nullptr, sum);
     graph.RemoveNode(&call);
@@ -192,10 +192,10 @@ Outcome LowerNorm(Model& model, Graph& graph, Node& call, const FusedComposite& 
 // residual stream reads on, is the kernel's output 3.
 Outcome LowerAfterResidualAdd(Graph& graph, Node& layer_norm, const FusedComposite& norm, const CompositeMatch& match,
                               OrtProvider provider) {
-  std::string why;
+  WhyNot why;
   for (auto [x, skip] : {std::pair{match.x, match.residual}, {match.residual, match.x}}) {
     why = WhyNotSkipNorm(provider, norm, x, skip, match.gamma, match.beta, /*batch_broadcast=*/true);
-    if (!why.empty()) continue;
+    if (why) continue;
     Value* sum = match.residual_sum;
     const bool sum_read_on = sum->uses().size() > 1 || sum->is_graph_output();
     Node* lowered = WriteSkipNorm(graph, layer_norm, norm, {x, skip, match.gamma}, match.beta, nullptr,
@@ -211,7 +211,7 @@ Outcome LowerStandardLayerNorm(Model& model, Graph& graph, Node& layer_norm, Ort
   if (layer_norm.op_type() != "LayerNormalization" || !IsDefaultDomain(layer_norm)) return {};
   const CompositeSearch search = MatchCompositeAt(layer_norm, model.OpsetFor("").value_or(0));
   if (!search.match) {
-    return search.near_miss.empty() ? Outcome{} : Kept(search.near_miss);  // e.g. its statistics are read
+    return !search.near_miss ? Outcome{} : Kept(search.near_miss);  // e.g. its statistics are read
   }
   const CompositeMatch& match = *search.match;
   FusedComposite norm;

@@ -51,7 +51,7 @@ std::optional<Slice> SliceOf(const OperandLayout& operand, int input, int64_t ba
 
 }  // namespace
 
-std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
+WhyNot ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
                                 PackedOperands& packed) {
   const std::array<const AttentionOperand*, 3> operands = {&attention.q, &attention.k, &attention.v};
   for (const AttentionOperand* operand : operands) {

@@ -93,7 +93,7 @@ bool HalvesProvablyEqual(const Model& model, const Value* table) {
   return false;
 }
 
-std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width) {
+WhyNot WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width) {
   for (const Value* table : {cos, sin}) {
     if (table == nullptr || table->dtype() != operand->dtype()) return "the rotary tables are not of Q's type";
     if (!table->shape() || table->shape()->size() != 4 || !(*table->shape())[0].is_known() || (*table->shape())[0].value != 1 ||

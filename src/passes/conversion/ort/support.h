@@ -26,7 +26,7 @@ namespace fusionopt::passes::ort_lowering {
 // decision waits (a group inlined for its GELU is lowered once the inlined values are typed).
 struct Outcome {
   std::string written;
-  std::string kept_because;
+  WhyNot kept_because;
   std::string absorbed;  // a fused call before this one that the written kernel took in
   std::string because;   // why this kernel, where ORT had more than one (ort_kernel_choice.h)
 };
@@ -34,7 +34,7 @@ struct Outcome {
 inline Outcome Written(std::string_view op, std::string_view absorbed = {}, std::string_view because = {}) {
   return {std::string(op), {}, std::string(absorbed), std::string(because)};
 }
-inline Outcome Kept(std::string reason) { return {{}, std::move(reason), {}, {}}; }
+inline Outcome Kept(WhyNot reason) { return {{}, std::move(reason), {}, {}}; }
 
 inline bool IsFloat32(const Value* value) { return value != nullptr && value->dtype() == DataType::kFloat; }
 
@@ -48,7 +48,7 @@ inline bool IsKernelFloat(const Value* value) {
 }
 
 // Why a group of `value`'s type stays a function (empty when it qualifies).
-inline std::string WhyNotKernelFloat(const Value* value) { return IsKernelFloat(value) ? std::string() : "not float32 or float16"; }
+inline WhyNot WhyNotKernelFloat(const Value* value) { return IsKernelFloat(value) ? WhyNot() : "not float32 or float16"; }
 
 // A standard op written just before `before`, its one result a new value named from `stem`, of
 // `dtype` and, where given, `shape` (LowerForOrt infers the rest once it is done).
@@ -111,7 +111,7 @@ bool HalvesProvablyEqual(const Model& model, const Value* table);
 // Why Q's (or K's) rotary by the [.,.,S,W] tables `cos` and `sin` cannot be ORT's RotaryEmbedding
 // (empty when it can): the tables must be [1,1,S,W] of the operand's type with equal halves, W
 // the features turned (`width`).
-std::string WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width);
+WhyNot WhyNotRotaryEmbedding(const Model& model, const Value* cos, const Value* sin, const Value* operand, int64_t width);
 // The head size D and the prefix r of each head a rotary turns (r = D: all of it).
 struct RotaryWidths {
   int64_t head = 0;
@@ -134,7 +134,7 @@ struct PackedOperands {
   std::array<int, 3> slots = {-1, -1, -1};  // Q, K, V
 };
 // Why the operands are not such slices (empty when they are; then `packed` is filled in).
-std::string ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
+WhyNot ProvePackedOperands(const FusedAttention& attention, const Node& call, TrialModels& trials,
                                 PackedOperands& packed);
 
 // A FusedAttention call as ORT's Attention (with its QKV projection) or MultiHeadAttention,

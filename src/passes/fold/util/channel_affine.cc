@@ -9,59 +9,59 @@
 namespace fusionopt::passes {
 namespace {
 
-using Analysis = std::variant<AffineTarget, std::string>;
+using Analysis = Decided<AffineTarget>;
 
 // Reads Conv/ConvTranspose's B or Gemm's C: absent is fine, non-constant is not.
-std::optional<std::string> ReadBias(Node& node, const Model& model, AffineTarget& target) {
+WhyNot ReadBias(Node& node, const Model& model, AffineTarget& target) {
   Value* bias = node.input(2);
-  if (bias == nullptr) return std::nullopt;
+  if (bias == nullptr) return {};
   target.bias = ReadConstantOperand(bias, model);
   if (!target.bias) return "non-constant bias";
   if (target.bias->dtype != target.weight.dtype) return "bias dtype differs from the weights'";
-  return std::nullopt;
+  return {};
 }
 
 Analysis AnalyzeConv(Node& node, const Model& model, AffineTarget target) {
   const std::vector<int64_t>& dims = target.weight.dims;
-  if (dims.size() < 3) return std::string("weights of rank < 3");
+  if (dims.size() < 3) return WhyNot("weights of rank < 3");
   target.group = node.GetInt("group", 1);
   target.output_rank = static_cast<int64_t>(dims.size());
   if (target.kind == ContractionKind::kConv) {
     target.channels = dims[0];
   } else {
-    if (target.group < 1 || dims[0] % target.group != 0) return std::string("group does not divide the input channels");
+    if (target.group < 1 || dims[0] % target.group != 0) return WhyNot("group does not divide the input channels");
     target.channels = dims[1] * target.group;
   }
-  if (auto why = ReadBias(node, model, target)) return *why;
-  if (target.bias && target.bias->dims != std::vector<int64_t>{target.channels}) return std::string("bias is not [M]");
+  if (WhyNot why = ReadBias(node, model, target)) return why;
+  if (target.bias && target.bias->dims != std::vector<int64_t>{target.channels}) return WhyNot("bias is not [M]");
   return target;
 }
 
 Analysis AnalyzeGemm(Node& node, const Model& model, AffineTarget target) {
   // Before opset 7 Gemm broadcast C only with its `broadcast` attribute.
-  if (model.OpsetFor(node.domain()).value_or(0) < 7) return std::string("Gemm before opset 7");
+  if (model.OpsetFor(node.domain()).value_or(0) < 7) return WhyNot("Gemm before opset 7");
   const std::vector<int64_t>& dims = target.weight.dims;
-  if (dims.size() != 2) return std::string("weights are not 2-D");
+  if (dims.size() != 2) return WhyNot("weights are not 2-D");
   target.trans_b = node.GetInt("transB", 0) != 0;
   target.channels = target.trans_b ? dims[0] : dims[1];
   target.beta = node.GetFloat("beta", 1.0F);
   target.output_rank = 2;
-  if (auto why = ReadBias(node, model, target)) return *why;
+  if (WhyNot why = ReadBias(node, model, target)) return why;
   if (target.bias) {
     const std::vector<int64_t>& c = target.bias->dims;
     bool columns_fit = c.empty() || c.back() == 1 || c.back() == target.channels;
-    if (c.size() > 2 || !columns_fit) return std::string("C does not broadcast per column");
+    if (c.size() > 2 || !columns_fit) return WhyNot("C does not broadcast per column");
   }
   return target;
 }
 
 Analysis AnalyzeMatMul(Node& node, const Model& model, AffineTarget target) {
   int64_t opset = model.OpsetFor(node.domain()).value_or(0);
-  if (opset < 7) return std::string("Gemm before opset 7");
-  if (target.weight.dtype == DataType::kBFloat16 && opset < 13) return std::string("bfloat16 Gemm before opset 13");
+  if (opset < 7) return WhyNot("Gemm before opset 7");
+  if (target.weight.dtype == DataType::kBFloat16 && opset < 13) return WhyNot("bfloat16 Gemm before opset 13");
   const Value* a = node.input(0);
-  if (target.weight.dims.size() != 2) return std::string("weights are not 2-D");
-  if (a == nullptr || !a->shape() || a->shape()->size() != 2) return std::string("A is not known to be 2-D");
+  if (target.weight.dims.size() != 2) return WhyNot("weights are not 2-D");
+  if (a == nullptr || !a->shape() || a->shape()->size() != 2) return WhyNot("A is not known to be 2-D");
   target.channels = target.weight.dims[1];
   target.output_rank = 2;
   return target;
@@ -195,8 +195,8 @@ std::vector<Value*> ExternalOperands(const AffineTarget& target, const std::vect
 
 }  // namespace
 
-std::variant<AffineTarget, std::string> AnalyzeAffineTarget(Node& node, const Model& model, bool allow_matmul) {
-  if (!IsDefaultDomain(node)) return std::string("not a standard-domain contraction");
+Decided<AffineTarget> AnalyzeAffineTarget(Node& node, const Model& model, bool allow_matmul) {
+  if (!IsDefaultDomain(node)) return WhyNot("not a standard-domain contraction");
   AffineTarget target;
   target.node = &node;
   const std::string& op = node.op_type();
@@ -209,10 +209,10 @@ std::variant<AffineTarget, std::string> AnalyzeAffineTarget(Node& node, const Mo
   } else if (op == "MatMul" && allow_matmul) {
     target.kind = ContractionKind::kMatMul;
   } else {
-    return std::string("not after a contraction it folds into");
+    return WhyNot("not after a contraction it folds into");
   }
   std::optional<ConstantOperand> weight = ReadConstantOperand(node.input(1), model);
-  if (!weight) return std::string("non-constant weights");
+  if (!weight) return WhyNot("non-constant weights");
   target.weight = *weight;
   switch (target.kind) {
     case ContractionKind::kConv:
@@ -220,15 +220,15 @@ std::variant<AffineTarget, std::string> AnalyzeAffineTarget(Node& node, const Mo
     case ContractionKind::kGemm: return AnalyzeGemm(node, model, std::move(target));
     case ContractionKind::kMatMul: return AnalyzeMatMul(node, model, std::move(target));
   }
-  return std::string("unreachable");
+  return WhyNot("unreachable");
 }
 
-std::string WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, int64_t max_bytes) {
+WhyNot WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, int64_t max_bytes) {
   bool materialises = target.weight.splat != nullptr && !Uniform(affine.scale);
   if (materialises && target.weight.NumBytes() > static_cast<uint64_t>(max_bytes)) {
     return "splat weights would grow beyond max-bytes";
   }
-  return "";
+  return {};
 }
 
 bool FoldAffine(Graph& graph, AffineTarget& target, const ChannelAffine& affine, const std::vector<Node*>& absorbed,

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "ir/batchnorm.h"
@@ -40,15 +39,15 @@ struct AffineTarget {
 
 // The target `node` is, or why it cannot absorb a per-channel map (a short stable reason).
 // MatMul qualifies only when `allow_matmul` (it becomes a Gemm when a shift is folded).
-std::variant<AffineTarget, std::string> AnalyzeAffineTarget(Node& node, const Model& model, bool allow_matmul);
+Decided<AffineTarget> AnalyzeAffineTarget(Node& node, const Model& model, bool allow_matmul);
 
 // Default of the folding passes' `max-bytes` option: the largest splat weight a per-channel
 // scale may materialise (the same cap fold-constants puts on results that grow the model).
 inline constexpr int64_t kDefaultMaterializeBytes = 1 << 20;
 
-// Why folding `affine` into `target` is refused, or "": a splat weight that a scale differing
+// Why folding `affine` into `target` is refused (empty when it is not): a splat weight that a scale differing
 // between channels would materialise beyond `max_bytes`.
-std::string WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, int64_t max_bytes);
+WhyNot WhyNotFold(const AffineTarget& target, const ChannelAffine& affine, int64_t max_bytes);
 
 // Folds `affine` into `target` so that it (or the Gemm replacing a MatMul) computes `result`,
 // the output of the last of `absorbed`: the nodes after the target, in chain order, each

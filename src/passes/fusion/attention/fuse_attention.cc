@@ -178,14 +178,14 @@ struct ShapeRead {
 
 // Every outside Shape read of the pattern's values, each proven from outside values, or the
 // reason one cannot be.
-std::variant<std::vector<ShapeRead>, std::string> PlanShapeReads(const AttentionMatch& match) {
+Decided<std::vector<ShapeRead>> PlanShapeReads(const AttentionMatch& match) {
   DimProver prover(match);
   std::vector<ShapeRead> reads;
   for (Node* shape : match.outside_shape_reads) {
     const Value* dims = shape->output(0);
     if (shape->FindAttribute("start") != nullptr || shape->FindAttribute("end") != nullptr || dims == nullptr ||
         dims->is_graph_output()) {
-      return std::string("a Shape of an intermediate is read outside the pattern");
+      return WhyNot("a Shape of an intermediate is read outside the pattern");
     }
     for (const Use& use : dims->uses()) {
       Node* gather = use.node;
@@ -195,10 +195,10 @@ std::variant<std::vector<ShapeRead>, std::string> PlanShapeReads(const Attention
                             : nullptr;
       std::optional<std::vector<int64_t>> indices = index ? index->AsInt64s() : std::nullopt;
       if (!indices || indices->size() != 1 || gather->output(0) == nullptr || gather->output(0)->is_graph_output()) {
-        return std::string("a Shape of an intermediate is read outside the pattern other than by one dim");
+        return WhyNot("a Shape of an intermediate is read outside the pattern other than by one dim");
       }
       std::optional<DimSource> source = prover.Resolve(shape->input(0), indices->front());
-      if (!source) return std::string("a dim of an intermediate is read outside and is not provably an input's");
+      if (!source) return WhyNot("a dim of an intermediate is read outside and is not provably an input's");
       reads.push_back(ShapeRead{gather, indices->front(), *source});
     }
   }
@@ -237,7 +237,7 @@ void RewireShapeReads(Graph& graph, const std::vector<ShapeRead>& reads, const s
 }
 
 // Why the match's dtypes rule it out, or "".
-std::string DtypeProblem(const AttentionMatch& match) {
+WhyNot DtypeProblem(const AttentionMatch& match) {
   std::vector<const Value*> floats = {match.q.source, match.k.source, match.v.source};
   if (match.mask_kind == AttentionMaskKind::kAdditive) floats.push_back(match.mask);
   if (match.bias != nullptr) floats.push_back(match.bias);
@@ -256,7 +256,7 @@ std::string DtypeProblem(const AttentionMatch& match) {
   if (match.mask_kind == AttentionMaskKind::kBoolean && match.mask->dtype() != DataType::kBool) {
     return "attention: the Where condition is not boolean";
   }
-  return "";
+  return {};
 }
 
 void CountForms(const AttentionMatch& match, PassContext& context) {
@@ -297,27 +297,27 @@ Result<bool> FuseAttention::RunOnGraph(Graph& graph, PassContext& context) {
   for (Node* anchor : anchors) {
     if (removed.count(anchor)) continue;
     AttentionSearch search = MatchAttentionAt(*anchor, *opset);
-    if (!search.near_miss.empty()) context.Rejected(*anchor, search.near_miss);
+    if (search.near_miss) context.Rejected(*anchor, search.near_miss);
     if (!search.match) continue;
     AttentionMatch& match = *search.match;
-    if (std::string problem = DtypeProblem(match); !problem.empty()) {
+    if (WhyNot problem = DtypeProblem(match)) {
       context.Rejected(*anchor, problem);
       continue;
     }
-    auto plan = PlanShapeReads(match);
-    if (const std::string* problem = std::get_if<std::string>(&plan)) {
-      context.Rejected(*anchor, "attention: " + *problem);
+    Decided<std::vector<ShapeRead>> plan = PlanShapeReads(match);
+    if (!plan) {
+      context.Rejected(*anchor, plan.why_not().Prefixed("attention"));
       continue;
     }
-    if (!context.JudgeFusion(match.nodes).apply) continue;
-    const auto& reads = std::get<std::vector<ShapeRead>>(plan);
+    if (!context.JudgeFusion(match.nodes).apply()) continue;
+    const std::vector<ShapeRead>& reads = *plan;
     if (!reads.empty()) {
       RewireShapeReads(graph, reads, match.outside_shape_reads);
       context.Count("shape_reads_rewired", static_cast<int64_t>(reads.size()));
       changed = true;
     }
-    if (std::string why_not = WhyNotOutlinable(match.nodes); !why_not.empty()) {
-      context.Rejected(*anchor, "attention: " + why_not);
+    if (WhyNot why = WhyNotOutlinable(match.nodes)) {
+      context.Rejected(*anchor, why.Prefixed("attention"));
       continue;
     }
     // A body the runtimes do not recognise as attention (a form the match takes but the

@@ -46,7 +46,7 @@ std::optional<ConstantOperand> ConstantInput(const Node& node, size_t index, con
 }
 
 // Why `node` cannot be a member, or "" with `member` filled in.
-std::string WhyNotMember(Node& node, const Model& model, Member& member) {
+WhyNot WhyNotMember(Node& node, const Model& model, Member& member) {
   const std::string& op = node.op_type();
   const Value* x = node.input(0);
   if (x == nullptr || !x->shape() || x->shape()->size() < 2) return "shared input has unknown rank or rank < 2";
@@ -68,7 +68,7 @@ std::string WhyNotMember(Node& node, const Model& model, Member& member) {
   }
   member.tail = node.output(0);
   if (member.tail == nullptr) return "output unused";
-  return "";
+  return {};
 }
 
 // Members that can share one kernel: same op and attributes, weights equal but for the
@@ -249,7 +249,7 @@ const Node* LostEpilogue(const Member& member) {
   return nullptr;
 }
 
-std::string WhyEpilogueLost(const Member& member) {
+WhyNot WhyEpilogueLost(const Member& member) {
   const Node* reader = LostEpilogue(member);
   return reader == nullptr ? ""
                            : "a member continues with " + reader->op_type() +
@@ -266,7 +266,7 @@ bool SinkAndDropLostEpilogues(std::vector<Member>& group, const Model& model, si
   }
   std::vector<Member> kept;
   for (size_t i = 0; i < group.size(); ++i) {
-    if (std::string why = WhyEpilogueLost(group[i]); !why.empty()) {
+    if (WhyNot why = WhyEpilogueLost(group[i])) {
       context.Rejected(*group[i].contraction, why);
     } else {
       kept.push_back(unsunk[i]);
@@ -278,7 +278,7 @@ bool SinkAndDropLostEpilogues(std::vector<Member>& group, const Model& model, si
   while (SinkOneStep(group, model, output_rank)) {
   }
   for (const Member& member : group) {
-    if (std::string why = WhyEpilogueLost(member); !why.empty()) {
+    if (WhyNot why = WhyEpilogueLost(member)) {
       context.Rejected(*member.contraction, why);
       return false;
     }
@@ -491,7 +491,7 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         context.Rejected(*node, "Conv members are off (convolutions=0)");
         continue;
       }
-      if (std::string why = WhyNotMember(*node, context.model(), member); !why.empty()) {
+      if (WhyNot why = WhyNotMember(*node, context.model(), member)) {
         context.Rejected(*node, why);
         continue;
       }
@@ -521,7 +521,7 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         }
         // The Split is costed as free: a view where the parts are contiguous (channels of one
         // image), or read in place by the attention node that takes Q/K/V next.
-        if (!context.JudgeFusion(merged).apply) continue;
+        if (!context.JudgeFusion(merged).apply()) continue;
         FusionRecord record{std::string(name()), "", "", "horizontal_" + group[0].contraction->op_type(), {}};
         for (const Member& member : group) {
           record.replaced.push_back(member.contraction->name());

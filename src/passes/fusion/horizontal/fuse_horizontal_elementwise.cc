@@ -73,7 +73,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
       const Function* function = model.FindFunction(node->domain(), node->op_type());
       if (function == nullptr || !IsElementwiseBody(*function)) continue;
     } else if (ClassifyOp(*node) != OpClass::kElementwise || launch_free.contains(node) ||
-               !WhyEngineCannotEvaluate(*node, opset).empty()) {
+               WhyEngineCannotEvaluate(*node, opset)) {
       continue;
     }
     const Shape* space = IterationSpace(*node);
@@ -98,7 +98,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
   for (Group& group : groups) {
     // The members as they are (fused calls cost as their bodies, reading and writing only the
     // calls' values) against the merged kernel.
-    if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply) continue;
+    if (group.members.size() < 2 || !context.JudgeFusion(group.members).apply()) continue;
     // Inlining and outlining again replace calls and ops that are not launch-free by one fused
     // call, so the cost model's launch-free nodes stay right across the whole rewrite (the
     // outliner alone sees the inlined state and cannot tell).
@@ -124,7 +124,7 @@ Result<bool> FuseHorizontalElementwise::RunOnGraph(Graph& graph, PassContext& co
       for (Node* constant : inlined.constants) copied_constants.push_back(constant->output(0));
       inlined_calls.emplace_back(function_name, std::move(inlined.members));
     }
-    if (std::string why = WhyNotOutlinable(nodes); !why.empty()) {
+    if (WhyNot why = WhyNotOutlinable(nodes)) {
       context.Rejected(*nodes.front(), why);
       // Each inlined member becomes the fused node it was (its function is found again).
       for (const auto& [function_name, body] : inlined_calls) {

@@ -96,17 +96,17 @@ bool OperandsOfInputType(const CompositeMatch& match) {
   return true;
 }
 
-// Why the norm's float32 Casts cannot join it ("" when they can): the row kernel reads and
+// Why the norm's float32 Casts cannot join it (empty when they can): the row kernel reads and
 // writes x's type and computes in float32, which is what the Casts do when x is float16 or
 // bfloat16, the Cast back restores that type and gamma and beta have it too.
-std::string CheckCastTypes(const CompositeMatch& match) {
+WhyNot CheckCastTypes(const CompositeMatch& match) {
   const DataType x = match.x->dtype();
   if (!SixteenBitRow(x)) return "the Cast to float32 widens no float16 or bfloat16";
   if (match.cast_back_to != static_cast<int64_t>(x) || match.output->dtype() != x) {
     return "the Cast back does not restore the input's type";
   }
   if (!OperandsOfInputType(match)) return "gamma or beta is not of the input's type";
-  return "";
+  return {};
 }
 
 // A LayerNormalization or RMSNormalization op of float16 or bfloat16 that computes in float32
@@ -134,22 +134,19 @@ void DropCasts(CompositeMatch& match) {
   match.cast_back_to = 0;
 }
 
-std::string Prefixed(const CompositeMatch& match, const std::string& reason) {
-  return std::string(NameOf(match.kind)) + ": " + reason;
-}
 
-// The standard op at the core of `match` exists in `opset` ("" when it does, or there is none).
-std::string CheckStandardOp(const CompositeMatch& match, int64_t opset) {
-  if (!match.standard_op) return "";
+// The standard op at the core of `match` exists in `opset` (empty when it does, or there is none).
+WhyNot CheckStandardOp(const CompositeMatch& match, int64_t opset) {
+  if (!match.standard_op) return {};
   if (match.kind == CompositeKind::kLayerNorm && opset < kLayerNormalizationOpset) {
     return "LayerNormalization needs opset 17";
   }
   if (match.kind == CompositeKind::kRmsNorm && opset < kRmsNormalizationOpset) return "RMSNormalization needs opset 23";
   if (match.kind == CompositeKind::kGelu && opset < kGeluOpset) return "Gelu needs opset 20";
-  return "";
+  return {};
 }
 
-std::string CheckNorm(CompositeMatch& match, const Node& anchor, PassContext& context) {
+WhyNot CheckNorm(CompositeMatch& match, const Node& anchor, PassContext& context) {
   KeepResidualPrologueIfRowwise(match);
   const Value& normalized = match.residual_sum != nullptr ? *match.residual_sum : *match.x;
   if (!normalized.shape() || normalized.shape()->empty()) return "input rank unknown";
@@ -159,17 +156,17 @@ std::string CheckNorm(CompositeMatch& match, const Node& anchor, PassContext& co
     return match.standard_op ? "the normalized axis is not the last" : "reduce axis is not the last";
   }
   if (match.gamma_mul != nullptr && !BroadcastsAlongRowsOnly(*match.gamma, shape)) {
-    context.Rejected(anchor, Prefixed(match, "gamma broadcasts over more than the last axis (fused without it)"));
+    context.Rejected(anchor, WhyNot("gamma broadcasts over more than the last axis (fused without it)").Prefixed(NameOf(match.kind)));
     DropAffineTail(match);
   }
   if (match.beta_add != nullptr && !BroadcastsAlongRowsOnly(*match.beta, shape)) {
-    context.Rejected(anchor, Prefixed(match, "beta broadcasts over more than the last axis (fused without it)"));
+    context.Rejected(anchor, WhyNot("beta broadcasts over more than the last axis (fused without it)").Prefixed(NameOf(match.kind)));
     DropBeta(match);
   }
-  return "";
+  return {};
 }
 
-std::string CheckSoftmax(CompositeMatch& match, int64_t opset) {
+WhyNot CheckSoftmax(CompositeMatch& match, int64_t opset) {
   const Value* scores = match.mask_node != nullptr ? match.mask_node->output(0) : match.x;
   if (!scores->shape() || scores->shape()->empty()) return "input rank unknown";
   auto rank = static_cast<int64_t>(scores->shape()->size());
@@ -177,29 +174,29 @@ std::string CheckSoftmax(CompositeMatch& match, int64_t opset) {
     return opset < kRowSoftmaxOpset ? "opset < 13 softmax flattens to 2-D at an axis that is not the last"
                                     : "axis is not the last";
   }
-  if (match.mask_node == nullptr || MayHaveShapeOf(*match.x, *scores)) return "";
+  if (match.mask_node == nullptr || MayHaveShapeOf(*match.x, *scores)) return {};
   // Addition commutes: an unscaled x that is the broadcast side may trade places with the mask.
   bool swappable = match.mask != nullptr && !match.scale && MayHaveShapeOf(*match.mask, *scores);
   if (!swappable) return "the mask broadcasts the scores";
   std::swap(match.x, match.mask);
-  return "";
+  return {};
 }
 
 }  // namespace
 
-std::string MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor, PassContext& context) {
-  std::string reason = CheckStandardOp(match, opset);
-  if (reason.empty() && match.cast_in != nullptr) {
-    if (std::string casts = CheckCastTypes(match); !casts.empty()) {
-      context.Rejected(anchor, Prefixed(match, casts + " (fused without its Casts)"));
+WhyNot MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor, PassContext& context) {
+  WhyNot reason = CheckStandardOp(match, opset);
+  if (!reason && match.cast_in != nullptr) {
+    if (WhyNot casts = CheckCastTypes(match)) {
+      context.Rejected(anchor, WhyNot(casts.reason() + " (fused without its Casts)").Prefixed(NameOf(match.kind)));
       DropCasts(match);
     }
   }
   const bool float32 = match.x->dtype() == DataType::kFloat && match.output->dtype() == DataType::kFloat;
-  if (reason.empty() && match.cast_in == nullptr && !float32 && !SixteenBitStandardNorm(match)) {
+  if (!reason && match.cast_in == nullptr && !float32 && !SixteenBitStandardNorm(match)) {
     reason = "dtype is not float32";
   }
-  if (reason.empty()) {
+  if (!reason) {
     switch (match.kind) {
       case CompositeKind::kLayerNorm:
       case CompositeKind::kRmsNorm: reason = CheckNorm(match, anchor, context); break;
@@ -208,7 +205,7 @@ std::string MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor
       case CompositeKind::kSilu: break;
     }
   }
-  return reason.empty() ? "" : Prefixed(match, reason);
+  return reason.Prefixed(NameOf(match.kind));
 }
 
 }  // namespace fusionopt::passes

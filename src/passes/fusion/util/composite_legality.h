@@ -12,9 +12,9 @@
 
 namespace fusionopt::passes {
 
-// Why `match` cannot become one fused kernel ("" when it can), after shrinking it where that
+// Why `match` cannot become one fused kernel (empty when it can), after shrinking it where that
 // makes it legal. Shrinking the affine tail of a norm is recorded in `context` as a rejection
 // of the tail, naming `anchor`.
-std::string MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor, PassContext& context);
+WhyNot MakeFusable(CompositeMatch& match, int64_t opset, const Node& anchor, PassContext& context);
 
 }  // namespace fusionopt::passes

@@ -19,7 +19,7 @@ const Value* ValueOperand(const Node& node) {
 
 }  // namespace
 
-std::string WhyEngineCannotEvaluate(const Node& node, int64_t opset) {
+WhyNot WhyEngineCannotEvaluate(const Node& node, int64_t opset) {
   if (ClassifyOp(node) != OpClass::kElementwise) return "not an elementwise op";
   if (opset < kFirstUnrestrictedOpset) return "opset before 7";
   if (cpu::KernelRegistry::BuiltIn().Find(node.domain(), node.op_type(), opset) == nullptr) {
@@ -49,7 +49,7 @@ std::string WhyEngineCannotEvaluate(const Node& node, int64_t opset) {
     std::string dtype = operand != nullptr ? std::string(NameOf(operand->dtype())) : "its operand types";
     return "the engine does not compute " + node.op_type() + " on " + dtype;
   }
-  return "";
+  return {};
 }
 
 }  // namespace fusionopt::passes

@@ -12,11 +12,12 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ir/why_not.h"
 
 namespace fusionopt::passes {
 
 // Why the engine cannot evaluate `node` (an elementwise op of the default domain) under the
 // model's default-domain `opset`, as a short stable reason; empty when it can.
-std::string WhyEngineCannotEvaluate(const Node& node, int64_t opset);
+WhyNot WhyEngineCannotEvaluate(const Node& node, int64_t opset);
 
 }  // namespace fusionopt::passes

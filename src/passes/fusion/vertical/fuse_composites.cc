@@ -84,13 +84,13 @@ Result<bool> FuseComposites::RunOnGraph(Graph& graph, PassContext& context) {
   for (Node* anchor : anchors) {
     if (removed.count(anchor)) continue;
     CompositeSearch search = MatchCompositeAt(*anchor, *opset);
-    if (!search.near_miss.empty()) context.Rejected(*anchor, search.near_miss);
+    if (search.near_miss) context.Rejected(*anchor, search.near_miss);
     if (!search.match) continue;
     CompositeMatch& match = *search.match;
     std::string kind(NameOf(match.kind));
     // A lone standard op is one kernel already; so is one whose prologue the checks drop.
-    std::string reason = match.nodes.size() == 1 ? "" : MakeFusable(match, *opset, *anchor, context);
-    if (!reason.empty()) {
+    WhyNot reason = match.nodes.size() == 1 ? WhyNot() : MakeFusable(match, *opset, *anchor, context);
+    if (reason) {
       context.Rejected(*anchor, reason);
       continue;
     }
@@ -98,11 +98,11 @@ Result<bool> FuseComposites::RunOnGraph(Graph& graph, PassContext& context) {
       context.Count("standalone_" + kind + "_ops");
       continue;
     }
-    if (std::string why_not = WhyNotOutlinable(match.nodes); !why_not.empty()) {
-      context.Rejected(*anchor, kind + ": " + why_not);
+    if (WhyNot why = WhyNotOutlinable(match.nodes)) {
+      context.Rejected(*anchor, why.Prefixed(kind));
       continue;
     }
-    if (!context.JudgeFusion(match.nodes).apply) continue;
+    if (!context.JudgeFusion(match.nodes).apply()) continue;
     ReadConstants constants = ConstantsReadBy(match.nodes);
     removed.insert(match.nodes.begin(), match.nodes.end());
     bool residual_sum_read = match.residual_sum != nullptr && ReadOutside(*match.residual_sum, {match.nodes.begin(), match.nodes.end()});

@@ -28,7 +28,7 @@ bool OneDnnPostOpType(DataType dtype) {
 }
 
 // The contraction, or why its epilogue cannot be fused.
-std::string AnalyzeContraction(Node& node, Contraction& contraction) {
+WhyNot AnalyzeContraction(Node& node, Contraction& contraction) {
   Value* output = node.outputs().size() == 1 ? node.output(0) : nullptr;
   if (output == nullptr) return "not one output";
   if (!OneDnnPostOpType(output->dtype())) return "dtype not float, float16 or bfloat16";
@@ -45,7 +45,7 @@ std::string AnalyzeContraction(Node& node, Contraction& contraction) {
   contraction.node = &node;
   contraction.shape = *shape;
   contraction.channel_axis = node.op_type() == "Conv" ? 1 : shape->size() - 1;
-  return "";
+  return {};
 }
 
 // Whether dims are 1 everywhere except the output's channel axis, which they cover with C.
@@ -71,10 +71,10 @@ std::vector<int64_t> KnownDims(const Shape& shape) {
 struct Next {
   std::optional<EpilogueStep> step;
   const Node* at = nullptr;
-  std::string reason;
+  WhyNot reason;  // empty where the chain simply ends
 };
 
-Next Stop(const Node* at, std::string reason) { return Next{std::nullopt, at, std::move(reason)}; }
+Next Stop(const Node* at, WhyNot reason) { return Next{std::nullopt, at, std::move(reason)}; }
 
 bool IsPostOp(const Node& node) {
   static const char* kOps[] = {"Add", "Sum", "Mul", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
@@ -110,10 +110,10 @@ Next BinaryStep(Node& reader, Value& value, const Contraction& contraction, cons
     bool channel_shaped = operand_shape != nullptr && PerChannel(KnownDims(*operand_shape), contraction);
     return Stop(&reader, channel_shaped ? "bias is not a constant" : "operand is neither a constant nor of the output's shape");
   }
-  return Next{EpilogueStep{{&reader}, reader.output(0), reader.op_type()}, nullptr, ""};
+  return Next{EpilogueStep{{&reader}, reader.output(0), reader.op_type()}, nullptr, {}};
 }
 
-std::string WhyNotActivation(const Node& reader, int64_t opset) {
+WhyNot WhyNotActivation(const Node& reader, int64_t opset) {
   const std::string& op = reader.op_type();
   // An op used before the opset that introduced it (HardSwish before 14, Gelu before 20).
   if (cpu::KernelRegistry::BuiltIn().Find(reader.domain(), op, opset) == nullptr) {
@@ -131,7 +131,7 @@ std::string WhyNotActivation(const Node& reader, int64_t opset) {
       if (constant == nullptr || constant->NumElements() != 1) return "Clip bounds are not constant scalars";
     }
   }
-  return "";
+  return {};
 }
 
 // What the chain may take after `value`: facts from before any rewrite, and the post-ops that
@@ -146,15 +146,15 @@ struct ChainContext {
 Next NextStep(Value& value, const ChainContext& chain) {
   Node* only = SoleReader(value);
   if (only == nullptr) {
-    if (auto pattern = MatchActivationPattern(value, chain.opset)) return Next{std::move(pattern), nullptr, ""};
+    if (auto pattern = MatchActivationPattern(value, chain.opset)) return Next{std::move(pattern), nullptr, {}};
     for (const Use& use : value.uses()) {
       if (IsPostOp(*use.node)) {
         return Stop(use.node, value.is_graph_output() ? "value is a graph output" : "value has several readers");
       }
     }
-    return Stop(nullptr, "");
+    return Stop(nullptr, {});
   }
-  if (!IsPostOp(*only)) return Stop(nullptr, "");
+  if (!IsPostOp(*only)) return Stop(nullptr, {});
   if (only->outputs().size() != 1 || only->output(0) == nullptr) return Stop(only, "not one output");
   if (only->op_type() == "Sum") {
     // Old exporters write residual adds as Sum; with two inputs (and broadcasting, opset 8)
@@ -166,9 +166,9 @@ Next NextStep(Value& value, const ChainContext& chain) {
     return BinaryStep(*only, value, chain.contraction, chain.shapes);
   }
   if (only->input(0) != &value) return Stop(only, "the chain's value is not the activation's input");
-  std::string why = WhyNotActivation(*only, chain.opset);
-  if (!why.empty()) return Stop(only, why);
-  return Next{EpilogueStep{{only}, only->output(0), only->op_type()}, nullptr, ""};
+  WhyNot why = WhyNotActivation(*only, chain.opset);
+  if (why) return Stop(only, why);
+  return Next{EpilogueStep{{only}, only->output(0), only->op_type()}, nullptr, {}};
 }
 
 // The contraction and its post-ops, step by step (steps[i] = the nodes step i added).
@@ -179,7 +179,7 @@ struct Chain {
 };
 
 // Why `step` cannot extend the chain as it stands, or "".
-std::string WhyNotAppend(const EpilogueStep& step, const Chain& chain, const ChainContext& context, int64_t max_post_ops) {
+WhyNot WhyNotAppend(const EpilogueStep& step, const Chain& chain, const ChainContext& context, int64_t max_post_ops) {
   for (const Node* node : step.nodes) {
     if (context.claimed.count(node)) return "post-op already in another contraction's chain";
   }
@@ -187,7 +187,7 @@ std::string WhyNotAppend(const EpilogueStep& step, const Chain& chain, const Cha
   if (step.result->dtype() != output.dtype()) return "post-op changes the dtype";
   if (!context.shapes.Same(*step.result, output)) return "post-op changes the output's shape";
   if (static_cast<int64_t>(chain.steps.size()) == max_post_ops) return "epilogue would exceed max-post-ops";
-  return "";
+  return {};
 }
 
 Chain FollowChain(const ChainContext& context, int64_t max_post_ops, PassContext& pass_context) {
@@ -196,11 +196,11 @@ Chain FollowChain(const ChainContext& context, int64_t max_post_ops, PassContext
   while (true) {
     Next next = NextStep(*value, context);
     if (!next.step) {
-      if (!next.reason.empty()) pass_context.Rejected(*next.at, next.reason);
+      if (next.reason) pass_context.Rejected(*next.at, next.reason);
       break;
     }
-    std::string why = WhyNotAppend(*next.step, chain, context, max_post_ops);
-    if (!why.empty()) {
+    WhyNot why = WhyNotAppend(*next.step, chain, context, max_post_ops);
+    if (why) {
       pass_context.Rejected(*next.step->nodes.back(), why);
       break;
     }
@@ -221,14 +221,14 @@ bool FuseLongestLegalPrefix(Graph& graph, Chain chain, PassContext& context) {
       members.insert(members.end(), chain.steps[i].begin(), chain.steps[i].end());
       name += chain.names[i];
     }
-    std::string why = WhyNotOutlinable(members);
+    WhyNot why = WhyNotOutlinable(members);
     // A prefix the cost model refuses is reported by JudgeFusion; a shorter one may still pay.
-    if (why.empty() && context.JudgeFusion(members).apply) {
+    if (!why && context.JudgeFusion(members).apply()) {
       OutlineGroup(graph, FusionGroup{members, "contraction_epilogue", name}, context);
       context.Count("post_ops_fused", static_cast<int64_t>(chain.steps.size()));
       return true;
     }
-    if (!why.empty()) context.Rejected(*chain.steps.back().front(), why);
+    if (why) context.Rejected(*chain.steps.back().front(), why);
     chain.steps.pop_back();
     chain.names.pop_back();
   }
@@ -255,8 +255,8 @@ Result<bool> FuseContractionEpilogues::RunOnGraph(Graph& graph, PassContext& con
   std::vector<Chain> chains;
   for (Node* node : contractions) {
     Contraction contraction;
-    std::string why = opset < kFirstUnrestrictedOpset ? "opset before 7" : AnalyzeContraction(*node, contraction);
-    if (!why.empty()) {
+    WhyNot why = opset < kFirstUnrestrictedOpset ? WhyNot("opset before 7") : AnalyzeContraction(*node, contraction);
+    if (why) {
       // Worth a report only where a post-op was waiting.
       if (HasPostOpReader(*node)) context.Rejected(*node, why);
       continue;

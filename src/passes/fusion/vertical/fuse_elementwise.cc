@@ -50,10 +50,10 @@ class Grouper {
  private:
   bool Eligible(const Node& node) {
     if (ClassifyOp(node) != OpClass::kElementwise) return false;
-    std::string why = WhyEngineCannotEvaluate(node, opset_);
-    if (why.empty() && (node.outputs().size() != 1 || node.output(0) == nullptr)) why = "not one output";
-    if (!why.empty()) context_.Rejected(node, why);
-    return why.empty();
+    WhyNot why = WhyEngineCannotEvaluate(node, opset_);
+    if (!why && (node.outputs().size() != 1 || node.output(0) == nullptr)) why = "not one output";
+    if (why) context_.Rejected(node, why);
+    return !why;
   }
 
   void Visit(Node* node) {
@@ -71,7 +71,7 @@ class Grouper {
     if (producer_groups.size() > 1) {
       std::vector<Node*> all = joined;
       for (int id : producer_groups) all.insert(all.end(), groups_[id].begin(), groups_[id].end());
-      if (WhyIllegal(all).empty()) {
+      if (!WhyIllegal(all)) {
         joined = std::move(all);
         absorbed = producer_groups;
       }
@@ -80,8 +80,8 @@ class Grouper {
       for (int id : producer_groups) {
         std::vector<Node*> candidate = joined;
         candidate.insert(candidate.end(), groups_[id].begin(), groups_[id].end());
-        std::string why = WhyIllegal(candidate);
-        if (!why.empty()) {
+        WhyNot why = WhyIllegal(candidate);
+        if (why) {
           context_.Rejected(*node, why);
           continue;
         }
@@ -97,7 +97,7 @@ class Grouper {
   }
 
   // Why `members` may not be one fused node as the graph stands, or "".
-  std::string WhyIllegal(const std::vector<Node*>& members) const {
+  WhyNot WhyIllegal(const std::vector<Node*>& members) const {
     if (static_cast<int64_t>(members.size()) > caps_.max_ops) return "group would exceed max-ops";
     std::unordered_set<const Node*> member_set(members.begin(), members.end());
     std::unordered_set<const Value*> inputs;
@@ -115,7 +115,7 @@ class Grouper {
       if (!shapes_.Same(*output, *outputs.front())) return "outputs do not provably share one shape";
     }
     if (MayReenter(members, member_set) && LeavesAndReenters(members)) return "group would not be convex";
-    return "";
+    return {};
   }
 
   // Cheap pre-check of convexity: a path can come back only through an outside reader placed
@@ -171,12 +171,12 @@ Result<bool> FuseElementwise::RunOnGraph(Graph& graph, PassContext& context) {
   Grouper grouper(graph, context, caps, opset);
   bool changed = false;
   for (const std::vector<Node*>& members : grouper.Form()) {
-    std::string why = WhyNotOutlinable(members);
-    if (!why.empty()) {
+    WhyNot why = WhyNotOutlinable(members);
+    if (why) {
       context.Rejected(*members.front(), why);
       continue;
     }
-    if (!context.JudgeFusion(members).apply) continue;
+    if (!context.JudgeFusion(members).apply()) continue;
     OutlineGroup(graph, FusionGroup{members, "elementwise", FunctionStem(members)}, context);
     context.Count("ops_fused", static_cast<int64_t>(members.size()));
     changed = true;

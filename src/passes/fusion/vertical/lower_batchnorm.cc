@@ -8,15 +8,15 @@
 namespace fusionopt::passes {
 namespace {
 
-// Why `batchnorm` is not lowered, or "" after lowering it.
-std::string TryLower(Graph& graph, Node& batchnorm, const Model& model) {
+// Why `batchnorm` is not lowered; nothing after lowering it.
+WhyNot TryLower(Graph& graph, Node& batchnorm, const Model& model) {
   std::vector<Value*> statistics(batchnorm.inputs().begin() + 1, batchnorm.inputs().end());
-  auto written = WriteBatchNormAsAffine(graph, batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0),
-                                        InitializerRuleOf(model));
-  if (auto* why = std::get_if<std::string>(&written)) return *why;
-  ReplaceChain(graph, *std::get<BatchNormAsAffine>(written).add, 0, {&batchnorm}, *batchnorm.output(0));
+  Decided<BatchNormAsAffine> written =
+      WriteBatchNormAsAffine(graph, batchnorm, model.OpsetFor(batchnorm.domain()).value_or(0), InitializerRuleOf(model));
+  if (!written) return written.why_not();
+  ReplaceChain(graph, *written->add, 0, {&batchnorm}, *batchnorm.output(0));
   RemoveIfUnused(statistics);
-  return "";
+  return {};
 }
 
 }  // namespace
@@ -28,7 +28,7 @@ Result<bool> LowerBatchNorm::RunOnGraph(Graph& graph, PassContext& context) {
   }
   bool changed = false;
   for (Node* batchnorm : batchnorms) {
-    if (std::string why = TryLower(graph, *batchnorm, context.model()); !why.empty()) {
+    if (WhyNot why = TryLower(graph, *batchnorm, context.model())) {
       context.Rejected(*batchnorm, why);
       continue;
     }

@@ -516,10 +516,10 @@ graph main (float[?,4] %x) -> (float[?,4] %y)
   std::vector<Node*> members;
   for (const auto& node : model->graph->nodes()) members.push_back(node.get());
   FusionVerdict verdict = context.JudgeFusion(members);
-  CHECK(verdict.apply);
+  CHECK(verdict.apply());
   CHECK_FALSE(verdict.predicted);
   CHECK(std::isnan(verdict.predicted_fused_s));
-  CHECK(verdict.reason.empty());
+  CHECK_FALSE(verdict.refused);
   auto changed = pass.Run(*model, context);
   REQUIRE(changed.ok());
   CHECK(*changed);

@@ -461,7 +461,7 @@ AttentionSearch SearchAtSoftmax(const Model& model) {
 TEST_CASE("MatchAttentionAt: GPT-2's match, its heads, causal mask and the Shape reads it leaves to the pass", "[attention]") {
   auto model = pass_test::ParseInferred(Combined(true));
   AttentionSearch search = SearchAtSoftmax(*model);
-  REQUIRE(search.near_miss.empty());
+  REQUIRE_FALSE(search.near_miss);
   REQUIRE(search.match.has_value());
   const AttentionMatch& match = *search.match;
   CHECK(match.heads == 2);
@@ -503,5 +503,5 @@ TEST_CASE("MatchAttentionAt: heads from the inferred shapes, and a Softmax that 
 )");
   search = SearchAtSoftmax(*plain);
   CHECK_FALSE(search.match.has_value());
-  CHECK(search.near_miss.empty());
+  CHECK_FALSE(search.near_miss);
 }
