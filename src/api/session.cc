@@ -36,15 +36,16 @@ Result<std::unique_ptr<Session>> Session::Create(std::unique_ptr<Model> model, c
     options.threads = config.threads;
     options.fused_kernels = config.fused_kernels;
     FUSIONOPT_ASSIGN_OR_RETURN(session->cpu_, cpu::Session::Create(owned, options));
-    for (const Value* input : session->cpu_->inputs()) session->inputs_.push_back(Describe(*input));
+    session->input_values_ = session->cpu_->inputs();
   } else {
     if (config.cuda_device < 0) return UsageError("CUDA device " + std::to_string(config.cuda_device) + " does not exist");
     cuda::CudaSessionOptions options;
     options.device = config.cuda_device;
     options.cuda_graph = config.cuda_graph;
     FUSIONOPT_ASSIGN_OR_RETURN(session->cuda_, cuda::CudaSession::Create(owned, options));
-    for (const Value* input : session->cuda_->inputs()) session->inputs_.push_back(Describe(*input));
+    session->input_values_ = session->cuda_->inputs();
   }
+  for (const Value* input : session->input_values_) session->inputs_.push_back(Describe(*input));
   for (const Value* output : owned.graph->outputs()) session->outputs_.push_back(Describe(*output));
   return session;
 }

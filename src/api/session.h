@@ -70,6 +70,9 @@ class Session {
   Backend backend() const { return config_.backend; }
   const Model& model() const { return *model_; }
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
+  // The graph values those inputs are, in the same order (the model's own, for feed makers that
+  // read their shapes and symbols).
+  const std::vector<const Value*>& input_values() const { return input_values_; }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   // "CPU runtime, 2 threads" or the CUDA device, its compute capability and library versions.
   std::string Description() const;
@@ -97,6 +100,7 @@ class Session {
   std::unique_ptr<Model> model_;
   SessionConfig config_;
   std::vector<ValueInfo> inputs_;
+  std::vector<const Value*> input_values_;
   std::vector<ValueInfo> outputs_;
   std::unique_ptr<cpu::Session> cpu_;
   std::unique_ptr<cuda::CudaSession> cuda_;

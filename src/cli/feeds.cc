@@ -24,9 +24,9 @@ void NoteDefaultedDims(const Value& input, const FeedOptions& options, std::vect
 
 }  // namespace
 
-Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const api::Session& session, const FeedOptions& options,
                                                 uint64_t run_index, std::vector<std::string>* defaulted) {
-  return MakeFeeds(session.inputs(), options, run_index, defaulted);
+  return MakeFeeds(session.input_values(), options, run_index, defaulted);
 }
 
 std::string DescribeFeeds(const std::vector<cpu::NamedTensor>& feeds) {

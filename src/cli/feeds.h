@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/session.h"
 #include "cpu_runtime/engine/session.h"
 
 namespace fusionopt::cli {
@@ -20,13 +21,13 @@ struct FeedOptions {
   uint64_t seed = 0;
 };
 
-// Feeds for every input of `session`: files where given, seeded random data otherwise. The
+// Feeds for every input of `session` (either backend): files where given, seeded random data otherwise. The
 // seed is mixed with the input's position so inputs differ from each other. `defaulted`, when
 // given, receives each symbolic (or unnamed unknown) dim that neither --shape nor --dim sized
 // and so became 1: a benchmark warns about those, since they silently change what it measures.
-Result<std::vector<cpu::NamedTensor>> MakeFeeds(const cpu::Session& session, const FeedOptions& options,
+Result<std::vector<cpu::NamedTensor>> MakeFeeds(const api::Session& session, const FeedOptions& options,
                                                 uint64_t run_index = 0, std::vector<std::string>* defaulted = nullptr);
-// The same for a model's graph `inputs` (backends other than the CPU runtime).
+// The same for a model's graph `inputs`.
 Result<std::vector<cpu::NamedTensor>> MakeFeeds(const std::vector<const Value*>& inputs, const FeedOptions& options,
                                                 uint64_t run_index = 0, std::vector<std::string>* defaulted = nullptr);
 

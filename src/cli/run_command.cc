@@ -178,8 +178,7 @@ int RunOn(const RunOptions& options, std::unique_ptr<Model> model) {
   config.cuda_graph = options.cuda_graph;
   auto session = api::Session::Create(std::move(model), config);
   if (!session.ok()) return ReportError(options.model, session.status());
-  auto feeds = cuda ? MakeFeeds((*session)->cuda_session()->inputs(), options.feeds)
-                    : MakeFeeds(*(*session)->cpu_session(), options.feeds);
+  auto feeds = MakeFeeds(**session, options.feeds);
   if (!feeds.ok()) return ReportError(options.model, feeds.status());
   cpu::RunStats stats;
   api::RunCounts counts;

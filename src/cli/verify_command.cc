@@ -61,7 +61,7 @@ int RunVerify(const VerifyOptions& options) {
   if (!candidate.ok()) return ReportError(options.candidate, candidate.status());
   bool all_passed = true;
   for (int run = 0; run < options.runs; ++run) {
-    auto feeds = MakeFeeds(*(*reference)->cpu_session(), options.feeds, static_cast<uint64_t>(run));
+    auto feeds = MakeFeeds(**reference, options.feeds, static_cast<uint64_t>(run));
     if (!feeds.ok()) return ReportError(options.reference, feeds.status());
     auto expected = (*reference)->Run(*feeds);
     if (!expected.ok()) return ReportError(options.reference, expected.status());

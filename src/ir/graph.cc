@@ -11,6 +11,16 @@
 
 namespace fusionopt {
 
+std::optional<std::vector<int64_t>> KnownDims(const Shape& shape) {
+  std::vector<int64_t> dims;
+  dims.reserve(shape.size());
+  for (const Dim& dim : shape) {
+    if (!dim.is_known()) return std::nullopt;
+    dims.push_back(dim.value);
+  }
+  return dims;
+}
+
 std::string ShapeToString(const Shape& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

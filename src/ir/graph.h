@@ -46,6 +46,8 @@ struct Dim {
 using Shape = std::vector<Dim>;
 
 std::string ShapeToString(const Shape& shape);  // "[N,3,224,224]", "?" for unknown dims
+// The dims of `shape` as numbers, when every one is known; nullopt otherwise.
+std::optional<std::vector<int64_t>> KnownDims(const Shape& shape);
 
 // The static type of a value. Tensors are modelled (dtype and optional shape); sequence,
 // map and optional types are kept opaque as a serialized TypeProto in `opaque_type`.
@@ -121,6 +123,11 @@ class Value {
   std::string info_residual_;
   std::list<std::unique_ptr<Value>>::iterator position_;  // in graph_->values_: O(1) removal
 };
+
+// The dims of `value` as numbers, when its shape is known and complete; nullopt otherwise.
+inline std::optional<std::vector<int64_t>> KnownDims(const Value& value) {
+  return value.shape() ? KnownDims(*value.shape()) : std::nullopt;
+}
 
 enum class AttributeKind {
   kUndefined, kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors,

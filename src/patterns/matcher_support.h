@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ir/constant_value.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::composite {
 
@@ -43,7 +43,7 @@ Node* ReaderOpWith(const Value* value, std::string_view op_type, Predicate other
 // The only reader of `value` when it has exactly one use and is no graph output.
 Node* SoleReader(const Value* value);
 
-// Recognising an outlined body (composite.cc, attention_body.cc).
+// Recognising an outlined body (composite/composite.cc, attention/body.cc).
 // The index of `value` among the body's formal inputs, or -1.
 int BodyInputIndex(const Graph& body, const Value* value);
 // What the body reads as `value`: a formal input, or a Constant node the body holds; absent

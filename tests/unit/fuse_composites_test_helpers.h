@@ -1,5 +1,5 @@
 // Shared by the fuse-composites tests: run the pass on IR text, compare with the expected text
-// (main graph and function bodies), check every body is recognised by patterns/composite.h, and
+// (main graph and function bodies), check every body is recognised by patterns/composite/composite.h, and
 // compare numbers with the original — inlined (the bodies are faithful copies) and run as is
 // (the runtime's fused kernels).
 #pragma once
@@ -12,14 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "fusion_test_util.h"
-#include "patterns/composite.h"
+#include "pass_harness.h"
+#include "patterns/composite/composite.h"
 #include "ir/op_class.h"
 #include "text_format/text_format.h"
 
 namespace fusionopt::fuse_composites_test {
 
-using namespace fusionopt::fusion_test;
+using namespace fusionopt::pass_test;
 
 inline constexpr const char* kPass = "fuse-composites";
 
@@ -41,17 +41,12 @@ inline void ExpectBodiesRecognised(const Model& model, const std::vector<passes:
 
 // Runs the pass on `text`; checks the result prints as `expected`, its bodies are recognised,
 // and it computes the original's numbers both inlined and run with its fused kernels.
-inline Fused ExpectFused(const std::string& text, const std::string& expected,
-                         const std::map<std::string, int64_t>& symbols = {}) {
-  Fused fused = fusion_test::ExpectFused(text, kPass, expected, {}, symbols);
+inline Fused ExpectFusedComposite(const std::string& text, const std::string& expected,
+                                  const std::map<std::string, int64_t>& symbols = {}) {
+  Fused fused = pass_test::ExpectRewrite(text, kPass, expected, {.numbers = Inlined(symbols)});
   ExpectBodiesRecognised(*fused.model, fused.run.fusions);
   ExpectClose(RunOnCpu(*fused.model, OpenDims{symbols}), RunOnCpu(*fused.original, OpenDims{symbols}), {1e-4, 1e-5});
   return fused;
-}
-
-// Runs the pass on `text`; checks it changed nothing and rejected a candidate for `reason`.
-inline void ExpectUnchanged(const std::string& text, const std::string& reason) {
-  pass_test::ExpectUnchanged(text, kPass, reason);
 }
 
 inline std::string Header(int64_t opset = 17) { return "ir_version 8\nopset \"\" " + std::to_string(opset) + "\n"; }

@@ -258,3 +258,16 @@ TEST_CASE("IsDefaultDomain and IsDefaultOp read either spelling of the default d
   CHECK_FALSE(IsDefaultOp(custom, "Relu"));
   CHECK_FALSE(IsDefaultOp(nullptr, "Relu"));
 }
+
+TEST_CASE("KnownDims: the numbers when every dim is known, nullopt for a symbol, an unknown dim or rank", "[graph]") {
+  CHECK(KnownDims(Shape{Dim::Known(2), Dim::Known(0), Dim::Known(5)}) == std::vector<int64_t>{2, 0, 5});
+  CHECK(KnownDims(Shape{}) == std::vector<int64_t>{});  // a scalar
+  CHECK_FALSE(KnownDims(Shape{Dim::Known(2), Dim::Symbol("N")}));
+  CHECK_FALSE(KnownDims(Shape{Dim::Unknown(), Dim::Known(3)}));
+
+  Graph graph;
+  Value* typed = graph.CreateValue("typed");
+  typed->type().shape = Shape{Dim::Known(4), Dim::Known(8)};
+  CHECK(KnownDims(*typed) == std::vector<int64_t>{4, 8});
+  CHECK_FALSE(KnownDims(*graph.CreateValue("untyped")));  // unknown rank
+}

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <unordered_map>
 
 #include "cpu_runtime/engine/compare.h"
@@ -250,24 +251,17 @@ Rewritten Rewrite(const std::string& text, const std::string& pass, const Option
   return rewritten;
 }
 
-Rewritten ExpectRewriteTo(const std::string& text, const std::string& pass, const std::string& expected,
-                          const Options& options) {
-  Rewritten rewritten = Rewrite(text, pass, options);
-  CHECK(rewritten.run.statistics.changed);
-  CHECK(Print(*rewritten.model) == Canonical(expected));
-  return rewritten;
-}
-
-PassRun ExpectUnchanged(const std::string& text, const std::string& pass, const std::string& reason,
-                        const Options& options) {
-  auto model = ParseInferred(text);
-  std::string printed = Print(*model);
-  PassRun run = RunPass(*model, pass, options);
-  CHECK_FALSE(run.statistics.changed);
-  CHECK(Print(*model) == printed);
-  INFO("reason: " << reason);
-  if (!reason.empty()) CHECK(RejectionCount(run.statistics, reason) >= 1);
-  return run;
+std::string Spread(int count, int seed, double low, double high) {
+  std::string text = "[";
+  for (int i = 0; i < count; ++i) {
+    int step = (i * 37 + seed * 11 + 5) % 64;
+    double value = low + (high - low) * step / 63.0;
+    value = static_cast<double>(static_cast<int64_t>(value * 64)) / 64.0;
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.6f", value);
+    text += (i > 0 ? ", " : "") + std::string(buffer);
+  }
+  return text + "]";
 }
 
 std::vector<std::string> OpTypes(const Graph& graph) {

@@ -1,7 +1,7 @@
 // The attention engine of the CPU runtime: Softmax(Q·Kᵀ·scale + mask)·V for every (batch,
 // head), tiled with an online softmax so the Sq×Sk score matrix never exists. Two kernels
 // describe their work to it: the fused attention body (fused/attention.cc, an
-// outlined pattern of patterns/attention.h) and the standard Attention op (opset 23,
+// outlined pattern of patterns/attention/attention.h) and the standard Attention op (opset 23,
 // kernels_attention_op.cc).
 //
 // What a problem may hold, each read where it lies in memory through strides:

@@ -10,7 +10,7 @@
 #include "cpu_runtime/engine/host_cpu.h"
 #include "cpu_runtime/onednn/common.h"
 #include "ir/constant_value.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

@@ -120,8 +120,7 @@ Result<RtTensor> EmptyStack(const Value& body_output, int64_t axis, Allocator& a
     return Unsupported("no iterations ran, and the empty scan output needs the dtype and every dim of body output '" +
                        body_output.name() + "', which declares " + declared);
   }
-  std::vector<int64_t> dims;
-  for (const Dim& dim : *type.shape) dims.push_back(dim.value);
+  std::vector<int64_t> dims = *KnownDims(*type.shape);  // complete: checked above
   auto position = NormalizeAxis(axis, static_cast<int64_t>(dims.size()) + 1);
   if (!position) return InvalidModel("scan output axis " + std::to_string(axis) + " is out of range");
   dims.insert(dims.begin() + *position, 0);

@@ -1,10 +1,10 @@
-// The fused attention kernel (patterns/attention.h): an outlined attention body — the core
+// The fused attention kernel (patterns/attention/attention.h): an outlined attention body — the core
 // (Softmax(Q·Kᵀ·scale + mask)·V, or a standard Attention node) with the head split and merge,
 // rotary embedding, grouped-query repeat and scales around it — run by the attention engine
 // (attention/engine.h) as one kernel that never holds the Sq×Sk score matrix.
 //
 // Where Q, K, V, the rotary tables, the mask and the output lie for this run's sizes is
-// patterns/attention_layout.h's (the derivation the CUDA generator uses too): every Reshape and
+// patterns/attention/layout.h's (the derivation the CUDA generator uses too): every Reshape and
 // Expand target evaluated as the op would, composed into strided views of the inputs. The engine
 // reads an operand whose features (or, for K, whose sequence) are contiguous, through a leading
 // dimension. Anything else — a layout the ops would refuse, no contiguous axis, any dtype but
@@ -17,9 +17,9 @@
 #include "cpu_runtime/attention/engine.h"
 #include "cpu_runtime/fused/body.h"
 #include "ir/float16.h"
-#include "patterns/attention.h"
-#include "patterns/attention_layout.h"
-#include "patterns/composite.h"
+#include "patterns/attention/attention.h"
+#include "patterns/attention/layout.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

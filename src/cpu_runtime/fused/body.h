@@ -43,7 +43,7 @@ std::unique_ptr<FusedBodyKernel> CreateFusedContraction(const FusedBodyInfo& inf
 // LayerNorm, RMSNorm (with a residual-add prologue) and Softmax (with scale and mask) over
 // the last axis: one pass per row.
 std::unique_ptr<FusedBodyKernel> CreateFusedRows(const FusedBodyInfo& info);
-// Attention (patterns/attention.h), head split and merge included: one tiled kernel with an
+// Attention (patterns/attention/attention.h), head split and merge included: one tiled kernel with an
 // online softmax that never holds the whole score matrix.
 std::unique_ptr<FusedBodyKernel> CreateFusedAttention(const FusedBodyInfo& info);
 

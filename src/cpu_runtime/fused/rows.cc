@@ -1,4 +1,4 @@
-// Row kernels for recognised composites (patterns/composite.h) over the last axis: LayerNorm
+// Row kernels for recognised composites (patterns/composite/composite.h) over the last axis: LayerNorm
 // and RMSNorm with an optional residual-add prologue (whose sum may be a second output), and
 // Softmax of a scaled input with an additive or Where mask.
 //
@@ -20,7 +20,7 @@
 #include "cpu_runtime/reduction/engine.h"
 #include "cpu_runtime/reduction/math.h"
 #include "ir/broadcast.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::cpu {
 namespace {

@@ -24,12 +24,9 @@ Result<std::vector<int64_t>> StaticDims(const Value& value) {
   if (!value.shape() || value.dtype() == DataType::kUndefined) {
     return Unsupported("'" + value.name() + "' has no known shape and dtype at these input sizes");
   }
-  std::vector<int64_t> dims;
-  for (const Dim& dim : *value.shape()) {
-    if (!dim.is_known()) return Unsupported("'" + value.name() + "' has a data-dependent dim at these input sizes");
-    dims.push_back(dim.value);
-  }
-  return dims;
+  std::optional<std::vector<int64_t>> dims = KnownDims(*value.shape());
+  if (!dims) return Unsupported("'" + value.name() + "' has a data-dependent dim at these input sizes");
+  return *dims;
 }
 
 uint64_t BytesOf(const Value& value, const std::vector<int64_t>& dims) {

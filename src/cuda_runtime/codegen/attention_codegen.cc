@@ -7,8 +7,8 @@
 #include "cuda_runtime/codegen/cuda_types.h"
 #include "cuda_runtime/codegen/family_codegen_support.h"
 #include "ir/constant_value.h"
-#include "patterns/attention.h"
-#include "patterns/attention_layout.h"
+#include "patterns/attention/attention.h"
+#include "patterns/attention/layout.h"
 
 namespace fusionopt::cuda {
 namespace attention_kernel {
@@ -348,7 +348,7 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
                                            const CodegenTarget& target) {
   UnfoldedBody unfolded = Unfold(typed_body);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<FusedAttention> attention, Recognize(*unfolded.graph));
-  if (!attention) return Unsupported("the body is not a fused attention (patterns/attention.h)");
+  if (!attention) return Unsupported("the body is not a fused attention (patterns/attention/attention.h)");
   if (attention->result_output != 0 || typed_body.outputs().size() != 1) {
     return Unsupported("the result is not the body's only output");
   }
@@ -356,7 +356,7 @@ Result<GeneratedProgram> GenerateAttention(const Graph& typed_body, std::string_
   std::optional<AttentionLayout> layout = LayOutAttention(*attention, StaticInputs(graph, unfolded));
   if (!layout) {
     return Unsupported("the operands' layout at these shapes is no strided view of the inputs, or a Reshape target is "
-                       "computed at run time (patterns/attention_layout.h)");
+                       "computed at run time (patterns/attention/layout.h)");
   }
   KernelParameters parameters(typed_body, unfolded);
   KernelPlan plan;

@@ -1,5 +1,5 @@
 // The attention family of CUDA code generation: the fused attention body of
-// patterns/attention.h — Softmax(Q·Kᵀ·scale + mask)·V with the optional head split and merge
+// patterns/attention/attention.h — Softmax(Q·Kᵀ·scale + mask)·V with the optional head split and merge
 // and combined-projection Split — as one tiled online-softmax (FlashAttention-style) kernel.
 //
 // Two kernels, chosen by the target: for fp16 and bf16 on sm_80 and newer, the tensor-core kernel

@@ -1,5 +1,5 @@
 // What both attention kernels of attention_codegen.h are generated from: each operand's
-// addressing at the planned sizes (patterns/attention_layout.h's derivation, as pointers and
+// addressing at the planned sizes (patterns/attention/layout.h's derivation, as pointers and
 // strides of the kernel's parameters) and the statements they share — an operand element as the
 // compute type (rotated when the body rotates it), the score epilogue (scale, softcap, mask,
 // causal) and a row's final 1/l. Internal to the attention family.
@@ -11,8 +11,8 @@
 #include <string>
 
 #include "ir/dtype.h"
-#include "patterns/attention.h"
-#include "patterns/attention_layout.h"
+#include "patterns/attention/attention.h"
+#include "patterns/attention/layout.h"
 
 namespace fusionopt::cuda::attention_kernel {
 
@@ -28,7 +28,7 @@ struct Addressing {
   std::string At(const std::string& b, const std::string& h, const std::string& s, const std::string& d) const;
 };
 
-// The rotary tables' pointers and addressing (attention_layout.h's RotaryLayout).
+// The rotary tables' pointers and addressing (patterns/attention/layout.h's RotaryLayout).
 struct RotaryAddressing {
   std::string cos, sin;
   DataType dtype = DataType::kUndefined;

@@ -48,12 +48,7 @@ std::string KernelIdentifier(std::string_view name) {
   return out;
 }
 
-std::vector<int64_t> StaticDims(const Value& value) {
-  std::vector<int64_t> dims;
-  if (!value.shape()) return dims;
-  for (const Dim& dim : *value.shape()) dims.push_back(dim.value);
-  return dims;
-}
+std::vector<int64_t> StaticDims(const Value& value) { return KnownDims(value).value_or(std::vector<int64_t>{}); }
 
 int64_t ElementCount(const std::vector<int64_t>& dims) {
   int64_t count = 1;

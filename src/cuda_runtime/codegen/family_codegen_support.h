@@ -5,7 +5,7 @@
 //
 // Why recognition needs a copy: TypedBodyOf turns a constant argument (a LayerNorm's gamma, an
 // attention's mask buffer or split sizes) into an initializer the body's nodes read instead of
-// the formal input, while the recognisers (patterns/composite.h, patterns/attention.h) describe
+// the formal input, while the recognisers (patterns/composite/composite.h, patterns/attention/attention.h) describe
 // operands as formal inputs. UnfoldedBody gives them a copy that reads the inputs again and
 // remembers which initializer stands behind each, so the kernel reads it through a
 // constant_inputs pointer the plugin uploads.
@@ -21,7 +21,7 @@
 #include "cuda_runtime/codegen/generated_kernel.h"
 #include "ir/broadcast.h"
 #include "ir/graph.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 #include "ir/status.h"
 
 namespace fusionopt::cuda {

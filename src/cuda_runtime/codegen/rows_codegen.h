@@ -2,7 +2,7 @@
 // last axis, one row at a time.
 //
 // Handles
-// - LayerNorm and RMSNorm — the composites of patterns/composite.h and the LayerNormalization /
+// - LayerNorm and RMSNorm — the composites of patterns/composite/composite.h and the LayerNormalization /
 //   RMSNormalization ops — with the optional residual prologue x = a + b (its sum written as a
 //   second output when the body returns it), gamma and beta, each operand broadcast per row;
 // - Softmax over the last axis with the composite's scale (x·c or x/c) and an additive mask or

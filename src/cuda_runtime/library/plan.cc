@@ -17,13 +17,7 @@
 namespace fusionopt::cuda {
 namespace contraction_internal {
 
-std::vector<int64_t> DimsOf(const Value& value) {
-  std::vector<int64_t> dims;
-  if (value.shape()) {
-    for (const Dim& dim : *value.shape()) dims.push_back(dim.value);
-  }
-  return dims;
-}
+std::vector<int64_t> DimsOf(const Value& value) { return KnownDims(value).value_or(std::vector<int64_t>{}); }
 
 std::optional<OperandRef> ResolveValue(const Graph& body, const Value* value) {
   if (value == nullptr) return std::nullopt;

@@ -13,7 +13,7 @@
 #include <numeric>
 
 #include "cuda_runtime/library/plan.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::cuda::contraction_internal {
 namespace {

@@ -24,16 +24,6 @@ TensorPtr Int64Tensor(std::vector<int64_t> dims, const std::vector<int64_t>& val
   return std::make_shared<Tensor>(Tensor::FromValues<int64_t>(DataType::kInt64, std::move(dims), values));
 }
 
-std::optional<std::vector<int64_t>> StaticDims(const Value& value) {
-  if (!value.shape()) return std::nullopt;
-  std::vector<int64_t> dims;
-  for (const Dim& dim : *value.shape()) {
-    if (!dim.is_known()) return std::nullopt;
-    dims.push_back(dim.value);
-  }
-  return dims;
-}
-
 // The dims a Shape node returns (its start/end window applied), each known or not; nullopt
 // when the rank of its input is unknown.
 std::optional<std::vector<Dim>> ShapeResult(const Node& shape) {
@@ -117,7 +107,7 @@ TensorPtr StaticShapeResult(const Node& node, const Model& model) {
     return dims ? KnownDimsTensor(*dims) : nullptr;
   }
   if (node.op_type() == "Size") {
-    std::optional<std::vector<int64_t>> dims = node.input(0) ? StaticDims(*node.input(0)) : std::nullopt;
+    std::optional<std::vector<int64_t>> dims = node.input(0) ? KnownDims(*node.input(0)) : std::nullopt;
     if (!dims) return nullptr;
     int64_t size = 1;
     for (int64_t dim : *dims) size *= dim;
@@ -194,7 +184,7 @@ class Folder {
     for (const Value* output : node.outputs()) {
       if (output == nullptr) continue;
       if (output->dtype() == DataType::kString) return WhyNot("string tensors");
-      std::optional<std::vector<int64_t>> dims = StaticDims(*output);
+      std::optional<std::vector<int64_t>> dims = KnownDims(*output);
       if (!dims || output->dtype() == DataType::kUndefined) return WhyNot("result shape not static");
       uint64_t count = 1;
       for (int64_t dim : *dims) count *= static_cast<uint64_t>(dim);
@@ -209,7 +199,7 @@ class Folder {
       const Value* output = node.output(i);
       if (output == nullptr) continue;
       const Tensor& result = *(*results)[i];
-      if (result.dtype() != output->dtype() || result.dims() != *StaticDims(*output)) {
+      if (result.dtype() != output->dtype() || result.dims() != *KnownDims(*output)) {
         return WhyNot("evaluated type differs from the inferred one");
       }
     }

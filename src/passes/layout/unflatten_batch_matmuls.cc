@@ -12,7 +12,7 @@
 #include "passes/cleanup/util/no_op_rules.h"
 #include "passes/util/outline.h"
 #include "passes/util/shape_facts.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 #include "patterns/matcher_support.h"
 #include "shape_inference/context.h"
 

@@ -13,7 +13,7 @@
 #include "passes/util/bypass.h"
 #include "passes/util/shape_facts.h"
 #include "passes/util/fold_rewrites.h"
-#include "patterns/attention.h"
+#include "patterns/attention/attention.h"
 
 namespace fusionopt::passes {
 namespace {

@@ -11,8 +11,8 @@
 #include "passes/cleanup/eliminate_dead_code.h"
 #include "passes/util/inline_call.h"
 #include "passes/conversion/ort/support.h"
-#include "patterns/attention.h"
-#include "patterns/composite.h"
+#include "patterns/attention/attention.h"
+#include "patterns/composite/composite.h"
 #include "shape_inference/shape_inference.h"
 
 namespace fusionopt::passes {

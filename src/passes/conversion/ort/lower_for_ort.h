@@ -28,8 +28,8 @@
 //   (tanh, with its bias Add when there is one); the rest of the group's ops stay standard ops.
 //   A QuickGELU x·σ(αx) (α not 1: CLIP's 1.702) the same way, as com.microsoft::QuickGelu {alpha}.
 //
-// Every attribute ORT needs is derived from the recognised body (patterns/attention.h,
-// patterns/composite.h), never guessed: heads and head size from the head split's target (H
+// Every attribute ORT needs is derived from the recognised body (patterns/attention/attention.h,
+// patterns/composite/composite.h), never guessed: heads and head size from the head split's target (H
 // written as -1 is the operand's width over the head size; K's and V's heads times their repeat
 // must be Q's), the scale from every constant the pattern multiplies the scores by, the epsilon
 // from the norm. The mask becomes attention_bias: an additive mask as it is; a Where mask whose

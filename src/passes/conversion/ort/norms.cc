@@ -9,7 +9,7 @@
 #include "ir/op_class.h"
 #include "passes/conversion/ort/lower_for_ort.h"
 #include "passes/conversion/ort/support.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::passes::ort_lowering {
 namespace {

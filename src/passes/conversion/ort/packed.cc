@@ -2,8 +2,8 @@
 // as one [B,S,3·E] value and reaches each operand's [B,H,S,D] through a chain of layout ops
 // (Transpose, Reshape to [S,B,3,E] forms, Squeeze, Gather of slot 0, 1 or 2, head split to
 // [S,B·H,D], Transpose, Reshape). The recogniser keeps such an operand as that chain (a kView
-// operand, patterns/attention.h). ORT's kernels need Q, K and V as [B,S,H·D] slices instead, so
-// each chain's addressing — patterns/attention_layout.h's, the one the CPU and CUDA kernels read
+// operand, patterns/attention/attention.h). ORT's kernels need Q, K and V as [B,S,H·D] slices instead, so
+// each chain's addressing — patterns/attention/layout.h's, the one the CPU and CUDA kernels read
 // the operands with — must be one third of the packed value split into heads:
 //
 //   element (b,h,s,d) at b·S·W + s·W + slot·H·D + h·D + d,   W = 3·H·D, slot 0, 1 or 2 (K too)
@@ -21,8 +21,8 @@
 
 #include "ir/constant_value.h"
 #include "passes/conversion/ort/support.h"
-#include "patterns/attention_layout.h"
-#include "patterns/composite.h"
+#include "patterns/attention/layout.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::passes::ort_lowering {
 namespace {

@@ -1,6 +1,6 @@
-// What the --runtime ort lowering's two files share (lower_for_ort.cc: the driver, norms and
-// GELU; lower_for_ort_attention.cc: attention): how a fused call's outcome is reported, and the
-// small questions both ask of values and shapes.
+// What the --runtime ort lowering's files share (lower_for_ort.cc: the driver and GELU; norms.cc,
+// attention.cc, rotary.cc, packed.cc and trial_layout.cc): how a fused call's outcome is reported,
+// and the small questions they all ask of values and shapes.
 #pragma once
 
 #include <algorithm>
@@ -17,8 +17,8 @@
 #include "passes/util/fold_rewrites.h"
 #include "passes/conversion/ort/kernel_choice.h"
 #include "passes/conversion/ort/trial_layout.h"
-#include "patterns/attention.h"
-#include "patterns/composite.h"
+#include "patterns/attention/attention.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::passes::ort_lowering {
 

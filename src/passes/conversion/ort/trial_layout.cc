@@ -40,13 +40,7 @@ std::optional<AttentionLayout> LayoutAt(const FusedAttention& attention, const N
   AttentionInputs inputs;
   inputs.dims = [sized](int index) -> std::optional<std::vector<int64_t>> {
     const Value* value = sized(index);
-    if (value == nullptr || !value->shape()) return std::nullopt;
-    std::vector<int64_t> dims;
-    for (const Dim& dim : *value->shape()) {
-      if (!dim.is_known()) return std::nullopt;
-      dims.push_back(dim.value);
-    }
-    return dims;
+    return value != nullptr ? KnownDims(*value) : std::nullopt;
   };
   const InitializerRule initializers = InitializerRuleOf(trials.model());
   inputs.values = [&call, sized, &unevaluable, initializers](int index) -> std::optional<std::vector<int64_t>> {

@@ -1,5 +1,5 @@
 // lower-for-ort: where a recognised attention reads Q, K and V, taken from
-// patterns/attention_layout.h — the derivation the CPU kernel and the CUDA generator address the
+// patterns/attention/layout.h — the derivation the CPU kernel and the CUDA generator address the
 // operands with — so the lowering never reads heads, head sizes or slices its own way.
 //
 // LayOutAttention needs every dim and every Reshape target as numbers. Where the model leaves dims
@@ -16,8 +16,8 @@
 #include <string>
 
 #include "ir/graph.h"
-#include "patterns/attention.h"
-#include "patterns/attention_layout.h"
+#include "patterns/attention/attention.h"
+#include "patterns/attention/layout.h"
 
 namespace fusionopt::passes::ort_lowering {
 

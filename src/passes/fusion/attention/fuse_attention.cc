@@ -5,7 +5,7 @@
 #include <unordered_set>
 #include <variant>
 
-#include "patterns/attention.h"
+#include "patterns/attention/attention.h"
 #include "ir/constant_value.h"
 #include "passes/util/fold_rewrites.h"
 #include "passes/util/outline.h"

@@ -9,7 +9,7 @@ namespace fusionopt::passes {
 // fuse-attention (O3): see fuse_attention.cc.
 // fuse-attention (O3): scaled dot-product attention, with the head split and merge around it
 // where the graph has them, outlined into one ai.fusionopt node whose body is the original ops
-// (outline.h) and which a runtime recognises as one kernel (patterns/attention.h):
+// (outline.h) and which a runtime recognises as one kernel (patterns/attention/attention.h):
 inline constexpr std::string_view kFuseAttentionRewrite = R"rewrite(
   %q, %k, %v = Split(%qkv, [W, W, W]) {axis: 2}           %ctx = ai.fusionopt::FusedAttention(%qkv, %sizes, %mask)
   %qh = Transpose(Reshape(%q, [B,S,H,D]), [0,2,1,3])

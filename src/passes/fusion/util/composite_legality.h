@@ -1,4 +1,4 @@
-// What fuse-composites checks on a typed graph beyond the structural match (patterns/composite.h):
+// What fuse-composites checks on a typed graph beyond the structural match (patterns/composite/composite.h):
 // dtypes, ranks and the normalized axis, the broadcast of gamma/beta and of a softmax mask,
 // opset versions. A check may shrink the match (drop a residual prologue that is really a bias
 // or broadcast add, drop an affine tail that broadcasts over more than the row) instead of
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 #include "passes/pass.h"
 
 namespace fusionopt::passes {

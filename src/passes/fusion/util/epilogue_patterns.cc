@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::passes {
 namespace {

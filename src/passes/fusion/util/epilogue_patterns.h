@@ -1,6 +1,6 @@
 // Activations that exporters spell as several nodes, matched where they read one value %x:
 // the decomposed GELU (erf and tanh forms) and SiLU (with its QuickGELU scaling), recognised by the same composite matchers
-// the fuse-composites pass and the CPU runtime use (patterns/composite.h: forms, operand orders
+// the fuse-composites pass and the CPU runtime use (patterns/composite/composite.h: forms, operand orders
 // and constant tolerance are defined there, once). Every value inside a pattern is read only
 // by the pattern and is no graph output; %x must be read by the pattern's nodes only.
 #pragma once
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt::passes {
 

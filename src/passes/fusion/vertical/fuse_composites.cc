@@ -5,7 +5,7 @@
 #include <unordered_set>
 
 #include "ir/constant_value.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 #include "passes/fusion/util/composite_legality.h"
 #include "passes/fusion/util/epilogue_patterns.h"
 #include "passes/util/outline.h"

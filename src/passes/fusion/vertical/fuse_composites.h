@@ -8,7 +8,7 @@ namespace fusionopt::passes {
 
 // fuse-composites (O2): the row and activation composites exporters decompose, each outlined
 // into one ai.fusionopt node whose body is the original ops (outline.h) and which a runtime
-// recognises as one kernel (patterns/composite.h lists the forms):
+// recognises as one kernel (patterns/composite/composite.h lists the forms):
 inline constexpr std::string_view kFuseCompositesRewrite = R"rewrite(
   %s = Add(%a, %b)                                   %s, %y = ai.fusionopt::FusedAddLayerNorm(%a, %b, %g, %be)
   %m = ReduceMean(%s) {axes: [-1]}

@@ -61,7 +61,8 @@ bool PerChannel(const std::vector<int64_t>& dims, const Contraction& contraction
   return true;
 }
 
-std::vector<int64_t> KnownDims(const Shape& shape) {
+// The dims of `shape`, an unknown one as -1 (PerChannel reads only the known ones as sizes).
+std::vector<int64_t> DimsUnknownAsMinusOne(const Shape& shape) {
   std::vector<int64_t> dims;
   for (const Dim& dim : shape) dims.push_back(dim.is_known() ? dim.value : -1);
   return dims;
@@ -107,7 +108,7 @@ Next BinaryStep(Node& reader, Value& value, const Contraction& contraction, cons
     }
   } else if (!full_shape) {
     const Shape* operand_shape = KnownRankShape(*operand);
-    bool channel_shaped = operand_shape != nullptr && PerChannel(KnownDims(*operand_shape), contraction);
+    bool channel_shaped = operand_shape != nullptr && PerChannel(DimsUnknownAsMinusOne(*operand_shape), contraction);
     return Stop(&reader, channel_shaped ? "bias is not a constant" : "operand is neither a constant nor of the output's shape");
   }
   return Next{EpilogueStep{{&reader}, reader.output(0), reader.op_type()}, nullptr, {}};

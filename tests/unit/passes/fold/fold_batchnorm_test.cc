@@ -1,12 +1,12 @@
 // fold-batchnorm: inference BatchNormalization folded into Conv / ConvTranspose / Gemm / 2-D
 // MatMul weights and bias, numbers unchanged; the cases it must leave alone, with reasons.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 #include "ir/float16.h"
 #include "passes/util/constant_operand.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -252,17 +252,23 @@ TEST_CASE("fold-batchnorm computes float16 weights in double and rounds once", "
 ir_version 8
 opset "" 17
 graph main (float16[1,3,4,4] %x) -> (float16[1,4,4,4] %y)
-  init float16[4,3,1,1] %w = )" + Spread(12, 9) + R"(
-  init float16[4] %gamma = )" + Spread(4, 10, 0.5, 2.0) + R"(
-  init float16[4] %beta = )" + Spread(4, 11) + R"(
-  init float16[4] %mean = )" + Spread(4, 12) + R"(
-  init float16[4] %var = )" + Spread(4, 13, 0.1, 3.0) + R"(
+  init float16[4,3,1,1] %w = )" + Spread(12, 9) +
+                                     R"(
+  init float16[4] %gamma = )" + Spread(4, 10, 0.5, 2.0) +
+                                     R"(
+  init float16[4] %beta = )" + Spread(4, 11) +
+                                     R"(
+  init float16[4] %mean = )" + Spread(4, 12) +
+                                     R"(
+  init float16[4] %var = )" + Spread(4, 13, 0.1, 3.0) +
+                                     R"(
 {
   %c = Conv(%x, %w) @conv
   %y = BatchNormalization(%c, %gamma, %beta, %mean, %var) @bn
 }
 )",
-                                 kPass, {"Conv"}, {}, {2e-2, 1e-2});
+                                 kPass, {"Conv"}, {.numbers = {.tolerance = {2e-2, 1e-2}}})
+                    .model;
   const Node& conv = *folded->graph->nodes().front();
   CHECK(conv.input(1)->initializer()->dtype() == DataType::kFloat16);
   CHECK(conv.input(2)->initializer()->dtype() == DataType::kFloat16);

@@ -1,11 +1,11 @@
 // fold-constants: all-constant chains and static shape arithmetic become initializers (same
 // names, the CPU runtime's numbers); what must not fold stays, with its reason.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 #include "passes/pipeline.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -61,7 +61,7 @@ graph main (float[2,3,4] %x) -> (float[6,4] %y)
   %y = Reshape(%x, %target) @reshape
 }
 )");
-  CHECK(statistics.counters["nodes_folded"] == 3);
+  CHECK(statistics.Counter("nodes_folded") == 3);
 }
 
 TEST_CASE("fold-constants folds a Slice of a shape's static dims, not one that reaches a symbol", "[passes]") {
@@ -183,7 +183,7 @@ graph main (float[2,3,5] %x) -> (int64[] %y, int64[2] %z)
 }
 )");
   // The Adds read constants now, but write graph outputs.
-  CHECK(RejectionCount(statistics, "an output is a graph output") == 2);
+  CHECK(statistics.Rejections("an output is a graph output") == 2);
 }
 
 TEST_CASE("fold-constants: initializers that are graph inputs are constants only below IR version 4", "[passes]") {
@@ -246,8 +246,8 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
   %y = Mul(%a, %t) @mul
 }
 )",
-                                  {{"max-bytes", "16"}});
-  CHECK(RejectionCount(statistics, "result larger than max-bytes") == 1);
+                                  {.options = {{"max-bytes", "16"}}});
+  CHECK(statistics.Rejections("result larger than max-bytes") == 1);
 
   // The default cap (1 MiB) folds both.
   auto model = ParseInferred(text);

@@ -1,10 +1,10 @@
 // fold-scale-into-conv: Mul/Add by a per-output-channel constant after Conv / ConvTranspose /
 // Gemm folded into weights and bias, numbers unchanged; broadcasts that are not per-channel and
 // the other cases it must leave alone, with reasons.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -52,8 +52,8 @@ graph main (float[1,1,2,2] %x) -> (float[1,2,2,2] %y)
   %y = Conv(%x, %w_folded, %b_folded_1) @conv
 }
 )");
-  CHECK(statistics.counters["muls_folded"] == 1);
-  CHECK(statistics.counters["adds_folded"] == 1);
+  CHECK(statistics.Counter("muls_folded") == 1);
+  CHECK(statistics.Counter("adds_folded") == 1);
 }
 
 TEST_CASE("fold-scale-into-conv creates the bias an Add needs, and takes scalars", "[passes]") {

@@ -2,10 +2,10 @@
 // directly or through its bias Add (Whisper's and CLIP's query scaling), folded into weights
 // and bias with the numbers unchanged; a scale computed at run time, one that is not per
 // column, one that raises the rank, and a MatMul read elsewhere stay.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -30,8 +30,9 @@ graph main (float[2,5,4] %x)" + extra_inputs + R"() -> (float %y)
 }  // namespace
 
 TEST_CASE("fold-scale-into-matmul folds a scale after the bias Add into weights and bias", "[passes]") {
-  auto model = ExpectRewriteOps(Projection("  %a = Add(%m, %b) @bias\n  %y = Mul(%a, %s) @scale\n"), kPass,
-                                {"MatMul", "Add"});
+  auto model =
+      ExpectRewriteOps(Projection("  %a = Add(%m, %b) @bias\n  %y = Mul(%a, %s) @scale\n"), kPass, {"MatMul", "Add"})
+          .model;
   const Node& add = *model->graph->nodes().back();
   CHECK(add.output(0)->name() == "y");  // the Mul's result keeps its name
   auto bias = add.input(1)->initializer()->values<float>();

@@ -1,9 +1,9 @@
 // matmul-add-to-gemm: a 2-D MatMul and its bias Add become one Gemm; batched MatMuls, shared
 // products, biases that would broadcast the output and dtypes Gemm lacks stay, with reasons.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 

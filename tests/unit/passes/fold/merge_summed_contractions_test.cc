@@ -2,10 +2,10 @@
 // detector block; RepVGG's 3×3 + 1×1 + identity) and matrix products summed become one
 // contraction with the summed weights and the same numbers; branches that do not line up
 // (other strides, a 1×1 off the 3×3's centre, an even kernel, an output read elsewhere) stay.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -38,7 +38,7 @@ const std::string kFourConvs = R"(  %c0 = Conv(%x, %w0, %b0) {pads: [1, 1, 1, 1]
 
 TEST_CASE("merge-summed-contractions: four 3x3 convolutions summed are one", "[passes]") {
   // A Sum of four, and the same as a chain of Adds.
-  auto model = ExpectRewriteOps(Branches(kFourConvs, "  %y = Sum(%c0, %c1, %c2, %c3) @sum\n"), kPass, {"Conv"});
+  auto model = ExpectRewriteOps(Branches(kFourConvs, "  %y = Sum(%c0, %c1, %c2, %c3) @sum\n"), kPass, {"Conv"}).model;
   const Node& conv = *model->graph->nodes().front();
   CHECK(conv.input(1)->shape() == Shape{Dim::Known(4), Dim::Known(4), Dim::Known(3), Dim::Known(3)});
   CHECK(conv.output(0)->name() == "y");
@@ -53,7 +53,9 @@ TEST_CASE("merge-summed-contractions: RepVGG's 3x3, 1x1 and identity branches ar
   const std::string convs = R"(  %c0 = Conv(%x, %w0, %b0) {pads: [1, 1, 1, 1], kernel_shape: [3, 3]} @conv3x3
   %c1 = Conv(%x, %p, %b1) {pads: [0, 0, 0, 0]} @conv1x1
 )";
-  auto model = ExpectRewriteOps(Branches(convs, "  %s = Add(%c0, %c1) @add0\n  %y = Add(%s, %x) @add1\n"), kPass, {"Conv"});
+  auto model =
+      ExpectRewriteOps(Branches(convs, "  %s = Add(%c0, %c1) @add0\n  %y = Add(%s, %x) @add1\n"), kPass, {"Conv"})
+          .model;
   const Node& conv = *model->graph->nodes().front();
   CHECK(conv.GetInts("pads") == std::vector<int64_t>{1, 1, 1, 1});
   CHECK(conv.GetInts("kernel_shape") == std::vector<int64_t>{3, 3});
@@ -126,7 +128,7 @@ std::string WithIdentityBatchNorm(const std::string& batchnorm) {
 TEST_CASE("merge-summed-contractions: an identity BatchNormalization joins as a scaled identity kernel", "[passes]") {
   const std::string text =
       WithIdentityBatchNorm("  %n = BatchNormalization(%x, %gamma, %beta, %mean, %var) {epsilon: 0.001} @bn\n");
-  auto model = ExpectRewriteOps(text, kPass, {"Conv"});
+  auto model = ExpectRewriteOps(text, kPass, {"Conv"}).model;
   const Node& conv = *model->graph->nodes().front();
   CHECK(conv.inputs().size() == 3);  // the BatchNormalization's shift is in the bias
   CHECK(conv.GetInts("pads") == std::vector<int64_t>{1, 1, 1, 1});

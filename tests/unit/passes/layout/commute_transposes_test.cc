@@ -2,10 +2,10 @@
 // its bias when layout ops read the result, and rises above a Gemm (via the Reshape after it)
 // when a layout op computes the Gemm's input, with the same numbers; Transposes that would move
 // the contracted axis, meet no layout op, or sit beside non-constant weights stay.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -54,8 +54,9 @@ const std::string kGemm = "Gemm(%a, %w, %b) {transB: 1}";
 }  // namespace
 
 TEST_CASE("commute-transposes sinks a batch-first Transpose below the in-projection", "[passes]") {
-  auto model = ExpectRewriteOps(InProjection("[1, 0, 2]", kBias, kSplitHeads), kPass,
-                                {"MatMul", "Add", "Transpose", "Reshape"});
+  auto model =
+      ExpectRewriteOps(InProjection("[1, 0, 2]", kBias, kSplitHeads), kPass, {"MatMul", "Add", "Transpose", "Reshape"})
+          .model;
   const Node& matmul = *model->graph->nodes().front();
   CHECK(matmul.input(0)->name() == "x");
   CHECK(Rewrite(InProjection("[1, 0, 2]", kBias, kSplitHeads), kPass).Counter("transposes_sunk") == 1);
@@ -77,7 +78,8 @@ TEST_CASE("commute-transposes leaves Transposes it cannot or need not sink", "[p
 
 TEST_CASE("commute-transposes hoists a batch-first Transpose above the out-projection", "[passes]") {
   auto model = ExpectRewriteOps(OutProjection(kGemm, "  %y = Relu(%o)\n"), kPass,
-                                {"Reshape", "Transpose", "MatMul", "Add", "Relu"});
+                                {"Reshape", "Transpose", "MatMul", "Add", "Relu"})
+                   .model;
   // Reshaped straight from the attention output, past the flattening view.
   const Node& reshape = *model->graph->nodes().front();
   CHECK(reshape.input(0)->name() == "x");

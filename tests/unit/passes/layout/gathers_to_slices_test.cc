@@ -1,10 +1,10 @@
 // gathers-to-slices: a Gather or GatherND of constant consecutive indices becomes a Slice, and a
 // Transpose read by Slices alone moves below them (Falcon's fused_qkv[..., [-2], :]), with the
 // same numbers; scalar indices, other index lists and a Transpose read elsewhere stay.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -31,7 +31,7 @@ TEST_CASE("gathers-to-slices: Falcon's key, a GatherND of one head between two T
                                  "  %t = Transpose(%qkv) {perm: [2, 0, 1, 3]} @heads_first\n"
                                  "  %g = GatherND(%t, %key_head) @select\n"
                                  "  %k = Transpose(%g) {perm: [1, 0, 2, 3]} @batch_first\n");
-  auto model = ExpectRewriteOps(text, kPass, {"Slice", "Transpose", "Transpose"});
+  auto model = ExpectRewriteOps(text, kPass, {"Slice", "Transpose", "Transpose"}).model;
   const std::string printed = PrintGraph(*model->graph);
   INFO(printed);
   CHECK(printed.find("Slice(%qkv,") != std::string::npos);  // the Transpose moved below the Slice

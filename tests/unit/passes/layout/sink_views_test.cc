@@ -4,10 +4,10 @@
 // neither a contraction before nor a view after stay.
 #include <iterator>
 
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -47,7 +47,8 @@ const std::string kTanhGelu = R"(  %m = Mul(%v, %half) @gelu_half
 
 TEST_CASE("sink-views moves a Reshape below the GELU after a Gemm", "[passes]") {
   auto model = ExpectRewriteOps(Conv1D(kTanhGelu, "  %y = Reshape(%g, %to2d) @view_back\n"), kPass,
-                                {"Gemm", "Mul", "Pow", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Reshape", "Reshape"});
+                                {"Gemm", "Mul", "Pow", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Reshape", "Reshape"})
+                   .model;
   // The GELU now reads the Gemm's [6,8] output directly.
   const Node& half = **std::next(model->graph->nodes().begin());
   CHECK(half.input(0)->name() == "h");

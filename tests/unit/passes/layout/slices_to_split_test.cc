@@ -2,10 +2,10 @@
 // pieces' sizes (TorchScript's chunk, ultralytics' C2f), with the same numbers — negative and
 // clamped bounds and pieces in any order included; pieces with a gap, an overlap, a step, or
 // a dim not known stay Slices.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -36,7 +36,7 @@ TEST_CASE("slices-to-split: Slices that tile the axis become one Split", "[passe
   %b = Slice(%x, %two, %five, %axis1) @middle
 )";
   const std::string tail = "  %s = Concat(%a, %b) {axis: 1} @join\n  %y = Concat(%s, %c) {axis: 1} @concat\n";
-  auto model = ExpectRewriteOps(Sliced(slices, tail), kPass, {"Split", "Concat", "Concat"});
+  auto model = ExpectRewriteOps(Sliced(slices, tail), kPass, {"Split", "Concat", "Concat"}).model;
   const Node& split = *model->graph->nodes().front();
   CHECK(split.GetInt("axis", -1) == 1);
   auto sizes = split.input(1)->initializer()->AsInt64s();

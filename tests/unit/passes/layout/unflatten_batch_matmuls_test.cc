@@ -2,11 +2,11 @@
 // added at [B·H,1,S], Reshapes to 4-D and back) and nn.MultiheadAttention's need_weights form
 // ([L,B,E] viewed as [L,B·H,D]) run on the unflattened tensors, with the same numbers; regions
 // that are not closed, entries that split differently, and regions without a batched MatMul stay.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -58,8 +58,9 @@ TEST_CASE("unflatten-batch-matmuls runs BLOOM's flattened-heads attention on the
   // The Reshapes back to 4-D are no-ops now and go; the ALiBi bias [B,2,3] is unsqueezed to
   // [B,2,1,3] (exact at every size, B = 0 included), and the flattened Q, K, V, bias and
   // probabilities are read by nothing.
-  auto model = ExpectRewriteOps(Bloom(), kPass,
-                                {"Transpose", "MatMul", "Mul", "Unsqueeze", "Add", "Add", "Softmax", "MatMul"});
+  auto model =
+      ExpectRewriteOps(Bloom(), kPass, {"Transpose", "MatMul", "Mul", "Unsqueeze", "Add", "Add", "Softmax", "MatMul"})
+          .model;
   Rewritten rewritten = Rewrite(Bloom(), kPass);
   CHECK(rewritten.Counter("regions_unflattened") == 2);
   ExpectSameOutputs(*rewritten.original, *rewritten.model, kThreeBatches, {1e-5, 1e-6});
@@ -133,7 +134,8 @@ graph main (float[3,B,8] %q, float[5,B,8] %k, float[5,B,8] %v) -> (float %y)
 )";
   auto model = ExpectRewriteOps(text, kPass,
                                 {"Reshape", "Transpose", "Mul", "Reshape", "Transpose", "MatMul", "Softmax", "Reshape",
-                                 "Transpose", "MatMul", "Transpose", "Reshape"});
+                                 "Transpose", "MatMul", "Transpose", "Reshape"})
+                   .model;
   const std::string printed = PrintGraph(*model->graph);
   INFO(printed);
   CHECK(printed.find("perm: [1, 2, 0, 3]") != std::string::npos);  // [L,B,H,D] -> [B,H,L,D]

@@ -1,6 +1,6 @@
 // lower-for-ort's trial layouts (passes/conversion/ort/trial_layout.h): the model copied with its
 // open dims at trial sizes and its shape computations folded, the original left as it was, and
-// the attention's layout — patterns/attention_layout.h's — read there where the call's own
+// the attention's layout — patterns/attention/layout.h's — read there where the call's own
 // arguments leave dims open.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include "ir/constant_value.h"
 #include "pass_test_support.h"
 #include "passes/conversion/ort/trial_layout.h"
-#include "patterns/attention.h"
+#include "patterns/attention/attention.h"
 
 namespace fusionopt {
 namespace {

@@ -11,14 +11,14 @@
 #include <map>
 
 #include "cpu_runtime/engine/compare.h"
-#include "fusion_test_util.h"
+#include "pass_harness.h"
 #include "ir/constant_value.h"
-#include "patterns/attention.h"
-#include "patterns/attention_layout.h"
+#include "patterns/attention/attention.h"
+#include "patterns/attention/layout.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;
-using namespace fusionopt::fusion_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -36,7 +36,7 @@ Fused ExpectAttention(const std::string& text, const std::map<std::string, int64
   Fused out;
   out.rewritten = Rewrite(text, kPass);
   REQUIRE(out.rewritten.Counter("attention") == 1);
-  ExpectSameNumbers(*out.rewritten.original, *out.rewritten.model, symbols);
+  ExpectSameNumbers(*out.rewritten.original, *out.rewritten.model, Inlined(symbols));
   const Function* function = out.rewritten.model->FindFunction(kFusionDomain, "FusedAttention");
   REQUIRE(function != nullptr);
   INFO(PrintGraph(*function->body));
@@ -563,7 +563,7 @@ TEST_CASE("fuse-attention: a Split of the packed qkv read elsewhere stays outsid
                                   "float[2,5,8] %context, float[1,2,2,5,4] %vs0");
   Rewritten rewritten = Rewrite(shared, kPass);
   REQUIRE(rewritten.Counter("attention") == 1);
-  ExpectSameNumbers(*rewritten.original, *rewritten.model, {});
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, Inlined({}));
   const std::vector<std::string> outside = OpsOutside(rewritten);
   CHECK(std::count(outside.begin(), outside.end(), "Split") == 1);
   // Sizes fed at run time are read then, as a Reshape's target is: still one fused node.
@@ -768,5 +768,5 @@ TEST_CASE("fuse-attention: a match whose outlined body no runtime would recognis
   Rewritten rewritten = Rewrite(text, kPass);
   CHECK(rewritten.Counter("attention") == 0);
   CHECK(rewritten.run.Rejections("attention: the outlined body would not be recognised as attention (run op by op)") == 1);
-  ExpectSameNumbers(*rewritten.original, *rewritten.model, {});
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, Inlined({}));
 }

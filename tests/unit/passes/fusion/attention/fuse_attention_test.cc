@@ -11,12 +11,12 @@
 
 #include "attention_test_models.h"
 #include "cpu_runtime/engine/compare.h"
-#include "fusion_test_util.h"
-#include "patterns/attention.h"
+#include "pass_harness.h"
+#include "patterns/attention/attention.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;
-using namespace fusionopt::fusion_test;
+using namespace fusionopt::pass_test;
 using namespace fusionopt::attention_test;
 
 namespace {
@@ -176,7 +176,7 @@ struct Outlined {
 Outlined ExpectOutlined(const std::string& text, const std::string& expected,
                         const std::map<std::string, int64_t>& symbols) {
   Outlined outlined;
-  outlined.fused = ExpectFused(text, kPass, expected, {}, symbols);
+  outlined.fused = ExpectRewrite(text, kPass, expected, {.numbers = Inlined(symbols)});
   outlined.attention = ExpectRecognisedAndClose(outlined.fused, symbols);
   return outlined;
 }
@@ -358,7 +358,7 @@ TEST_CASE("fuse-attention: a head split read elsewhere stays outside, and so doe
   CHECK_FALSE(attention.combined);
   CHECK(attention.q.layout == HeadLayout::kSplitHeads);
   CHECK(attention.v.layout == HeadLayout::kHeadsFirst);
-  ExpectSameNumbers(*fused.original, *fused.model, {{"B", 2}, {"S", 8}});
+  ExpectSameNumbers(*fused.original, *fused.model, Inlined({{"B", 2}, {"S", 8}}));
 }
 
 // ---------------------------------------------------------------- near misses

@@ -1,10 +1,10 @@
 // fuse-horizontal-contractions: contractions that read one input with constant weights become
 // one contraction + Split, their common epilogue moved below the Split; incompatible,
 // non-constant and grouped members stay, with reasons.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -59,7 +59,7 @@ graph main (float[1,4,5,5] %x) -> (float %a, float %b, float %c)
 TEST_CASE("fuse-horizontal-contractions merges Q/K/V projections and their bias Adds", "[passes]") {
   for (const char* x_type : {"float[2,5,4]", "float[B,S,4]"}) {
     INFO(x_type);
-    auto model = ExpectRewriteOps(Projections(x_type), kPass, {"MatMul", "Add", "Split"});
+    auto model = ExpectRewriteOps(Projections(x_type), kPass, {"MatMul", "Add", "Split"}).model;
     const Node& matmul = *model->graph->nodes().front();
     // The merged weight is the three side by side: [4, 3 + 3 + 2].
     CHECK(matmul.input(1)->shape() == Shape{Dim::Known(4), Dim::Known(8)});
@@ -77,7 +77,7 @@ TEST_CASE("fuse-horizontal-contractions merges Q/K/V projections and their bias 
 }
 
 TEST_CASE("fuse-horizontal-contractions writes Split's sizes as an attribute before opset 13", "[passes]") {
-  auto model = ExpectRewriteOps(Projections("float[2,5,4]", 11), kPass, {"MatMul", "Add", "Split"});
+  auto model = ExpectRewriteOps(Projections("float[2,5,4]", 11), kPass, {"MatMul", "Add", "Split"}).model;
   const Node& split = *model->graph->nodes().back();
   CHECK(split.inputs().size() == 1);
   CHECK(split.GetInts("split") == std::vector<int64_t>{3, 3, 2});
@@ -85,13 +85,14 @@ TEST_CASE("fuse-horizontal-contractions writes Split's sizes as an attribute bef
 
 TEST_CASE("fuse-horizontal-contractions respects max_members", "[passes]") {
   auto model = ExpectRewriteOps(Projections("float[2,5,4]"), kPass, {"MatMul", "Add", "Split", "MatMul", "Add"},
-                                {{"max_members", "2"}});
+                                {.options = {{"max_members", "2"}}})
+                   .model;
   CHECK(model->graph->nodes().front()->input(1)->shape() == Shape{Dim::Known(4), Dim::Known(6)});
 }
 
 TEST_CASE("fuse-horizontal-contractions merges parallel convolutions and their activation", "[passes]") {
   // conv2 has no bias: the merged bias holds zeros for its channels.
-  auto model = ExpectRewriteOps(ParallelConvs({"Relu", "Relu", "Relu"}), kPass, {"Conv", "Relu", "Split"});
+  auto model = ExpectRewriteOps(ParallelConvs({"Relu", "Relu", "Relu"}), kPass, {"Conv", "Relu", "Split"}).model;
   const Node& conv = *model->graph->nodes().front();
   CHECK(conv.input(1)->shape() == Shape{Dim::Known(7), Dim::Known(4), Dim::Known(1), Dim::Known(1)});
   REQUIRE(conv.inputs().size() == 3);
@@ -108,7 +109,8 @@ TEST_CASE("fuse-horizontal-contractions merges parallel convolutions and their a
   // MatMul members still merge.
   ExpectUnchanged(ParallelConvs({"Relu", "Relu", "Relu"}), kPass, "Conv members are off (convolutions=0)",
                   {{"convolutions", "0"}});
-  ExpectRewriteOps(Projections("float[2,5,4]"), kPass, {"MatMul", "Add", "Split"}, {{"convolutions", "0"}});
+  ExpectRewriteOps(Projections("float[2,5,4]"), kPass, {"MatMul", "Add", "Split"},
+                   {.options = {{"convolutions", "0"}}});
 }
 
 namespace {
@@ -160,7 +162,7 @@ graph main (float[2,4] %x) -> (float %m0, float %r0, float %r1)
   std::string views = text;
   views.replace(views.find("%r0 = Relu(%m0)"), 15, "%r0 = Transpose(%m0)");
   views.replace(views.find("%r1 = Relu(%m1)"), 15, "%r1 = Transpose(%m1)");
-  auto model = ExpectRewriteOps(views, kPass, {"MatMul", "Split", "Transpose", "Transpose"});
+  auto model = ExpectRewriteOps(views, kPass, {"MatMul", "Split", "Transpose", "Transpose"}).model;
   CHECK(model->graph->FindValue("m0")->producer()->op_type() == "Split");
 }
 
@@ -231,7 +233,7 @@ graph main (float[2,5,4] %x) -> (float %q, float %k, float %v)
   %v = Add(%mv, %bv) @v_add
 }
 )";
-  auto model = ExpectRewriteOps(whisper, kPass, {"MatMul", "Add", "Split", "Transpose"});
+  auto model = ExpectRewriteOps(whisper, kPass, {"MatMul", "Add", "Split", "Transpose"}).model;
   const Node& add = **std::next(model->graph->nodes().begin());
   auto bias = add.input(1)->initializer()->values<float>();
   CHECK(std::vector<float>(bias.begin(), bias.end()) == std::vector<float>{0.5f, -0.25f, 1.0f, 0, 0, 0, 2.0f, -2.0f});

@@ -1,10 +1,10 @@
 // fuse-horizontal-elementwise: independent elementwise kernels over one iteration space become
 // one multi-output kernel (fused members' bodies inlined into it); different spaces, a path
 // between the candidates and the member cap keep kernels apart.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -27,7 +27,7 @@ std::vector<std::string> BodyOps(const fusionopt::Model& model, const Node& call
 TEST_CASE("fuse-horizontal-elementwise merges independent kernels over one iteration space", "[passes]") {
   const std::string text = ModelText("float[2,3] %x, float[2,3] %y, float[3] %s) -> (float %a, float %b",
                                  "  %a = Sigmoid(%x) @sig\n  %b = Mul(%y, %s) @mul\n");
-  auto model = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedHorizontal"});
+  auto model = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedHorizontal"}).model;
   const Node& fused = *model->graph->nodes().front();
   CHECK(BodyOps(*model, fused) == std::vector<std::string>{"Sigmoid", "Mul"});
   CHECK(fused.outputs().size() == 2);
@@ -76,6 +76,7 @@ TEST_CASE("fuse-horizontal-elementwise keeps kernels apart when merging is wrong
   }
   signature += ") -> (float %y0, float %y1, float %y2, float %y3, float %y4";
   ExpectRewriteOps(ModelText(signature, five), kPass, {"ai.fusionopt::FusedHorizontal", "Relu"});
-  ExpectRewriteOps(ModelText(signature, five), kPass, {"ai.fusionopt::FusedHorizontal", "ai.fusionopt::FusedHorizontal_1"},
-                   {{"max_members", "3"}});
+  ExpectRewriteOps(ModelText(signature, five), kPass,
+                   {"ai.fusionopt::FusedHorizontal", "ai.fusionopt::FusedHorizontal_1"},
+                   {.options = {{"max_members", "3"}}});
 }

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "fusion_test_util.h"
+#include "pass_harness.h"
 #include "passes/util/outline.h"
 
 using namespace fusionopt;
-using namespace fusionopt::fusion_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -37,22 +37,14 @@ PassRun ExpectOps(const std::string& text, const std::vector<std::string>& ops, 
                   const std::map<std::string, int64_t>& symbols = {}) {
   Rewritten rewritten = Rewrite(text, kPass, options);
   CHECK(OpTypes(*rewritten.model->graph) == ops);
-  ExpectSameNumbers(*rewritten.original, *rewritten.model, symbols);
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, Inlined(symbols));
   return rewritten.run;
-}
-
-PassRun ExpectFused(const std::string& text, const std::string& expected) {
-  return fusion_test::ExpectFused(text, kPass, expected).run;
-}
-
-void ExpectUnchanged(const std::string& text, const std::string& reason) {
-  pass_test::ExpectUnchanged(text, kPass, reason);
 }
 
 }  // namespace
 
 TEST_CASE("fuse-contraction-epilogues: Conv + per-channel bias + Relu", "[passes]") {
-  PassRun run = ExpectFused(R"(
+  PassRun run = ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[N,2,3,3] %x) -> (float[N,3,3,3] %y)
@@ -64,7 +56,8 @@ graph main (float[N,2,3,3] %x) -> (float[N,3,3,3] %y)
   %y = Relu(%s) @relu
 }
 )",
-                            R"(
+                              kPass,
+                              R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -79,14 +72,16 @@ function ai.fusionopt::FusedConvAddRelu (%x0, %x1, %x2) -> (%y0) attributes [fus
   %t1 = Add(%t0, %x2)
   %y0 = Relu(%t1)
 }
-)");
+)",
+                              {.numbers = Inlined()})
+                    .run;
   REQUIRE(run.fusions.size() == 1);
   CHECK(run.fusions[0].kind == "contraction_epilogue");
   CHECK(run.statistics.counters["post_ops_fused"] == 2);
 }
 
 TEST_CASE("fuse-contraction-epilogues: ResNet's Conv + residual Add + Relu", "[passes]") {
-  ExpectFused(R"(
+  ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[N,2,3,3] %x, float[N,3,3,3] %shortcut) -> (float[N,3,3,3] %y)
@@ -98,7 +93,8 @@ graph main (float[N,2,3,3] %x, float[N,3,3,3] %shortcut) -> (float[N,3,3,3] %y)
   %y = Relu(%s) @relu
 }
 )",
-              R"(
+                kPass,
+                R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -113,7 +109,8 @@ function ai.fusionopt::FusedConvAddRelu (%x0, %x1, %x2, %x3) -> (%y0) attributes
   %t1 = Add(%x3, %t0)
   %y0 = Relu(%t1)
 }
-)");
+)",
+                {.numbers = Inlined()});
 }
 
 TEST_CASE("fuse-contraction-epilogues: MatMul + bias + GELU as PyTorch exports it", "[passes]") {
@@ -148,7 +145,7 @@ TEST_CASE("fuse-contraction-epilogues: MatMul + bias + GELU as PyTorch exports i
 )");
   CHECK(passes::FusedNodeNames(fused) ==
         std::vector<std::string>{"matmul", "bias", "div", "erf", "add_one", "mul", "mul_half"});
-  ExpectSameNumbers(*ParseInferred(text), *model, {{"N", 5}});
+  ExpectSameNumbers(*ParseInferred(text), *model, Inlined({{"N", 5}}));
 }
 
 TEST_CASE("fuse-contraction-epilogues: GELU in every exporter spelling", "[passes]") {
@@ -212,7 +209,7 @@ TEST_CASE("fuse-contraction-epilogues: GELU in every exporter spelling", "[passe
     std::vector<std::string> ops = OpTypes(*model->graph);
     CHECK(ops.back() == "ai.fusionopt::FusedMatMulAddGelu");
     CHECK(std::count(ops.begin(), ops.end(), "Constant") == static_cast<long>(ops.size()) - 1);
-    ExpectSameNumbers(*ParseInferred(text), *model);
+    ExpectSameNumbers(*ParseInferred(text), *model, Inlined());
   }
 }
 
@@ -252,7 +249,7 @@ TEST_CASE("fuse-contraction-epilogues: each activation oneDNN applies as a post-
     std::vector<std::string> ops = OpTypes(*model->graph);
     CHECK(ops.back() == "ai.fusionopt::" + c.function);
     CHECK(std::count(ops.begin(), ops.end(), "Constant") == static_cast<long>(ops.size()) - 1);
-    ExpectSameNumbers(*ParseInferred(text), *model);
+    ExpectSameNumbers(*ParseInferred(text), *model, Inlined());
   }
 }
 
@@ -326,7 +323,7 @@ graph main (float[2,4] %a) -> (float[2,3] %y, float[2,3] %z)
   %z = Sigmoid(%m) @sigmoid
 }
 )",
-                  "value has several readers");
+                  kPass, "value has several readers");
   // An intermediate: the bias Add joins, the Relu after it does not.
   PassRun run = ExpectOps(MatMulModel(R"(
   %y = Relu(%h) @relu
@@ -377,8 +374,8 @@ graph main (float[2,4] %a, float[3] %bias) -> (float[2,3] %y)
   %y = Add(%m, %bias) @bias
 }
 )",
-                  "bias is not a constant");
-  ExpectUnchanged(MatMulModel("  %y = Relu(%h) @relu\n", 17, ", float[3] %bias"), "bias is not a constant");
+                  kPass, "bias is not a constant");
+  ExpectUnchanged(MatMulModel("  %y = Relu(%h) @relu\n", 17, ", float[3] %bias"), kPass, "bias is not a constant");
   // Conv [N,4,4,4] with a [1,4,1] constant: it broadcasts over H, not over the channels.
   const std::string conv = R"(
 ir_version 8
@@ -395,7 +392,7 @@ graph main (float[N,2,4,4] %x) -> (float[N,4,4,4] %y)
     std::string text = conv;
     text.replace(text.find("BIAS_SHAPE"), 10, shape);
     INFO(text);
-    ExpectUnchanged(text, "constant operand is neither scalar, per-channel nor full-shape");
+    ExpectUnchanged(text, kPass, "constant operand is neither scalar, per-channel nor full-shape");
   }
   // A non-constant operand of another shape (an SE block's [N,C,1,1] gate).
   ExpectUnchanged(R"(
@@ -408,7 +405,7 @@ graph main (float[N,2,4,4] %x, float[N,4,1,1] %gate) -> (float[N,4,4,4] %y)
   %y = Mul(%c, %gate) @gate
 }
 )",
-                  "operand is neither a constant nor of the output's shape");
+                  kPass, "operand is neither a constant nor of the output's shape");
   // A one-element constant of higher rank than the output broadcasts it to another shape.
   ExpectUnchanged(R"(
 ir_version 8
@@ -421,7 +418,7 @@ graph main (float[2,4] %a) -> (float[1,2,3] %y)
   %y = Add(%m, %bias) @bias
 }
 )",
-                  "post-op changes the output's shape");
+                  kPass, "post-op changes the output's shape");
   // Clip bounds that are graph inputs.
   ExpectUnchanged(R"(
 ir_version 8
@@ -433,7 +430,7 @@ graph main (float[2,4] %a, float[] %lo) -> (float[2,3] %y)
   %y = Clip(%m, %lo) @clip
 }
 )",
-                  "Clip bounds are not constant scalars");
+                  kPass, "Clip bounds are not constant scalars");
 }
 
 TEST_CASE("fuse-contraction-epilogues: symbolic dims must provably match", "[passes]") {
@@ -450,7 +447,7 @@ graph main (float[N,4] %a, float[RESIDUAL,3] %r) -> (float[OUT,3] %y)
   std::string other = residual;
   other.replace(other.find("RESIDUAL"), 8, "M");
   other.replace(other.find("OUT"), 3, "?");
-  ExpectUnchanged(other, "operand is neither a constant nor of the output's shape");
+  ExpectUnchanged(other, kPass, "operand is neither a constant nor of the output's shape");
   std::string same = residual;
   same.replace(same.find("RESIDUAL"), 8, "N");
   same.replace(same.find("OUT"), 3, "N");
@@ -468,7 +465,7 @@ graph main (float[2,4] %a) -> (float[2,3] %y)
   %y = Relu(%m) @relu
 }
 )",
-                  "opset before 7");
+                  kPass, "opset before 7");
   ExpectUnchanged(R"(
 ir_version 8
 opset "" 17
@@ -479,7 +476,7 @@ graph main (double[2,4] %a) -> (double[2,3] %y)
   %y = Relu(%m) @relu
 }
 )",
-                  "dtype not float, float16 or bfloat16");
+                  kPass, "dtype not float, float16 or bfloat16");
   PassRun run = ExpectOps(MatMulModel("  %y = Relu(%h) @relu\n"), {"ai.fusionopt::FusedMatMulAdd", "Relu"},
                           {{"max-post-ops", "1"}});
   CHECK(RejectionCount(run.statistics, "epilogue would exceed max-post-ops") == 1);
@@ -527,7 +524,7 @@ graph main (float[1,2,3,3] %x, float[1,3,3,3] %r, float[1,3,3,3] %q) -> (float[1
   %y = Sum(%c, %r, %q) @sum3
 }
 )",
-                  "Sum of other than two inputs");
+                  kPass, "Sum of other than two inputs");
   auto original = ParseInferred(R"(
 ir_version 8
 opset "" 17
@@ -548,5 +545,5 @@ graph main (bool[] %cond, float[2,4] %a) -> (float[2,3] %y)
   REQUIRE(branches.size() == 2);
   CHECK(OpTypes(*branches[0]) == std::vector<std::string>{"ai.fusionopt::FusedMatMulRelu"});
   CHECK(OpTypes(*branches[1]) == std::vector<std::string>{"MatMul"});
-  ExpectSameNumbers(*original, *model);
+  ExpectSameNumbers(*original, *model, Inlined());
 }

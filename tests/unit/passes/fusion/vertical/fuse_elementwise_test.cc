@@ -2,31 +2,20 @@
 // iteration-space rule, caps, convexity, and what the engine cannot evaluate.
 #include <catch2/catch.hpp>
 
-#include "fusion_test_util.h"
+#include "pass_harness.h"
 #include "passes/util/outline.h"
 
 using namespace fusionopt;
-using namespace fusionopt::fusion_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
 constexpr const char* kPass = "fuse-elementwise";
 
-// Runs the pass on `text`, checks the graph prints as `expected` and the numbers are kept.
-PassRun ExpectFused(const std::string& text, const std::string& expected, const Options& options = {},
-                    const std::map<std::string, int64_t>& symbols = {}) {
-  return fusion_test::ExpectFused(text, kPass, expected, options, symbols).run;
-}
-
-// Runs the pass on `text` and checks it changed nothing, rejecting something for `reason`.
-PassRun ExpectUnchanged(const std::string& text, const std::string& reason, const Options& options = {}) {
-  return pass_test::ExpectUnchanged(text, kPass, reason, options);
-}
-
 }  // namespace
 
 TEST_CASE("fuse-elementwise: a broadcasting chain becomes one node with scalars compiled in", "[passes]") {
-  PassRun run = ExpectFused(R"(
+  PassRun run = ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[N,4] %x, float[4] %scale) -> (float[N,4] %y)
@@ -37,7 +26,8 @@ graph main (float[N,4] %x, float[4] %scale) -> (float[N,4] %y)
   %y = Relu(%u) @relu
 }
 )",
-                            R"(
+                              kPass,
+                              R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -52,7 +42,9 @@ function ai.fusionopt::FusedElementwise_Mul_Add_Relu (%x0, %x1) -> (%y0) attribu
   %t1 = Add(%t0, %c0)
   %y0 = Relu(%t1)
 }
-)");
+)",
+                              {.numbers = Inlined()})
+                    .run;
   CHECK(run.statistics.matches == 1);
   CHECK(run.statistics.counters["ops_fused"] == 3);
   REQUIRE(run.fusions.size() == 1);
@@ -61,7 +53,7 @@ function ai.fusionopt::FusedElementwise_Mul_Add_Relu (%x0, %x1) -> (%y0) attribu
 }
 
 TEST_CASE("fuse-elementwise: an intermediate read only inside the group stays internal", "[passes]") {
-  ExpectFused(R"(
+  ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[2,3] %x) -> (float[2,3] %y)
@@ -72,7 +64,8 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
   %y = Mul(%e, %a) @mul
 }
 )",
-              R"(
+                kPass,
+                R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -87,12 +80,13 @@ function ai.fusionopt::FusedElementwise_Exp_Add_Mul (%x0) -> (%y0) attributes [f
   %t1 = Add(%t0, %c0)
   %y0 = Mul(%t0, %t1)
 }
-)");
+)",
+                {.numbers = Inlined()});
 }
 
 TEST_CASE("fuse-elementwise: an intermediate also read outside becomes an extra output", "[passes]") {
   // One write of %t inside the pass that computes it anyway, instead of a kernel of its own.
-  ExpectFused(R"(
+  ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,1] %s)
@@ -103,7 +97,8 @@ graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,1] %s)
   %y = Relu(%t) @relu
 }
 )",
-              R"(
+                kPass,
+                R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -117,11 +112,12 @@ function ai.fusionopt::FusedElementwise_Add_Relu (%x0, %x1) -> (%y0, %y1) attrib
   %y0 = Add(%x0, %x1)
   %y1 = Relu(%y0)
 }
-)");
+)",
+                {.numbers = Inlined()});
 }
 
 TEST_CASE("fuse-elementwise: a graph output inside the group is one of its outputs", "[passes]") {
-  ExpectFused(R"(
+  ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %t, float[2,3] %y)
@@ -130,7 +126,8 @@ graph main (float[2,3] %x, float[3] %s) -> (float[2,3] %t, float[2,3] %y)
   %y = Sigmoid(%t) @sigmoid
 }
 )",
-              R"(
+                kPass,
+                R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -142,12 +139,13 @@ function ai.fusionopt::FusedElementwise_Mul_Sigmoid (%x0, %x1) -> (%y0, %y1) att
   %y0 = Mul(%x0, %x1)
   %y1 = Sigmoid(%y0)
 }
-)");
+)",
+                {.numbers = Inlined()});
 }
 
 TEST_CASE("fuse-elementwise: a smaller member read only inside is recomputed per element", "[passes]") {
   // %t is [1,4]; the group iterates over [N,4] and computes %t at every row.
-  ExpectFused(R"(
+  ExpectRewrite(R"(
 ir_version 8
 opset "" 17
 graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y)
@@ -156,7 +154,8 @@ graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y)
   %y = Mul(%t, %x) @mul
 }
 )",
-              R"(
+                kPass,
+                R"(
 ir_version 8
 opset "" 17
 opset "ai.fusionopt" 1
@@ -169,7 +168,7 @@ function ai.fusionopt::FusedElementwise_Add_Mul (%x0, %x1, %x2) -> (%y0) attribu
   %y0 = Mul(%t0, %x2)
 }
 )",
-              {}, {{"N", 5}});
+                {.numbers = Inlined({{"N", 5}})});
 }
 
 TEST_CASE("fuse-elementwise: a smaller value read outside cuts the group", "[passes]") {
@@ -183,7 +182,7 @@ graph main (float[N,4] %x, float[1,4] %a, float[1,4] %b) -> (float[N,4] %y, floa
   %y = Mul(%t, %x) @mul
 }
 )",
-                  "outputs do not provably share one shape");
+                  kPass, "outputs do not provably share one shape");
 }
 
 TEST_CASE("fuse-elementwise: a small value read by two large groups is computed once", "[passes]") {
@@ -208,7 +207,7 @@ graph main (float[N,4] %x, float[N,4] %z, float[1,4] %a, float[1,4] %b) -> (floa
                                                            "ai.fusionopt::FusedElementwise_Mul_Relu"});
   CHECK(model->functions.size() == 2);  // the two Mul+Relu groups share a body
   CHECK(RejectionCount(run.statistics, "outputs do not provably share one shape") >= 2);
-  ExpectSameNumbers(*original, *model, {{"N", 3}});
+  ExpectSameNumbers(*original, *model, Inlined({{"N", 3}}));
 }
 
 TEST_CASE("fuse-elementwise: symbolic and unknown dims, proven or refused", "[passes]") {
@@ -223,7 +222,7 @@ graph main (float[N,4] %x, float[M,4] %z, float[K,4] %w) -> (float[?,4] %y, floa
   %y = Mul(%t, %w) @mul
 }
 )";
-  ExpectUnchanged(multi_output, "outputs do not provably share one shape");
+  ExpectUnchanged(multi_output, kPass, "outputs do not provably share one shape");
   // With one symbol everywhere the shapes are equal at run time.
   std::string same = multi_output;
   for (const char* symbol : {"M,4", "K,4", "?,4", "?,4"}) same.replace(same.find(symbol), 3, "N,4");
@@ -231,7 +230,7 @@ graph main (float[N,4] %x, float[M,4] %z, float[K,4] %w) -> (float[?,4] %y, floa
   auto model = ParseInferred(same);
   RunPass(*model, kPass);
   CHECK(OpTypes(*model->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Add_Mul"});
-  ExpectSameNumbers(*original, *model, {{"N", 2}});
+  ExpectSameNumbers(*original, *model, Inlined({{"N", 2}}));
   // One written value needs no proof: each op's output contains its inputs' broadcast, so the
   // group's index space is its output's, whatever the dims — unknown rank included.
   for (const char* text : {R"(
@@ -269,7 +268,7 @@ graph main (float[N,4] %x, float[1,4] %z) -> (float[N,4] %y)
 )");
   auto fused = ParseInferred(Print(*broadcast));
   RunPass(*fused, kPass);
-  ExpectSameNumbers(*broadcast, *fused, {{"N", 1}});
+  ExpectSameNumbers(*broadcast, *fused, Inlined({{"N", 1}}));
 }
 
 TEST_CASE("fuse-elementwise: two producer groups merge through the op that joins them", "[passes]") {
@@ -288,7 +287,7 @@ graph main (float[2,3] %x, float[3] %z) -> (float[2,3] %y)
   REQUIRE(model->graph->num_nodes() == 1);
   const Node& fused = *model->graph->nodes().front();
   CHECK(passes::FusedNodeNames(fused) == std::vector<std::string>{"exp", "sigmoid", "add"});
-  ExpectSameNumbers(*original, *model);
+  ExpectSameNumbers(*original, *model, Inlined());
 }
 
 TEST_CASE("fuse-elementwise: caps bound ops, inputs and outputs", "[passes]") {
@@ -311,7 +310,7 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
                                                            "ai.fusionopt::FusedElementwise_Exp_Neg", "Relu"});
   CHECK(RejectionCount(run.statistics, "group would exceed max-ops") == 2);
   CHECK(run.statistics.counters["single_ops_left"] == 1);
-  ExpectSameNumbers(*original, *model);
+  ExpectSameNumbers(*original, *model, Inlined());
 
   const std::string sums = R"(
 ir_version 8
@@ -337,7 +336,7 @@ graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y, float[2,3] %t)
   %y = Relu(%t) @relu
 }
 )",
-                  "group would exceed max-outputs", {{"max-outputs", "1"}});
+                  kPass, "group would exceed max-outputs", {{"max-outputs", "1"}});
 }
 
 TEST_CASE("fuse-elementwise: never a group that a path leaves and re-enters", "[passes]") {
@@ -353,7 +352,7 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
   %y = Mul(%t, %r) @mul
 }
 )",
-                  "group would not be convex");
+                  kPass, "group would not be convex");
 }
 
 TEST_CASE("fuse-elementwise: dtypes the engine computes, Cast inside a group", "[passes]") {
@@ -417,7 +416,7 @@ graph main (bool[2,3] %p, bool[2,3] %q) -> (bool[2,3] %y)
     PassRun run = RunPass(*model, kPass);
     CHECK(run.statistics.changed);
     for (const auto& node : model->graph->nodes()) CHECK(node->domain() == "ai.fusionopt");
-    ExpectSameNumbers(*original, *model);
+    ExpectSameNumbers(*original, *model, Inlined());
   }
 }
 
@@ -432,7 +431,7 @@ graph main (float[2,3] %x, double[1] %like) -> (double[2,3] %y)
   %y = Neg(%c) @neg
 }
 )",
-                                "CastLike (its second input gives only a type)");
+                                kPass, "CastLike (its second input gives only a type)");
   CHECK(run.statistics.counters["single_ops_left"] == 2);
   ExpectUnchanged(R"(
 ir_version 8
@@ -443,7 +442,7 @@ graph main (int64[2,3] %x) -> (int64[2,3] %y)
   %y = Neg(%a) @neg
 }
 )",
-                  "the engine does not compute Sqrt on int64");
+                  kPass, "the engine does not compute Sqrt on int64");
   ExpectUnchanged(R"(
 ir_version 8
 opset "" 17
@@ -453,7 +452,7 @@ graph main (string[2] %x) -> (bool[2] %y)
   %y = Not(%e) @not
 }
 )",
-                  "dtype the engine does not compute");
+                  kPass, "dtype the engine does not compute");
 }
 
 TEST_CASE("fuse-elementwise: legacy opsets are left alone", "[passes]") {
@@ -466,7 +465,7 @@ graph main (float[2,3] %x, float[2,3] %z) -> (float[2,3] %y)
   %y = Relu(%t) @relu
 }
 )",
-                  "opset before 7");
+                  kPass, "opset before 7");
 }
 
 TEST_CASE("fuse-elementwise: a lone op is not fused", "[passes]") {
@@ -480,7 +479,7 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
   %y = ReduceSum(%t, %axes) {keepdims: 0} @sum
 }
 )",
-                                "");
+                                kPass, "");
   CHECK(run.statistics.counters["single_ops_left"] == 1);
   CHECK(run.statistics.rejections.empty());
 }
@@ -513,7 +512,7 @@ graph main (bool[] %cond, float[2,3] %x) -> (float[2,3] %y)
   CHECK(OpTypes(*subgraphs[0]) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Neg_Relu"});
   CHECK(OpTypes(*subgraphs[1]) ==
         std::vector<std::string>{"ai.fusionopt::FusedElementwise_Neg_Abs_Exp_Neg_2more"});
-  ExpectSameNumbers(*original, *model);
+  ExpectSameNumbers(*original, *model, Inlined());
 
   const std::string twins = R"(
 ir_version 8
@@ -531,5 +530,5 @@ graph main (float[2,3] %a, float[2,3] %b) -> (float[2,3] %y, float[2,3] %z)
   CHECK(OpTypes(*shared->graph) == std::vector<std::string>{"ai.fusionopt::FusedElementwise_Sigmoid_Mul",
                                                             "ai.fusionopt::FusedElementwise_Sigmoid_Mul"});
   CHECK(shared->functions.size() == 1);
-  ExpectSameNumbers(*ParseInferred(twins), *shared);
+  ExpectSameNumbers(*ParseInferred(twins), *shared, Inlined());
 }

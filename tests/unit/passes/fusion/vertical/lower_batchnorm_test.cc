@@ -1,10 +1,10 @@
 // lower-batchnorm: an inference BatchNormalization that no contraction absorbed becomes a
 // per-channel Mul and Add with the folded constants (same numbers, float32 and float16); a
 // training-mode one, computed statistics and an input of unknown channels stay, with reasons.
-#include "pass_folding_test_helpers.h"
+#include "pass_harness.h"
 
 using namespace fusionopt;
-using namespace fusionopt::folding_test;
+using namespace fusionopt::pass_test;
 
 namespace {
 
@@ -33,7 +33,9 @@ graph main ()" + x_type + R"( %x, float[3] %runtime_mean) -> ()" + dtype + R"( %
 TEST_CASE("lower-batchnorm writes a BatchNormalization as a per-channel Mul and Add", "[passes]") {
   for (const char* type : {"float[2,3,4,4]", "float[N,3,5]", "float16[2,3,4,4]"}) {
     INFO(type);
-    auto model = ExpectRewriteOps(PreActivation(type), kPass, {"Mul", "Add", "Relu"}, {}, {1e-3, 1e-3});
+    auto model =
+        ExpectRewriteOps(PreActivation(type), kPass, {"Mul", "Add", "Relu"}, {.numbers = {.tolerance = {1e-3, 1e-3}}})
+            .model;
     const Node& mul = *model->graph->nodes().front();
     CHECK(mul.name() == "bn_scale");
     // [C, 1, ...]: one dim fewer than the input, broadcast over the dims after the channels.

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "cli/bench.h"
+#include "cli/bench/bench.h"
 #include "cli/commands.h"
 #include "passes/util/outline.h"
 

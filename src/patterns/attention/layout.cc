@@ -1,12 +1,12 @@
-// The operand addressing of a recognised attention body for one run's sizes (attention_layout.h).
-#include "patterns/attention_layout.h"
+// The operand addressing of a recognised attention body for one run's sizes (layout.h).
+#include "patterns/attention/layout.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "ir/permutation.h"
 #include "ir/reshape_target.h"
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 namespace fusionopt {
 namespace {

@@ -1,7 +1,7 @@
 // Recognising an outlined attention body (attention.h): the match, found in the body,
 // described by the body's inputs and the constants it holds, for a kernel.
 #include "ir/constant_value.h"
-#include "patterns/attention.h"
+#include "patterns/attention/attention.h"
 #include "patterns/matcher_support.h"
 
 namespace fusionopt {

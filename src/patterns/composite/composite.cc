@@ -1,4 +1,4 @@
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 
 #include <algorithm>
 #include <cmath>

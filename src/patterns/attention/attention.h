@@ -1,5 +1,5 @@
 // Attention: Softmax(Q·Kᵀ·scale + mask)·V with the head split and merge around it, as exporters
-// write it, recognised in two places from one matcher (like patterns/composite.h) —
+// write it, recognised in two places from one matcher (like patterns/composite/composite.h) —
 //
 //   * the fuse-attention pass matches it in a model's graph (MatchAttentionAt, anchored at the
 //     Softmax or at a standard Attention node) and outlines the match into one ai.fusionopt node;

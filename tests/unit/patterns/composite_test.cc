@@ -1,11 +1,11 @@
-// Recognising composite bodies (patterns/composite.h): what a runtime reads from an ai.fusionopt
+// Recognising composite bodies (patterns/composite/composite.h): what a runtime reads from an ai.fusionopt
 // function body — kind, the role of each formal input, the constants — and the bodies it must
 // refuse. Bodies are written as untyped graphs, the way outlined function bodies print.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
-#include "patterns/composite.h"
+#include "patterns/composite/composite.h"
 #include "text_format/text_format.h"
 
 using namespace fusionopt;

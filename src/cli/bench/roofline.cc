@@ -10,7 +10,7 @@
 #include <cmath>
 #include <limits>
 
-#include "cli/bench.h"
+#include "cli/bench/bench.h"
 
 namespace fusionopt::cli {
 namespace {

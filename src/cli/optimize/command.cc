@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "api/fail_safe.h"
 #include "api/measured_fusions.h"
-#include "cli/optimize_summary.h"
+#include "cli/optimize/summary.h"
 #include "ir/atomic_file.h"
 #include "text_format/text_format.h"
 #include "onnx_io/model_io.h"

@@ -1,4 +1,4 @@
-#include "cli/optimize_summary.h"
+#include "cli/optimize/summary.h"
 
 #include "cli/commands.h"
 

@@ -7,28 +7,27 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
-#include "cli/bench.h"
-#include "cpu_runtime/engine/host_cpu.h"
 #include "api/fail_safe.h"
-#include "api/session.h"
+#include "api/measured_fusions.h"
+#include "cli/bench/bench.h"
+#include "cli/bench/profile.h"
+#include "cli/bench/side.h"
 #include "cli/commands.h"
-#include "cli/thread_wait.h"
 #include "cli/feeds.h"
+#include "cli/thread_wait.h"
 #include "cpu_runtime/engine/compare.h"
+#include "cpu_runtime/engine/host_cpu.h"
 #include "cuda_runtime/backend/cuda_session.h"
 #include "ir/atomic_file.h"
 #include "onnx_io/model_io.h"
 #include "passes/cost_model/cost_model.h"
 #include "passes/cost_model/target_profiles.h"
-#include "api/measured_fusions.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -36,128 +35,6 @@ namespace {
 // Inferences per side used for the per-node profile behind the fusion-kind breakdown: they
 // are separate from the timed runs, whose latencies must not include the profiling clock reads.
 constexpr int kMaxProfiledRuns = 20;
-
-// A progress bar on stderr for the timed loop, only when stderr is a terminal and the run has
-// lasted a second (short runs and logs stay clean). Fraction from --iters, or --time elapsed.
-class ProgressBar {
- public:
-  ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), started_(std::chrono::steady_clock::now()) {}
-  ~ProgressBar() { Clear(); }
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-  // Erases the bar, so what is printed next starts on a clean line.
-  void Clear() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", kWidth + 16, "");
-    shown_ = false;
-  }
-  void Update(double fraction) {
-    if (!enabled_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-    if (elapsed < 1.0 || elapsed - drawn_at_ < 0.1) return;  // redraw ten times a second at most
-    drawn_at_ = elapsed;
-    const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
-    std::fprintf(stderr, "\rbench [%s%s] %3d%%", std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(), static_cast<int>(fraction * 100));
-    std::fflush(stderr);
-    shown_ = true;
-  }
-
- private:
-  static constexpr int kWidth = 40;
-  bool enabled_;
-  bool shown_ = false;
-  double drawn_at_ = -1;  // seconds after the start of the last redraw
-  std::chrono::steady_clock::time_point started_;
-};
-
-// The share of the timed loop done after `i` rounds.
-double LoopFraction(const BenchOptions& options, int i, std::chrono::steady_clock::time_point started) {
-  if (options.time_s > 0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() / options.time_s;
-  }
-  return static_cast<double>(i) / options.iters;
-}
-
-// One side of the comparison: a session on the CPU runtime or the CUDA backend, and what its
-// runs measured.
-struct Side {
-  std::unique_ptr<api::Session> session;
-  std::vector<double> latencies_ms;
-  cpu::RunStats stats;            // CPU: of the last timed inference
-  api::RunCounts counts;          // of the last inference (CUDA: its GPU time too)
-  cuda::CudaPlanSummary cuda_plan;
-  std::optional<uint64_t> kernels_executed;  // CUDA: CUPTI's count for one inference
-
-  const Model& model() const { return session->model(); }
-  bool on_cuda() const { return session->backend() == api::Backend::kCuda; }
-  const std::vector<const Value*>& inputs() const {
-    return on_cuda() ? session->cuda_session()->inputs() : session->cpu_session()->inputs();
-  }
-};
-
-Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu::NamedTensor>& feeds,
-                                              cpu::RunStats& stats) {
-  return side.session->Run(feeds, &side.counts, &stats);  // the CPU's counts are per inference
-}
-
-// `actual` (what `subject` computed) against `expected` (the `reference`'s outputs) with verify's
-// tolerances; a mismatch names the first differing output.
-Status CompareOutputs(const std::vector<cpu::NamedTensor>& expected, const std::vector<cpu::NamedTensor>& actual,
-                      const std::string& subject, const std::string& reference) {
-  if (expected.size() != actual.size()) {
-    return Status(ErrorCode::kMismatch, subject + " has " + std::to_string(actual.size()) + " outputs, " + reference +
-                                            " " + std::to_string(expected.size()) + "; no speed-up reported");
-  }
-  cpu::Tolerance tolerance;  // verify's defaults: rtol 1e-4, atol 1e-5
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (expected[i].name != actual[i].name) {
-      return Status(ErrorCode::kMismatch, "output " + std::to_string(i) + " is '" + actual[i].name + "', " + reference +
-                                              "'s is '" + expected[i].name + "'; no speed-up reported");
-    }
-    cpu::Comparison result = cpu::Compare(actual[i].tensor, expected[i].tensor, tolerance);
-    if (result.passed) continue;
-    std::string detail = !result.same_dtype || !result.same_shape
-                             ? "its dtype or shape differs"
-                             : fmt::format("max_abs={:.3g} max_rel={:.3g}, beyond rtol {:g}, atol {:g}",
-                                           result.max_abs_error, result.max_rel_error, tolerance.rtol, tolerance.atol);
-    return Status(ErrorCode::kMismatch, "output '" + expected[i].name + "' of " + subject + " differs from " +
-                                            reference + "'s (" + detail +
-                                            "); no speed-up reported (--no-verify benches anyway)");
-  }
-  return Status::Ok();
-}
-
-// The optimized model's outputs against the original's on the same inputs. On CUDA the
-// original's are first checked against the CPU runtime's, the oracle: two sides agreeing on the
-// GPU prove nothing if the GPU computes both wrong.
-Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
-  cpu::RunStats stats;
-  FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
-  if (original.on_cuda()) {
-    FUSIONOPT_ASSIGN_OR_RETURN(auto oracle, cpu::Session::Create(original.model()));
-    FUSIONOPT_ASSIGN_OR_RETURN(auto on_cpu, oracle->Run(feeds));
-    FUSIONOPT_RETURN_IF_ERROR(CompareOutputs(on_cpu, expected, "the original on CUDA", "the CPU runtime"));
-  }
-  FUSIONOPT_ASSIGN_OR_RETURN(auto actual, RunOnce(optimized, feeds, stats));
-  return CompareOutputs(expected, actual, "the optimized model", "the original");
-}
-
-// Symbol sizes for the cost model, read off the fed inputs' dims (a symbol seen in several
-// places takes its first size).
-passes::SymbolSizes SymbolsFromFeeds(const Side& side, const std::vector<cpu::NamedTensor>& feeds) {
-  passes::SymbolSizes symbols;
-  for (const Value* input : side.inputs()) {
-    if (!input->shape()) continue;
-    for (const auto& feed : feeds) {
-      if (feed.name != input->name() || feed.tensor.dims().size() != input->shape()->size()) continue;
-      for (size_t d = 0; d < input->shape()->size(); ++d) {
-        const Dim& dim = (*input->shape())[d];
-        if (dim.is_symbolic()) symbols.emplace(dim.symbol, feed.tensor.dims()[d]);
-      }
-    }
-  }
-  return symbols;
-}
 
 // The cost model's predicted speed-up of `optimized` over the original it was made from,
 // as `inspect --cost` computes it.
@@ -184,160 +61,6 @@ void PredictSpeedup(const Model& optimized, const std::string& target, const pas
   } else {
     result.predicted_speedup = cost.original_total.seconds / cost.total.seconds;
   }
-}
-
-Result<Side> PrepareSide(std::unique_ptr<Model> model, const BenchOptions& options, bool cuda) {
-  api::SessionConfig config;
-  config.backend = cuda ? api::Backend::kCuda : api::Backend::kCpu;
-  config.threads = options.threads;
-  config.cuda_graph = options.cuda_graph;
-  Side side;
-  FUSIONOPT_ASSIGN_OR_RETURN(side.session, api::Session::Create(std::move(model), config));
-  return side;
-}
-
-// CUDA: the plan's figures, and CUPTI's count of the kernels one inference executes (a
-// separate counting session, so the timed runs carry no CUPTI overhead).
-Status PlanAndCount(Side& side, const std::vector<cpu::NamedTensor>& feeds) {
-  if (!side.on_cuda()) return Status::Ok();
-  FUSIONOPT_ASSIGN_OR_RETURN(side.cuda_plan, side.session->cuda_session()->Plan(feeds));
-  cuda::CudaSessionOptions counting;
-  counting.count_executed_kernels = true;
-  FUSIONOPT_ASSIGN_OR_RETURN(auto counter, cuda::CudaSession::Create(side.model(), counting));
-  cuda::CudaRunStats stats;
-  FUSIONOPT_RETURN_IF_ERROR(counter->Run(feeds, &stats).status());
-  side.kernels_executed = stats.kernels_executed;
-  return Status::Ok();
-}
-
-// On CUDA the latency is the GPU's time for the kernels (CUDA events), not the host's wall
-// time around copies of inputs and outputs that both sides pay alike.
-Status TimeOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, bool record) {
-  auto start = std::chrono::steady_clock::now();
-  FUSIONOPT_ASSIGN_OR_RETURN(auto outputs, RunOnce(side, feeds, side.stats));
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (side.on_cuda()) ms = side.counts.device_ms;
-  if (record) side.latencies_ms.push_back(ms);
-  return Status::Ok();
-}
-
-// Warm-up, then the timed inferences, one per side in turn; the side that goes first
-// alternates so neither always runs on a cache the other just warmed.
-Status MeasureInterleaved(const BenchOptions& options, Side& original, Side& optimized,
-                          const std::vector<cpu::NamedTensor>& feeds) {
-  for (int i = 0; i < options.warmup; ++i) {
-    FUSIONOPT_RETURN_IF_ERROR(TimeOne(original, feeds, false).WithContext(options.model));
-    FUSIONOPT_RETURN_IF_ERROR(TimeOne(optimized, feeds, false).WithContext("optimized model"));
-  }
-  const int iterations = options.time_s > 0 ? 0 : options.iters;
-  const auto started = std::chrono::steady_clock::now();
-  ProgressBar progress;
-  for (int i = 0;; ++i) {
-    if (options.time_s > 0) {
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      if (i > 0 && elapsed >= options.time_s) break;
-    } else if (i >= iterations) {
-      break;
-    }
-    Side& first = i % 2 == 0 ? original : optimized;
-    Side& second = i % 2 == 0 ? optimized : original;
-    FUSIONOPT_RETURN_IF_ERROR(TimeOne(first, feeds, true));
-    FUSIONOPT_RETURN_IF_ERROR(TimeOne(second, feeds, true));
-    progress.Update(LoopFraction(options, i + 1, started));
-  }
-  return Status::Ok();
-}
-
-SideFigures FiguresOf(const Side& side) {
-  SideFigures figures;
-  if (side.on_cuda()) {
-    figures.kernels = side.counts.kernels_launched;
-    figures.kernels_executed = side.kernels_executed;
-    figures.nodes = static_cast<int64_t>(side.cuda_plan.nodes.size());
-    figures.peak_intermediate_bytes = side.cuda_plan.peak_intermediate_bytes;
-    figures.intermediate_traffic_bytes = side.cuda_plan.intermediate_traffic_bytes;
-    figures.first_inference = side.cuda_plan.first_inference;
-    figures.latency = SummarizeLatencies(side.latencies_ms);
-    return figures;
-  }
-  figures.kernels = side.stats.kernels_launched;
-  figures.nodes = side.stats.nodes_executed;
-  figures.peak_intermediate_bytes = side.stats.peak_intermediate_bytes;
-  figures.intermediate_traffic_bytes = side.stats.intermediate_traffic_bytes;
-  figures.latency = SummarizeLatencies(side.latencies_ms);
-  return figures;
-}
-
-using NodeTimes = std::unordered_map<const Node*, cpu::NodeTiming>;
-
-// What `runs` profiled inferences of one side measured.
-struct NodeProfile {
-  // Each node's median over the runs, times `runs` (the summed form RooflinePoints divides). A
-  // median, not a sum: on a shared host one descheduled call would otherwise put a 0.1 ms kernel
-  // at 3 ms and far below its roof.
-  NodeTimes median_times;
-  // Each node's mean per inference, and the inferences' mean wall time: the breakdown by kind
-  // adds up to the latter, as the timed runs' mean does (means add; medians do not).
-  std::unordered_map<const Node*, double> mean_ms;
-  double inference_mean_ms = 0;
-};
-
-Result<NodeProfile> ProfileNodes(Side& side, const std::vector<cpu::NamedTensor>& feeds, int runs) {
-  std::unordered_map<const Node*, std::vector<double>> per_run_ms;
-  NodeProfile profile;
-  double wall_ms = 0;
-  for (int i = 0; i < runs; ++i) {
-    NodeTimes one_run;
-    cpu::RunStats profiled;
-    profiled.node_times = &one_run;
-    const auto start = std::chrono::steady_clock::now();
-    FUSIONOPT_RETURN_IF_ERROR(RunOnce(side, feeds, profiled).status());
-    wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    for (const auto& [node, timing] : one_run) {
-      per_run_ms[node].push_back(timing.total_ms);
-      profile.median_times[node].calls += timing.calls;
-      profile.mean_ms[node] += timing.total_ms / runs;
-    }
-  }
-  profile.inference_mean_ms = wall_ms / runs;
-  for (auto& [node, samples] : per_run_ms) {
-    samples.resize(static_cast<size_t>(runs), 0.0);  // a node a run skipped (an untaken If branch) took 0 there
-    std::nth_element(samples.begin(), samples.begin() + runs / 2, samples.end());
-    profile.median_times[node].total_ms = samples[static_cast<size_t>(runs / 2)] * runs;
-  }
-  return profile;
-}
-
-struct ProfiledSide {
-  const Side& side;
-  const NodeTimes& times;
-};
-
-// --roofline: both sides' kernels on the roofline of the CPU they were timed on (the `cpu`
-// profile; a GPU target's roof would not match CPU timings).
-Status WriteRoofline(const BenchOptions& options, const ProfiledSide& original, const ProfiledSide& optimized,
-                     const passes::SymbolSizes& symbols, int runs, BenchResult& result) {
-  FUSIONOPT_ASSIGN_OR_RETURN(passes::TargetProfile profile, passes::FindTargetProfile("cpu"));
-  std::vector<RooflineSeries> series;
-  for (const auto& [label, profiled] : {std::pair{"original", original}, std::pair{"optimized", optimized}}) {
-    RooflineSeries one;
-    one.label = label;
-    one.points = RooflinePoints(profiled.side.model(), profile, symbols, profiled.times, runs, one.unplaced);
-    series.push_back(std::move(one));
-  }
-  std::string title = std::filesystem::path(options.model).filename().string() + ": kernels on the roofline (" +
-                      std::to_string(options.threads > 0 ? options.threads : std::thread::hardware_concurrency()) +
-                      " threads)";
-  FUSIONOPT_RETURN_IF_ERROR(WriteFileAtomically(options.roofline, RooflineSvg(title, profile, series)));
-  result.roof = profile;
-  result.roofline = std::move(series);
-  return Status::Ok();
-}
-
-Status TraceOne(Side& side, const std::vector<cpu::NamedTensor>& feeds, std::vector<cpu::KernelEvent>& events) {
-  cpu::RunStats stats;
-  stats.kernel_events = &events;
-  return RunOnce(side, feeds, stats).status();
 }
 
 Result<std::unique_ptr<Model>> OptimizeAt(const BenchOptions& options, int level,
@@ -558,6 +281,70 @@ Status CheckCudaOptions(const BenchOptions& options, bool cuda) {
   return Status::Ok();
 }
 
+namespace {
+
+// The run's settings and both sides' figures, and the cost model's predicted speed-up.
+void RecordRun(const BenchOptions& options, const Side& original, const Side& optimized,
+               const std::vector<cpu::NamedTensor>& feeds, BenchResult& result) {
+  result.model = options.model;
+  result.optimized_model = options.optimized;
+  if (options.optimized.empty()) result.level = options.level;
+  result.target = options.target;
+  result.threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  result.warmup = options.warmup;
+  result.iterations = static_cast<int>(original.latencies_ms.size());
+  result.seed = options.feeds.seed;
+  result.original = FiguresOf(original);
+  result.optimized = FiguresOf(optimized);
+  result.speedup = result.optimized.latency.p50_ms > 0 ? result.original.latency.p50_ms / result.optimized.latency.p50_ms
+                                                       : 0;
+  result.fail_if_slower = options.fail_if_slower;
+  PredictSpeedup(optimized.model(), options.target, SymbolsFromFeeds(original, feeds), result);
+}
+
+// CUDA: the plans' figures and CUPTI's kernel counts, then the report.
+int FinishOnCuda(const BenchOptions& options, Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds,
+                 BenchResult& result) {
+  Status counted = PlanAndCount(original, feeds);
+  if (counted.ok()) counted = PlanAndCount(optimized, feeds);
+  if (!counted.ok()) return ReportError(options.model, counted);
+  result.original = FiguresOf(original);
+  result.optimized = FiguresOf(optimized);
+  result.device = original.session->Description();
+  return Report(options, result);
+}
+
+// CPU: the optimized side's breakdown by fusion kind, the roofline and the trace when asked for,
+// then the report.
+int FinishOnCpu(const BenchOptions& options, Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds,
+                const std::map<std::string, std::string>& kinds, BenchResult& result) {
+  const std::string& optimized_label = options.optimized.empty() ? options.model : options.optimized;
+  const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
+  auto optimized_profile = ProfileNodes(optimized, feeds, profiled_runs);
+  if (!optimized_profile.ok()) return ReportError(optimized_label, optimized_profile.status());
+  result.breakdown = BreakdownByKind(*optimized.model().graph, optimized_profile->mean_ms,
+                                     optimized_profile->inference_mean_ms, kinds);
+  result.breakdown_runs = profiled_runs;
+  if (!options.roofline.empty()) {
+    auto original_profile = ProfileNodes(original, feeds, profiled_runs);
+    if (!original_profile.ok()) return ReportError(options.model, original_profile.status());
+    Status drawn = WriteRoofline(options, {original, original_profile->median_times},
+                                 {optimized, optimized_profile->median_times},
+                                 SymbolsFromFeeds(original, feeds), profiled_runs, result);
+    if (!drawn.ok()) return ReportError(options.roofline, drawn);
+  }
+
+  if (!options.trace.empty()) {
+    Status traced = TraceOne(original, feeds, result.original.trace);
+    if (traced.ok()) traced = TraceOne(optimized, feeds, result.optimized.trace);
+    if (!traced.ok()) return ReportError(options.model, traced);
+  }
+
+  return Report(options, result);
+}
+
+}  // namespace
+
 int RunBench(const BenchOptions& given) {
   BenchOptions options = given;  // --dim is resolved against the model below
   const bool cuda = UseCuda(options);
@@ -606,52 +393,10 @@ int RunBench(const BenchOptions& given) {
   Status measured = MeasureInterleaved(options, *original, *optimized, *feeds);
   if (!measured.ok()) return ReportError(options.model, measured);
 
-  result.model = options.model;
-  result.optimized_model = options.optimized;
-  if (options.optimized.empty()) result.level = options.level;
-  result.target = options.target;
-  result.threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  result.warmup = options.warmup;
-  result.iterations = static_cast<int>(original->latencies_ms.size());
-  result.seed = options.feeds.seed;
-  result.original = FiguresOf(*original);
-  result.optimized = FiguresOf(*optimized);
-  result.speedup = result.optimized.latency.p50_ms > 0 ? result.original.latency.p50_ms / result.optimized.latency.p50_ms
-                                                       : 0;
-  result.fail_if_slower = options.fail_if_slower;
-  PredictSpeedup(optimized->model(), options.target, SymbolsFromFeeds(*original, *feeds), result);
+  RecordRun(options, *original, *optimized, *feeds, result);
 
-  if (cuda) {
-    Status counted = PlanAndCount(*original, *feeds);
-    if (counted.ok()) counted = PlanAndCount(*optimized, *feeds);
-    if (!counted.ok()) return ReportError(options.model, counted);
-    result.original = FiguresOf(*original);
-    result.optimized = FiguresOf(*optimized);
-    result.device = original->session->Description();
-    return Report(options, result);
-  }
-  const int profiled_runs = std::min(kMaxProfiledRuns, result.iterations);
-  auto optimized_profile = ProfileNodes(*optimized, *feeds, profiled_runs);
-  if (!optimized_profile.ok()) return ReportError(optimized_label, optimized_profile.status());
-  result.breakdown = BreakdownByKind(*optimized->model().graph, optimized_profile->mean_ms,
-                                     optimized_profile->inference_mean_ms, kinds);
-  result.breakdown_runs = profiled_runs;
-  if (!options.roofline.empty()) {
-    auto original_profile = ProfileNodes(*original, *feeds, profiled_runs);
-    if (!original_profile.ok()) return ReportError(options.model, original_profile.status());
-    Status drawn = WriteRoofline(options, {*original, original_profile->median_times},
-                                 {*optimized, optimized_profile->median_times},
-                                 SymbolsFromFeeds(*original, *feeds), profiled_runs, result);
-    if (!drawn.ok()) return ReportError(options.roofline, drawn);
-  }
-
-  if (!options.trace.empty()) {
-    Status traced = TraceOne(*original, *feeds, result.original.trace);
-    if (traced.ok()) traced = TraceOne(*optimized, *feeds, result.optimized.trace);
-    if (!traced.ok()) return ReportError(options.model, traced);
-  }
-
-  return Report(options, result);
+  if (cuda) return FinishOnCuda(options, *original, *optimized, *feeds, result);
+  return FinishOnCpu(options, *original, *optimized, *feeds, kinds, result);
 }
 
 }  // namespace fusionopt::cli

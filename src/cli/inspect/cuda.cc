@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cli/bench.h"
+#include "cli/bench/bench.h"
 #include "cli/commands.h"
 #include "cli/feeds.h"
 #include "cuda_runtime/backend/cuda_session.h"

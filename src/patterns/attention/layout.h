@@ -26,7 +26,7 @@
 #include <optional>
 #include <vector>
 
-#include "patterns/attention.h"
+#include "patterns/attention/attention.h"
 
 namespace fusionopt {
 
