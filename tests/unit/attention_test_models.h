@@ -145,4 +145,35 @@ inline std::string WithHeads(std::string text, int heads, int size) {
   return text;
 }
 
+// timm's ViT attention: one qkv projection [B,N,3E] reshaped to [B,N,3,H,D], permuted to
+// [3,B,H,N,D] and unbound — the dynamo exporter's Split along axis 0 and a Squeeze per slot.
+// `split` is the Split's line (its sizes, or none for even parts); `outputs` the graph outputs.
+inline std::string TimmUnbind(const std::string& split = "  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
+                       const std::string& outputs = "float[2,5,8] %context") {
+  return R"(ir_version 8
+opset "" 18
+graph main (float[2,5,24] %packed) -> ()" + outputs + R"()
+  init int64[5] %unflatten = [2, 5, 3, 2, 4]
+  init int64[1] %axis0 = [0]
+  init int64[3] %thirds = [1, 1, 1]
+  init int64[3] %merged = [2, 5, 8]
+  init float[] %scale = [0.5]
+{
+  %u = Reshape(%packed, %unflatten) @unflatten
+  %t = Transpose(%u) {perm: [2, 0, 3, 1, 4]} @move
+)" + split + R"(  %q = Squeeze(%qs0, %axis0) @q_squeeze
+  %k = Squeeze(%ks0, %axis0) @k_squeeze
+  %v = Squeeze(%vs0, %axis0) @v_squeeze
+  %qm = Mul(%q, %scale) @q_scale
+  %kt = Transpose(%k) {perm: [0, 1, 3, 2]} @key_transpose
+  %s = MatMul(%qm, %kt) @scores
+  %p = Softmax(%s) {axis: -1} @softmax
+  %o = MatMul(%p, %v) @context_product
+  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
+  %context = Reshape(%ot, %merged) @merge_reshape
+}
+)";
+}
+
+
 }  // namespace fusionopt::attention_test

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "cpu_runtime/engine/compare.h"
+#include "attention_test_models.h"
 #include "pass_harness.h"
 #include "ir/constant_value.h"
 #include "patterns/attention/attention.h"
@@ -480,36 +481,6 @@ TEST_CASE("fuse-attention: a sequence-first head split of a tensor no layout op 
 
 namespace {
 
-// timm's ViT attention: one qkv projection [B,N,3E] reshaped to [B,N,3,H,D], permuted to
-// [3,B,H,N,D] and unbound — the dynamo exporter's Split along axis 0 and a Squeeze per slot.
-// `split` is the Split's line (its sizes, or none for even parts); `outputs` the graph outputs.
-std::string TimmUnbind(const std::string& split = "  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
-                       const std::string& outputs = "float[2,5,8] %context") {
-  return R"(ir_version 8
-opset "" 18
-graph main (float[2,5,24] %packed) -> ()" + outputs + R"()
-  init int64[5] %unflatten = [2, 5, 3, 2, 4]
-  init int64[1] %axis0 = [0]
-  init int64[3] %thirds = [1, 1, 1]
-  init int64[3] %merged = [2, 5, 8]
-  init float[] %scale = [0.5]
-{
-  %u = Reshape(%packed, %unflatten) @unflatten
-  %t = Transpose(%u) {perm: [2, 0, 3, 1, 4]} @move
-)" + split + R"(  %q = Squeeze(%qs0, %axis0) @q_squeeze
-  %k = Squeeze(%ks0, %axis0) @k_squeeze
-  %v = Squeeze(%vs0, %axis0) @v_squeeze
-  %qm = Mul(%q, %scale) @q_scale
-  %kt = Transpose(%k) {perm: [0, 1, 3, 2]} @key_transpose
-  %s = MatMul(%qm, %kt) @scores
-  %p = Softmax(%s) {axis: -1} @softmax
-  %o = MatMul(%p, %v) @context_product
-  %ot = Transpose(%o) {perm: [0, 2, 1, 3]} @merge_transpose
-  %context = Reshape(%ot, %merged) @merge_reshape
-}
-)";
-}
-
 // The addressing every runtime reads the fused node's operands with, at the call's static shapes.
 std::optional<AttentionLayout> LayoutOfCall(const Rewritten& rewritten, const FusedAttention& attention) {
   const Node* call = nullptr;
@@ -537,7 +508,7 @@ std::optional<AttentionLayout> LayoutOfCall(const Rewritten& rewritten, const Fu
 TEST_CASE("fuse-attention: timm's packed qkv unbound by a Split is read in place, one slot each", "[attention]") {
   for (const std::string& split : {std::string("  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n"),
                                    std::string("  %qs0, %ks0, %vs0 = Split(%t, %thirds) {axis: 0} @unbind\n")}) {
-    auto [rewritten, attention] = ExpectAttention(TimmUnbind(split));
+    auto [rewritten, attention] = ExpectAttention(attention_test::TimmUnbind(split));
     CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
     CHECK(attention.q.layout == HeadLayout::kView);
     REQUIRE(attention.v.view.size() == 4);  // unflatten, move, the Split's slot, squeeze
@@ -559,7 +530,7 @@ TEST_CASE("fuse-attention: timm's packed qkv unbound by a Split is read in place
 TEST_CASE("fuse-attention: a Split of the packed qkv read elsewhere stays outside; sizes fed at run time do not",
           "[attention]") {
   // A slot also read outside: the Split and its slots stay outside the fused node.
-  std::string shared = TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
+  std::string shared = attention_test::TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t) {axis: 0, num_outputs: 3} @unbind\n",
                                   "float[2,5,8] %context, float[1,2,2,5,4] %vs0");
   Rewritten rewritten = Rewrite(shared, kPass);
   REQUIRE(rewritten.Counter("attention") == 1);
@@ -567,7 +538,7 @@ TEST_CASE("fuse-attention: a Split of the packed qkv read elsewhere stays outsid
   const std::vector<std::string> outside = OpsOutside(rewritten);
   CHECK(std::count(outside.begin(), outside.end(), "Split") == 1);
   // Sizes fed at run time are read then, as a Reshape's target is: still one fused node.
-  std::string fed = TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t, %sizes) {axis: 0} @unbind\n");
+  std::string fed = attention_test::TimmUnbind("  %qs0, %ks0, %vs0 = Split(%t, %sizes) {axis: 0} @unbind\n");
   fed.replace(fed.find("(float[2,5,24] %packed)"), 23, "(float[2,5,24] %packed, int64[3] %sizes)");
   rewritten = Rewrite(fed, kPass);
   CHECK(OpsOutside(rewritten) == std::vector<std::string>{"ai.fusionopt::FusedAttention"});
