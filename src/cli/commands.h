@@ -103,16 +103,16 @@ void AddVerifyOptions(CLI::App& command, VerifyOptions& options);
 int RunRun(const RunOptions& options);
 int RunVerify(const VerifyOptions& options);
 void AddBenchOptions(CLI::App& command, BenchOptions& options);
-int RunBench(const BenchOptions& options);  // bench_command.cc
+int RunBench(const BenchOptions& options);  // bench/command.cc
 
 void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options);
 void AddInspectOptions(CLI::App& command, InspectOptions& options);
 
 int RunOptimize(const OptimizeOptions& options);
 int RunInspect(const InspectOptions& options);
-// `inspect --cost`: the roofline table of the loaded model (inspect_cost.cc).
+// `inspect --cost`: the roofline table of the loaded model (inspect/cost.cc).
 int RunInspectCost(const InspectOptions& options, const Model& model);
-// `inspect --cuda`: the CUDA backend's plan, compiled without a GPU (inspect_cuda.cc).
+// `inspect --cuda`: the CUDA backend's plan, compiled without a GPU (inspect/cuda.cc).
 int RunInspectCuda(const InspectOptions& options, const Model& model);
 int ListPasses(bool verbose);
 

@@ -86,7 +86,7 @@ std::string RowInverse(const FusedAttention& attention) {
 }
 
 // Element (b, h, `s`, d) of an operand as the compute type, rotated when the body rotates it
-// (attention_layout.h's RotaryLayout: the pair partner and the tables' entry read beside it).
+// (patterns/attention/layout.h's RotaryLayout: the pair partner and the tables' entry read beside it).
 std::string Load(const Addressing& operand, const std::optional<RotaryAddressing>& rotary, const std::string& s) {
   const std::string x = LoadAsCompute(operand.dtype, operand.At("b", "h", s, "d"));
   if (!rotary) return x;
