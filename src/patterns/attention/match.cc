@@ -282,6 +282,33 @@ bool MaskedScores(const Value* value) {
          (CastScores(add->input(0)) != nullptr) != (CastScores(add->input(1)) != nullptr);
 }
 
+// The mask the softmax reads `scores` through, when there is one: Add(scores, mask), or
+// Where(condition, scores, fill) either way round; `scores` moves past it. A result ends the
+// match: no attention (a mask over something other than scores) or a near miss.
+std::optional<AttentionSearch> ReadMask(Value*& scores, AttentionMatch& match) {
+  if (Node* add = ProducerOp(scores, "Add"); add != nullptr && add->inputs().size() == 2) {
+    int scores_index = MaskedScores(add->input(0)) ? 0 : 1;
+    if (!MaskedScores(add->input(scores_index))) return AttentionSearch{};
+    match.mask_kind = AttentionMaskKind::kAdditive;
+    match.mask_node = add;
+    match.mask = add->input(1 - scores_index);
+    scores = add->input(scores_index);
+  } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
+    int fill_index = MaskedScores(where->input(1)) ? 2 : 1;
+    if (!MaskedScores(where->input(3 - fill_index))) return AttentionSearch{};
+    std::optional<double> fill = ConstantScalar(where->input(fill_index), InitializerRule::kFeedsOverride);
+    if (!fill) return NearMiss("the mask fill is not a constant scalar");
+    match.mask_kind = AttentionMaskKind::kBoolean;
+    match.mask_node = where;
+    match.mask = where->input(0);
+    match.fill = *fill;
+    match.fill_when_true = fill_index == 1;
+    match.causal = SlicedFromLowerTriangle(match.mask);
+    scores = where->input(3 - fill_index);
+  }
+  return std::nullopt;
+}
+
 // Softmax(z) · V with z = [mask] over [bias] over [scale] over Q·Kᵀ: nullopt with the core's nodes set, or
 // the search to return (a near miss, or nothing) when `softmax` is no attention core.
 std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, AttentionMatch& match) {
@@ -304,26 +331,7 @@ std::optional<AttentionSearch> MatchSoftmaxCore(Node& softmax, int64_t opset, At
   // Softmax input: [mask] over [scale] over Q·Kᵀ.
   Value* scores = softmax.input(0);
   Node* reader = &softmax;
-  if (Node* add = ProducerOp(scores, "Add"); add != nullptr && add->inputs().size() == 2) {
-    int scores_index = MaskedScores(add->input(0)) ? 0 : 1;
-    if (!MaskedScores(add->input(scores_index))) return AttentionSearch{};
-    match.mask_kind = AttentionMaskKind::kAdditive;
-    match.mask_node = add;
-    match.mask = add->input(1 - scores_index);
-    scores = add->input(scores_index);
-  } else if (Node* where = ProducerOp(scores, "Where"); where != nullptr && where->inputs().size() == 3) {
-    int fill_index = MaskedScores(where->input(1)) ? 2 : 1;
-    if (!MaskedScores(where->input(3 - fill_index))) return AttentionSearch{};
-    std::optional<double> fill = ConstantScalar(where->input(fill_index), InitializerRule::kFeedsOverride);
-    if (!fill) return NearMiss("the mask fill is not a constant scalar");
-    match.mask_kind = AttentionMaskKind::kBoolean;
-    match.mask_node = where;
-    match.mask = where->input(0);
-    match.fill = *fill;
-    match.fill_when_true = fill_index == 1;
-    match.causal = SlicedFromLowerTriangle(match.mask);
-    scores = where->input(3 - fill_index);
-  }
+  if (std::optional<AttentionSearch> stop = ReadMask(scores, match)) return stop;
   if (match.mask_node != nullptr) {
     if (WhyNot problem = CoreIntermediateProblem(match.mask_node->output(0), &softmax)) {
       return NearMiss(problem);
@@ -406,6 +414,53 @@ std::optional<AttentionSearch> MatchOpCore(Node& op, AttentionMatch& match) {
 }
 
 
+// What the shapes rule out: scores that are not 4-D, a softmax not over their last axis, a mask
+// or score bias that would widen them; an Attention node's operands that are not 4-D.
+WhyNot WhyNotShapes(const AttentionMatch& match) {
+  if (match.score_matmul != nullptr) {
+    const Value* product = match.score_matmul->output(0);
+    const bool split_heads = match.q.layout == HeadLayout::kSplitHeads || match.k.layout == HeadLayout::kSplitHeads;
+    int64_t rank = split_heads ? 4 : (product->shape() ? static_cast<int64_t>(product->shape()->size()) : -1);
+    if (rank >= 0 && rank != 4) return "the scores are not 4-D [B,H,Sq,Sk]";
+    if (rank == 4 && NormalizedAxis(match.softmax_axis, rank) != rank - 1) {
+      return "the softmax is not over the last axis";
+    }
+    if (match.mask != nullptr && !MayBroadcastWithoutWidening(match.mask, product)) {
+      return "the mask does not broadcast to the scores";
+    }
+    if (match.bias != nullptr && !MayBroadcastWithoutWidening(match.bias, product)) {
+      return "the score bias does not broadcast to the scores";
+    }
+  } else {
+    for (size_t i = 0; i < 3; ++i) {
+      const auto& shape = match.attention_op->input(i)->shape();
+      if (shape && shape->size() != 4) return "the Attention node's operands are not 4-D";
+    }
+  }
+  return {};
+}
+
+// Why the members cannot be one pattern (a graph output or an intermediate read outside it);
+// the Shape nodes outside that read an intermediate go to `outside_shape_reads`.
+WhyNot ReadOutsideShapeReads(AttentionMatch& match) {
+  std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
+  for (const Node* member : match.nodes) {
+    for (const Value* output : member->outputs()) {
+      if (output == nullptr || output == match.output) continue;
+      if (output->is_graph_output()) return "a graph output is inside the pattern";
+      for (const Use& use : output->uses()) {
+        if (members.count(use.node)) continue;
+        if (!IsDefaultOp(use.node, "Shape")) return "an intermediate is read outside the pattern";
+        if (std::find(match.outside_shape_reads.begin(), match.outside_shape_reads.end(), use.node) ==
+            match.outside_shape_reads.end()) {
+          match.outside_shape_reads.push_back(use.node);
+        }
+      }
+    }
+  }
+  return {};
+}
+
 // The match with operands read through layout-op views where the head-split forms do not
 // describe them (`views`), or without.
 AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
@@ -447,46 +502,10 @@ AttentionSearch MatchWith(Node& anchor, int64_t opset, bool views) {
   }
   if (ReadMerge(match, opset)) match.output = match.merge->reshape->output(0);
 
-  // Checks the shapes allow: 4-D scores, the softmax over their last axis, a mask that does
-  // not widen them.
-  if (match.score_matmul != nullptr) {
-    const Value* product = match.score_matmul->output(0);
-    const bool split_heads = match.q.layout == HeadLayout::kSplitHeads || match.k.layout == HeadLayout::kSplitHeads;
-    int64_t rank = split_heads ? 4 : (product->shape() ? static_cast<int64_t>(product->shape()->size()) : -1);
-    if (rank >= 0 && rank != 4) return NearMiss("the scores are not 4-D [B,H,Sq,Sk]");
-    if (rank == 4 && NormalizedAxis(match.softmax_axis, rank) != rank - 1) {
-      return NearMiss("the softmax is not over the last axis");
-    }
-    if (match.mask != nullptr && !MayBroadcastWithoutWidening(match.mask, product)) {
-      return NearMiss("the mask does not broadcast to the scores");
-    }
-    if (match.bias != nullptr && !MayBroadcastWithoutWidening(match.bias, product)) {
-      return NearMiss("the score bias does not broadcast to the scores");
-    }
-  } else {
-    for (size_t i = 0; i < 3; ++i) {
-      const auto& shape = match.attention_op->input(i)->shape();
-      if (shape && shape->size() != 4) return NearMiss("the Attention node's operands are not 4-D");
-    }
-  }
-
+  if (WhyNot why = WhyNotShapes(match)) return NearMiss(why);
   CollectMembers(match);
   ReadHeads(match);
-  std::unordered_set<const Node*> members(match.nodes.begin(), match.nodes.end());
-  for (const Node* member : match.nodes) {
-    for (const Value* output : member->outputs()) {
-      if (output == nullptr || output == match.output) continue;
-      if (output->is_graph_output()) return NearMiss("a graph output is inside the pattern");
-      for (const Use& use : output->uses()) {
-        if (members.count(use.node)) continue;
-        if (!IsDefaultOp(use.node, "Shape")) return NearMiss("an intermediate is read outside the pattern");
-        if (std::find(match.outside_shape_reads.begin(), match.outside_shape_reads.end(), use.node) ==
-            match.outside_shape_reads.end()) {
-          match.outside_shape_reads.push_back(use.node);
-        }
-      }
-    }
-  }
+  if (WhyNot why = ReadOutsideShapeReads(match)) return NearMiss(why);
   AttentionSearch search;
   search.match = std::move(match);
   return search;

@@ -459,6 +459,64 @@ std::vector<Node*> ContractionsReading(const Value& x) {
   return readers;
 }
 
+// The contractions reading `x` that may merge, in classes of compatible weights and attributes;
+// each one that may not is rejected with its reason.
+std::vector<std::vector<Member>> MemberClasses(const Value& x, bool convolutions, PassContext& context) {
+  std::vector<std::vector<Member>> classes;
+  for (Node* node : ContractionsReading(x)) {
+    Member member;
+    if (!convolutions && node->op_type() == "Conv") {
+      context.Rejected(*node, "Conv members are off (convolutions=0)");
+      continue;
+    }
+    if (WhyNot why = WhyNotMember(*node, context.model(), member)) {
+      context.Rejected(*node, why);
+      continue;
+    }
+    auto fits = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return Compatible(c[0], member); });
+    if (fits != classes.end()) fits->push_back(std::move(member));
+    else classes.push_back({std::move(member)});
+  }
+  return classes;
+}
+
+// `group` merged into one contraction and a Split, its fusion recorded; false where a lost
+// epilogue leaves fewer than two members or the cost model refuses the merge.
+bool MergeGroup(Graph& graph, std::vector<Member>& group, int64_t opset, size_t output_rank, PassContext& context) {
+  // A member continuing with an elementwise op the others do not share would lose it:
+  // O2 fuses it into that member's own contraction, but not across the Split (ResNet's
+  // downsample beside the block's first 1×1, SwiGLU's gate beside its up projection).
+  if (!SinkAndDropLostEpilogues(group, context.model(), output_rank, context)) return false;
+  std::vector<Node*> merged;
+  for (const Member& member : group) {
+    merged.push_back(member.contraction);
+    merged.insert(merged.end(), member.epilogue.begin(), member.epilogue.end());
+  }
+  // The Split is costed as free: a view where the parts are contiguous (channels of one
+  // image), or read in place by the attention node that takes Q/K/V next.
+  if (!context.JudgeFusion(merged).apply()) return false;
+  FusionRecord record{"", "", "", "horizontal_" + group[0].contraction->op_type(), {}};  // RecordFusion names the pass
+  for (const Member& member : group) {
+    record.replaced.push_back(member.contraction->name());
+    for (const Node* node : member.epilogue) record.replaced.push_back(node->name());
+  }
+  context.Matched();
+  context.Count("contractions_merged", static_cast<int64_t>(group.size()));
+  int64_t moved = 0;
+  for (const Member& member : group) moved += static_cast<int64_t>(member.epilogue.size());
+  context.Count("epilogue_nodes_moved", moved);
+  // The merged nodes run per inference like the members, so the cost model's launch-free
+  // nodes stay right and the next group is judged without a whole-graph pass.
+  const CostModel& costs = context.cost_model();
+  const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, merged);
+  const uint64_t revision_before = graph.revision();
+  Rewritten rewritten = Rewrite(graph, group, opset, output_rank);
+  if (keeps_launch_free) costs.AdoptRewrite(graph, revision_before, rewritten.created, rewritten.removed);
+  record.node = rewritten.created.front()->name();
+  context.RecordFusion(std::move(record));
+  return true;
+}
+
 }  // namespace
 
 std::vector<PassOptionInfo> FuseHorizontalContractions::options() const {
@@ -484,23 +542,8 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
   }
   bool changed = false;
   for (Value* x : shared) {
-    std::vector<std::vector<Member>> classes;
-    for (Node* node : ContractionsReading(*x)) {
-      Member member;
-      if (convolutions == 0 && node->op_type() == "Conv") {
-        context.Rejected(*node, "Conv members are off (convolutions=0)");
-        continue;
-      }
-      if (WhyNot why = WhyNotMember(*node, context.model(), member)) {
-        context.Rejected(*node, why);
-        continue;
-      }
-      auto fits = std::find_if(classes.begin(), classes.end(), [&](const auto& c) { return Compatible(c[0], member); });
-      if (fits != classes.end()) fits->push_back(std::move(member));
-      else classes.push_back({std::move(member)});
-    }
     const size_t output_rank = x->shape()->size();
-    for (std::vector<Member>& candidates : classes) {
+    for (std::vector<Member>& candidates : MemberClasses(*x, convolutions == 1, context)) {
       if (candidates.size() < 2) {
         context.Rejected(*candidates[0].contraction, "no other contraction on the same input with compatible weights and attributes");
         continue;
@@ -510,38 +553,7 @@ Result<bool> FuseHorizontalContractions::RunOnGraph(Graph& graph, PassContext& c
         if (end - begin < 2) break;
         std::vector<Member> group(std::make_move_iterator(candidates.begin() + begin),
                                   std::make_move_iterator(candidates.begin() + end));
-        // A member continuing with an elementwise op the others do not share would lose it:
-        // O2 fuses it into that member's own contraction, but not across the Split (ResNet's
-        // downsample beside the block's first 1×1, SwiGLU's gate beside its up projection).
-        if (!SinkAndDropLostEpilogues(group, context.model(), output_rank, context)) continue;
-        std::vector<Node*> merged;
-        for (const Member& member : group) {
-          merged.push_back(member.contraction);
-          merged.insert(merged.end(), member.epilogue.begin(), member.epilogue.end());
-        }
-        // The Split is costed as free: a view where the parts are contiguous (channels of one
-        // image), or read in place by the attention node that takes Q/K/V next.
-        if (!context.JudgeFusion(merged).apply()) continue;
-        FusionRecord record{std::string(name()), "", "", "horizontal_" + group[0].contraction->op_type(), {}};
-        for (const Member& member : group) {
-          record.replaced.push_back(member.contraction->name());
-          for (const Node* node : member.epilogue) record.replaced.push_back(node->name());
-        }
-        context.Matched();
-        context.Count("contractions_merged", static_cast<int64_t>(group.size()));
-        int64_t moved = 0;
-        for (const Member& member : group) moved += static_cast<int64_t>(member.epilogue.size());
-        context.Count("epilogue_nodes_moved", moved);
-        // The merged nodes run per inference like the members, so the cost model's launch-free
-        // nodes stay right and the next group is judged without a whole-graph pass.
-        const CostModel& costs = context.cost_model();
-        const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, merged);
-        const uint64_t revision_before = graph.revision();
-        Rewritten rewritten = Rewrite(graph, group, opset, output_rank);
-        if (keeps_launch_free) costs.AdoptRewrite(graph, revision_before, rewritten.created, rewritten.removed);
-        record.node = rewritten.created.front()->name();
-        context.RecordFusion(std::move(record));
-        changed = true;
+        changed = MergeGroup(graph, group, opset, output_rank, context) || changed;
       }
     }
   }
