@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace fusionopt::attention_test {
 
@@ -175,5 +176,17 @@ graph main (float[2,5,24] %packed) -> ()" + outputs + R"()
 )";
 }
 
+
+// Bert() with its inputs' batch and sequence dims unnamed: neither a size nor a symbol.
+inline std::string UnnamedBert() {
+  std::string text = Bert();
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"float[B,S,8]", "float[?,?,8]"},
+                                 {"float[B,1,1,S]", "float[?,1,1,?]"}}) {
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  }
+  return text;
+}
 
 }  // namespace fusionopt::attention_test

@@ -100,12 +100,20 @@ TEST_CASE("attention matcher: near misses name the check that failed", "[pattern
     CHECK_FALSE(search.match);
     CHECK(search.near_miss.reason() == "attention: the scale is not a constant scalar");
   }
-  SECTION("scores read outside the pattern") {
+  SECTION("scores that are a graph output") {
     std::string text = attention_test::Bert();
     text.replace(text.find("-> (float[B,S,8] %context)"), 26, "-> (float[B,S,8] %context, float[B,2,S,S] %scores)");
     AttentionSearch search = SearchIn(*ParseInferred(text));
     CHECK_FALSE(search.match);
     CHECK(search.near_miss.reason() == "attention: a graph output is inside the pattern");
+  }
+  SECTION("scores read by a node outside the pattern") {
+    std::string text = attention_test::Bert();
+    text.replace(text.find("-> (float[B,S,8] %context)"), 26, "-> (float[B,S,8] %context, float[B,2,S,S] %probe)");
+    text.replace(text.find("  %masked = Add("), 0, "  %probe = Relu(%scores) @probe\n");
+    AttentionSearch search = SearchIn(*ParseInferred(text));
+    CHECK_FALSE(search.match);
+    CHECK(search.near_miss.reason() == "attention: an intermediate is read outside the pattern");
   }
   SECTION("a Softmax with no attention around it is neither a match nor a near miss") {
     auto model = ParseInferred(attention_test::kHeader + R"(graph main (float[2,8] %x) -> (float[2,8] %y)

@@ -17,8 +17,11 @@ namespace {
 // as out of bounds (-Warray-bounds).
 static_assert(std::string_view(kOrtDomain) == "com.microsoft");
 
-// Two sizes for every dim the model leaves open, apart from each other and from common head counts.
-constexpr std::array<int64_t, 2> kTrialOpenDims = {7, 11};
+// Pairs of sizes for every dim the model leaves open, apart from each other and from common head
+// counts: small ones first (a sequence within the model's position tables), then large ones (an
+// image a patch convolution must not shrink to nothing).
+constexpr std::array<std::array<int64_t, 2>, 2> kTrialOpenDims = {{{7, 11}, {64, 96}}};
+constexpr const char* kHeadsDependOnSizes = "the heads depend on the batch or sequence size";
 
 // Why MultiHeadAttention cannot take this operand as [B,S,H·D] (empty when it can).
 WhyNot WhyNotBsd(const AttentionOperand& operand, const char* which) {
@@ -320,22 +323,36 @@ class AttentionLowering {
 
   // H, D and each K/V head's repeats from the layout the kernels read the operands with
   // (trial_layout.h), at two trial sizes of every open dim: a head count that depends on them is
-  // no attribute. Q's heads are H; K and V have H, or H / n where they are repeated n times.
+  // no attribute. The first pair of sizes at which both layouts exist decides. Q's heads are H;
+  // K and V have H, or H / n where they are repeated n times.
   WhyNot ResolveHeads() {
+    WhyNot first_failure;
+    for (const std::array<int64_t, 2>& pair : kTrialOpenDims) {
+      Decided<AttentionLayout> layout = HeadsAt(pair);
+      if (layout) return UseHeads(*layout);
+      if (layout.why_not() == kHeadsDependOnSizes) return layout.why_not();
+      if (!first_failure) first_failure = layout.why_not();
+    }
+    return first_failure;
+  }
+
+  // The layout at both sizes of `pair`, when the two agree on every operand's heads, head size
+  // and repeat (one layout when the model leaves no dim open).
+  Decided<AttentionLayout> HeadsAt(const std::array<int64_t, 2>& pair) {
     std::optional<AttentionLayout> first;
-    for (int64_t size : kTrialOpenDims) {
-      const TrialSizes sizes = trials_.EverySymbolAt(size);
-      bool unevaluable = false;
-      std::optional<AttentionLayout> layout = LayoutAt(attention_, call_, trials_, sizes, unevaluable);
-      if (!layout) {
-        return unevaluable ? "the head split's target is not known ahead of time"
-                           : "the operands are not a strided view of the group's inputs";
-      }
-      if (first && !SameHeads(*first, *layout)) return "the heads depend on the batch or sequence size";
-      first = std::move(layout);
+    for (int64_t size : pair) {
+      const TrialSizes sizes = trials_.EveryOpenDimAt(size);
+      Decided<AttentionLayout> layout = LayoutAt(attention_, call_, trials_, sizes);
+      if (!layout) return layout.why_not();
+      if (first && !SameHeads(*first, *layout)) return WhyNot(kHeadsDependOnSizes);
+      first = std::move(*layout);
       if (sizes.empty()) break;  // nothing left open: one layout
     }
-    const OperandLayout &q = first->q, &k = first->k, &v = first->v;
+    return std::move(*first);
+  }
+
+  WhyNot UseHeads(const AttentionLayout& layout) {
+    const OperandLayout &q = layout.q, &k = layout.k, &v = layout.v;
     if (q.columns != k.columns || q.columns != v.columns) return "Q, K and V differ in head size";
     if (k.heads != v.heads || k.group != v.group) return "K and V are repeated differently";
     if (k.group != 1 && !attention_.k.repeat) return "Q, K and V differ in heads";  // one K head broadcast (MQA)

@@ -29,9 +29,9 @@
 //   A QuickGELU x·σ(αx) (α not 1: CLIP's 1.702) the same way, as com.microsoft::QuickGelu {alpha}.
 //
 // Every attribute ORT needs is derived from the recognised body (patterns/attention/attention.h,
-// patterns/composite/composite.h), never guessed: heads and head size from the head split's target (H
-// written as -1 is the operand's width over the head size; K's and V's heads times their repeat
-// must be Q's), the scale from every constant the pattern multiplies the scores by, the epsilon
+// patterns/composite/composite.h), never guessed: heads, head size and repeat from the addressing every
+// runtime reads the operands with (patterns/attention/layout.h) at trial sizes of the open dims
+// (trial_layout.h; K's and V's heads times their repeat must be Q's), the scale from every constant the pattern multiplies the scores by, the epsilon
 // from the norm. The mask becomes attention_bias: an additive mask as it is; a Where mask whose
 // fill is the float32 minimum as the bias Where(cond, 0, fill); either expanded to [., ., Sq, Sk]
 // from Q's and K's run-time shapes when its last dims are not provably those (ORT's

@@ -73,11 +73,11 @@ WhyNot ProvePackedOperands(const FusedAttention& attention, const Node& call, Tr
     TrialSizes sizes;
     if (shape[0].is_symbolic()) sizes[shape[0].symbol] = batch;
     if (shape[1].is_symbolic()) sizes[shape[1].symbol] = sequence;
-    bool unevaluable = false;
-    std::optional<AttentionLayout> layout = LayoutAt(attention, call, trials, sizes, unevaluable);
+    Decided<AttentionLayout> layout = LayoutAt(attention, call, trials, sizes);
     if (!layout) {
-      return unevaluable ? "a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"
-                         : "a packed projection's layout chain does not address its [B,S,W] source as a strided view";
+      return layout.why_not() == kTargetNotKnown
+                 ? "a packed projection's layout chain reshapes to a target that cannot be evaluated ahead of time"
+                 : "a packed projection's layout chain does not address its [B,S,W] source as a strided view";
     }
     std::array<Slice, 3> slices;
     const OperandLayout* laid_out[3] = {&layout->q, &layout->k, &layout->v};

@@ -112,6 +112,8 @@ TEST_CASE("share-duplicate-initializers compares memory-mapped weights in place"
   std::unique_ptr<Model> original = ParseInferred(Print(*model));
 
   PassRun outcome = RunPass(*model, kPass);
+  CHECK(outcome.statistics.changed);
+  CHECK(Print(*model) != Print(*original));
   CHECK(outcome.Counter("initializers_removed") == 1);
   CHECK(outcome.Counter("bytes_saved") == 1024);
   const Graph& graph = *model->graph;

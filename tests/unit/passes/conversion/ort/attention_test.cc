@@ -66,9 +66,20 @@ TEST_CASE("ort attention: heads a feed supplies stay a function, with the reason
   REQUIRE(report.ok());
   CHECK(report->lowered.empty());
   REQUIRE(report->kept.size() == 1);
-  CHECK(report->kept[0].reason == "the head split's target is not known ahead of time");
+  CHECK(report->kept[0].reason == "a Reshape target the group reads is not known ahead of time");
   CHECK(Find(*model->graph, "MultiHeadAttention") == nullptr);
   CHECK(model->functions.size() == 1);
+}
+
+TEST_CASE("ort attention: inputs whose batch and sequence dims have no name are sized at the trials too", "[passes][ort]") {
+  const std::string text = attention_test::UnnamedBert();
+  auto model = pass_test::ParseOptimized(text, 3);
+  auto report = Lowered(*model);
+  REQUIRE(report.ok());
+  REQUIRE(report->lowered.size() == 1);
+  const Node* mha = Find(*model->graph, "MultiHeadAttention");
+  REQUIRE(mha != nullptr);
+  CHECK(mha->GetInt("num_heads", 0) == 2);
 }
 
 TEST_CASE("ort attention: attention on [B,H,S,D] operands split nowhere stays, with the reason", "[passes][ort]") {

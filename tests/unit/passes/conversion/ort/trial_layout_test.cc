@@ -26,13 +26,23 @@ const Node& AttentionCall(const Model& model) {
   throw;  // unreachable: FAIL throws
 }
 
-TEST_CASE("trial layout: every symbol of the model at one size", "[passes][ort]") {
+TEST_CASE("trial layout: every open dim of the model at one size, unnamed input dims included", "[passes][ort]") {
   auto model = pass_test::ParseInferred(attention_test::Bert());
   TrialModels trials(*model);
-  CHECK(trials.EverySymbolAt(7) == TrialSizes{{"B", 7}, {"S", 7}});
+  CHECK(trials.EveryOpenDimAt(7) == TrialSizes{{"B", 7}, {"S", 7}});
 
   auto fixed = pass_test::ParseInferred(attention_test::HeadsFirst("[1,1,7,7]"));
-  CHECK(TrialModels(*fixed).EverySymbolAt(7).empty());
+  CHECK(TrialModels(*fixed).EveryOpenDimAt(7).empty());
+
+  auto unnamed = pass_test::ParseInferred(attention_test::UnnamedBert());
+  TrialModels unnamed_trials(*unnamed);
+  const TrialSizes sizes = unnamed_trials.EveryOpenDimAt(11);
+  CHECK(sizes == TrialSizes{{passes::ort_lowering::kUnnamedDims, 11}});
+  const Model* trial = unnamed_trials.At(sizes);
+  REQUIRE(trial != nullptr);
+  CHECK(ShapeToString(*trial->graph->FindValue("q")->shape()) == "[11,11,8]");
+  CHECK(ShapeToString(*trial->graph->FindValue("q_r")->shape()) == "[11,11,2,4]");  // inferred from the input
+  CHECK(ShapeToString(*unnamed->graph->FindValue("q")->shape()) == "[?,?,8]");
 }
 
 TEST_CASE("trial layout: the copy has the trial's dims and folded shape arithmetic; the original keeps its symbols", "[passes][ort]") {
@@ -56,12 +66,11 @@ TEST_CASE("trial layout: an attention over open dims is laid out at the trial si
   REQUIRE(attention);
   TrialModels trials(*model);
 
-  bool unevaluable = false;
-  CHECK_FALSE(LayoutAt(*attention, call, trials, {}, unevaluable));  // B and S open: no numbers
+  // B and S open: no numbers without a trial.
+  CHECK(LayoutAt(*attention, call, trials, {}).why_not() == passes::ort_lowering::kDimsNotKnown);
 
-  std::optional<AttentionLayout> layout = LayoutAt(*attention, call, trials, trials.EverySymbolAt(11), unevaluable);
+  Decided<AttentionLayout> layout = LayoutAt(*attention, call, trials, trials.EveryOpenDimAt(11));
   REQUIRE(layout);
-  CHECK_FALSE(unevaluable);
   CHECK(layout->heads == 4);
   CHECK(layout->batch == 11);
   CHECK(layout->queries == 11);
@@ -83,9 +92,8 @@ TEST_CASE("trial layout: a head split whose target a feed supplies cannot be eva
   std::optional<FusedAttention> attention = RecognizeAttention(*model->FindFunction(call.domain(), call.op_type()));
   REQUIRE(attention);
   TrialModels trials(*model);
-  bool unevaluable = false;
-  CHECK_FALSE(LayoutAt(*attention, call, trials, trials.EverySymbolAt(7), unevaluable));
-  CHECK(unevaluable);
+  CHECK(LayoutAt(*attention, call, trials, trials.EveryOpenDimAt(7)).why_not() ==
+        passes::ort_lowering::kTargetNotKnown);
 }
 
 }  // namespace

@@ -112,7 +112,7 @@ graph main (float[2] %x, float[2] %w, bool[] %cond) -> (float[2] %y, float[2] %o
   CHECK(SoleReader(*graph.FindValue("t")) == FindNode(graph, "add"));
   CHECK(SoleReader(*graph.FindValue("u")) == nullptr);   // read twice by the Mul
   CHECK(SoleReader(*graph.FindValue("x")) == nullptr);   // two readers
-  CHECK(SoleReader(*graph.FindValue("y")) == nullptr);   // a graph output
+  CHECK(SoleReader(*graph.FindValue("y")) == nullptr);   // read by nothing (a graph output)
   CHECK(SoleReader(*graph.FindValue("v")) == nullptr);   // its one reader is inside a branch
 
   Node& add = *FindNode(graph, "add");
