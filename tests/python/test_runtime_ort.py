@@ -676,3 +676,36 @@ def test_an_initializer_a_feed_may_replace_is_not_lowered_as_a_constant(fusionop
         feeds = {"x": x} if target is None else {"x": x, "heads_shape": target}
         want, got = original.run(None, feeds)[0], optimized.run(None, feeds)[0]
         np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])
+
+
+@pytest.mark.parametrize("name", ["bert_torchscript17_sdpa", "gpt2_dynamo18_sdpa", "llama_dynamo18_sdpa"])
+def test_exports_whose_input_dims_have_no_names_lower_alike(fusionopt, tmp_path, name):
+    """The same real export with the names of its inputs' dynamic dims removed (dims with neither
+    size nor name): the lowering reads the heads from the attention layout at trial sizes, which
+    size unnamed input dims too, so it writes the kernels the named export gets, and ORT on the
+    output equals ORT on the original."""
+    entry = entry_named(name)
+    model = onnx.load(str(entry.path))
+    cleared = 0
+    for value in model.graph.input:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.HasField("dim_param"):
+                dim.ClearField("dim_param")
+                cleared += 1
+    assert cleared > 0
+    unnamed = tmp_path / f"{name}_unnamed.onnx"
+    onnx.save(model, str(unnamed))
+
+    class Unnamed:
+        path = unnamed
+    Unnamed.name = f"{name}_unnamed"
+    out, lowering = optimize_for_ort(fusionopt, Unnamed, tmp_path)
+    assert not [one for one in lowering["kept"] if one["function"].endswith("FusedAttention")]
+    written = collections.Counter(node.op_type for node in onnx.load(str(out)).graph.node
+                                  if node.domain == "com.microsoft")
+    assert dict(written) == EXPECTED_WRITTEN[name]
+    feeds = entry.feeds()
+    expected = session(unnamed, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)
+    actual = session(out, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)
+    for want, got in zip(expected, actual):
+        np.testing.assert_allclose(got, want, rtol=FP32_TOLERANCE[0], atol=FP32_TOLERANCE[1])

@@ -17,10 +17,6 @@ namespace {
 // as out of bounds (-Warray-bounds).
 static_assert(std::string_view(kOrtDomain) == "com.microsoft");
 
-// Pairs of sizes for every dim the model leaves open, apart from each other and from common head
-// counts: small ones first (a sequence within the model's position tables), then large ones (an
-// image a patch convolution must not shrink to nothing).
-constexpr std::array<std::array<int64_t, 2>, 2> kTrialOpenDims = {{{7, 11}, {64, 96}}};
 constexpr const char* kHeadsDependOnSizes = "the heads depend on the batch or sequence size";
 
 // Why MultiHeadAttention cannot take this operand as [B,S,H·D] (empty when it can).

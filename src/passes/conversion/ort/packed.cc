@@ -27,10 +27,6 @@
 namespace fusionopt::passes::ort_lowering {
 namespace {
 
-// Two sizes for a dim the model leaves open, apart from each other and from common head counts.
-constexpr std::array<int64_t, 2> kTrialBatches = {3, 5};
-constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
-
 struct Slice {
   int64_t heads = 0, head_size = 0, slot = -1;
 };

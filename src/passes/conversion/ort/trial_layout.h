@@ -9,6 +9,7 @@
 // the layouts at two trials: what agrees at both does not depend on the open dims.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -21,6 +22,14 @@
 #include "patterns/attention/layout.h"
 
 namespace fusionopt::passes::ort_lowering {
+
+// The trial sizes, apart from each other and from common head counts. Every open dim alike, for
+// what must not depend on any of them (the heads): small ones first (a sequence within the
+// model's position tables), then large ones (an image a patch convolution must not shrink to
+// nothing). A packed projection's batch and sequence apart, so a layout that mixes them shows.
+inline constexpr std::array<std::array<int64_t, 2>, 2> kTrialOpenDims = {{{7, 11}, {64, 96}}};
+inline constexpr std::array<int64_t, 2> kTrialBatches = {3, 5};
+inline constexpr std::array<int64_t, 2> kTrialSequences = {7, 11};
 
 // Sizes for symbolic dims at one trial, by symbol; under kUnnamedDims, the size of every graph
 // input dim that has neither a size nor a name.
