@@ -13,7 +13,8 @@
  *   later versions can append fields; FUSIONOPT_RUNTIME_API_VERSION changes only on breaking
  *   changes. Check fusionopt_api_version() before anything else.
  * - dtype codes are ONNX's TensorProto.DataType values (1 float, 10 float16, 16 bfloat16,
- *   6 int32, 7 int64, 9 bool, ...).
+ *   6 int32, 7 int64, 9 bool, ...). Data is laid out as in a TensorProto's raw_data: the 4- and
+ *   2-bit types (uint4, int4, float4e2m1, uint2, int2) two or four values a byte, low bits first.
  * - A session may be used by one thread at a time; different sessions run in parallel.
  * - The CPU runtime's threads wait for work the way libgomp was told when it loaded
  *   (OMP_WAIT_POLICY): a process-wide choice a session cannot change.

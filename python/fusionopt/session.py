@@ -13,16 +13,11 @@ import os
 
 import numpy as np
 
-from . import _library, dlpack
+from . import _dtypes, _library, dlpack
 from ._library import check, lib
 from .errors import InvalidArgumentError
 
-# ONNX TensorProto.DataType codes <-> numpy, and the names ONNX Runtime gives the types.
-_NUMPY_BY_CODE = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
-                  9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64}
-_CODE_BY_NUMPY = {np.dtype(t): code for code, t in _NUMPY_BY_CODE.items()}
-_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
-               9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+_TYPE_NAMES = _dtypes.TYPE_NAMES
 _PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider")
 
 
@@ -228,11 +223,15 @@ class InferenceSession:
                 raise InvalidArgumentError(f"input {name!r} is on DLPack device type {device_type}; fusionopt reads "
                                            "host memory and CUDA devices")
             value = np.from_dlpack(value)
-        array = value if isinstance(value, np.ndarray) and value.flags.c_contiguous else np.ascontiguousarray(value)
-        code = _CODE_BY_NUMPY.get(array.dtype)
+        # np.asarray keeps a numpy scalar's shape () (ascontiguousarray would make it [1]).
+        array = np.asarray(value)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array).reshape(array.shape)
+        code = _dtypes.CODE_BY_NUMPY.get(array.dtype)
         if code is None:
             raise InvalidArgumentError(f"input {name!r}: numpy dtype {array.dtype} has no ONNX tensor type here")
-        return dlpack.Feed(code, array.shape, array.__array_interface__["data"][0], False, array)
+        data = _dtypes.packed_feed(array, code)
+        return dlpack.Feed(code, array.shape, data.__array_interface__["data"][0], False, data)
 
     def _encoded(self, name):
         encoded = str(name).encode()
@@ -260,13 +259,12 @@ def _take_value(handle, view):
     library's value is freed. `view` is scratch for its description."""
     try:
         lib.fusionopt_value_view_of(handle, view)
-        dtype = _NUMPY_BY_CODE.get(view.dtype)
-        if dtype is None:
+        if view.dtype not in _dtypes.NUMPY_BY_CODE:
             raise InvalidArgumentError(f"output {view.name.decode()!r} is {_TYPE_NAMES.get(view.dtype, view.dtype)}, "
                                        "which numpy cannot hold")
-        array = np.empty(tuple(view.dims[:view.rank]), dtype=dtype)
+        raw = np.empty(view.bytes, dtype=np.uint8)
         if view.bytes:
-            ctypes.memmove(array.__array_interface__["data"][0], view.data, view.bytes)
-        return array
+            ctypes.memmove(raw.__array_interface__["data"][0], view.data, view.bytes)
+        return _dtypes.unpacked_output(raw, view.dtype, tuple(view.dims[:view.rank]))
     finally:
         lib.fusionopt_value_free(handle)

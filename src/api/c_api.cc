@@ -207,8 +207,8 @@ Result<fusionopt::api::Session*> CreateSession(std::unique_ptr<fusionopt::Model>
 
 Result<fusionopt::DataType> DtypeOf(int32_t code, const std::string& name) {
   const auto dtype = static_cast<fusionopt::DataType>(code);
-  // Whole bytes per element: strings and the packed sub-byte types have no plain buffer form.
-  if (!fusionopt::IsKnownDataType(code) || fusionopt::BitsOf(dtype) % 8 != 0 || fusionopt::BitsOf(dtype) == 0) {
+  // Strings have no plain buffer form; the 4- and 2-bit types are packed as in ONNX's raw data.
+  if (!fusionopt::IsKnownDataType(code) || fusionopt::BitsOf(dtype) == 0) {
     return UsageError("input '" + name + "' has dtype code " + std::to_string(code) +
                       ", which is not an ONNX tensor type this API takes");
   }

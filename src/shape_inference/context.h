@@ -221,6 +221,7 @@ void RegisterControlFlowRules(RuleRegistry& registry);
 void RegisterDataPropagationRules(RuleRegistry& registry);
 void RegisterContribRules(RuleRegistry& registry);
 void RegisterAttentionRules(RuleRegistry& registry);
+void RegisterQuantizationRules(RuleRegistry& registry);
 
 // ---- helpers shared by rule files
 
@@ -233,6 +234,15 @@ Shape UnknownDims(size_t rank);
 
 // Same dtype and shape as input `input` (unknown parts stay unknown).
 void PropagateInput(InferenceContext& context, size_t input, size_t output);
+
+// Output shapes of the float ops whose quantized forms (QLinearConv, QGemm, QLinearConcat, ...)
+// read their operands at other input positions: the same rule, with the operands named.
+std::optional<Shape> ConvOutputShape(InferenceContext& context, size_t x_input, size_t w_input);
+std::optional<Shape> PoolOutputShape(InferenceContext& context, const Shape* x);
+std::optional<Shape> GlobalPoolOutputShape(const Shape* x);
+std::optional<Shape> MatMulOutputShape(InferenceContext& context, size_t a_input, size_t b_input);
+std::optional<Shape> GemmOutputShape(InferenceContext& context, size_t a_input, size_t b_input);
+std::optional<Shape> ConcatOutputShape(InferenceContext& context, const std::vector<size_t>& inputs);
 
 // Statistics outputs of layer-norm-like ops (Mean, InvStdDev): input 0's shape with the
 // normalized axes (from `axis` on) set to 1, in the stash_type attribute's type (float).

@@ -114,23 +114,22 @@ std::optional<std::vector<int64_t>> KernelFromWeights(const Shape* weights) {
   return kernel;
 }
 
+}  // namespace
+
 // X: [N, C, spatial...], W: [M, C / group, kernel...] -> [N, M, out...].
-void ConvRule(InferenceContext& context) {
-  context.SetOutputDtype(0, context.InputDtype(0));
-  const Shape* x = context.InputShape(0);
-  const Shape* w = context.InputShape(1);
+std::optional<Shape> ConvOutputShape(InferenceContext& context, size_t x_input, size_t w_input) {
+  const Shape* x = context.InputShape(x_input);
+  const Shape* w = context.InputShape(w_input);
   if (x == nullptr) {
     // The weights alone still give the rank and the output channels.
-    if (w != nullptr && w->size() >= 3) {
-      Shape out = UnknownDims(w->size());
-      out[1] = (*w)[0];
-      context.SetOutputShape(0, out);
-    }
-    return;
+    if (w == nullptr || w->size() < 3) return std::nullopt;
+    Shape out = UnknownDims(w->size());
+    out[1] = (*w)[0];
+    return out;
   }
   if (x->size() < 3) {
     context.Warn("convolution needs an input of rank >= 3, got " + ShapeToString(*x));
-    return;
+    return std::nullopt;
   }
   int64_t group = context.node().GetInt("group", 1);
   if (w != nullptr && w->size() == x->size() && (*x)[1].is_known() && (*w)[1].is_known() &&
@@ -142,7 +141,38 @@ void ConvRule(InferenceContext& context) {
   Shape spatial =
       SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, KernelFromWeights(w)));
   out.insert(out.end(), spatial.begin(), spatial.end());
-  context.SetOutputShape(0, out);
+  return out;
+}
+
+// Pools keep N and C.
+std::optional<Shape> PoolOutputShape(InferenceContext& context, const Shape* x) {
+  if (x == nullptr) return std::nullopt;
+  if (x->size() < 3) {
+    context.Warn("pooling needs an input of rank >= 3, got " + ShapeToString(*x));
+    return std::nullopt;
+  }
+  if (!context.node().GetInts("kernel_shape")) {
+    context.Warn("attribute 'kernel_shape' is required");
+  }
+  Shape out{(*x)[0], (*x)[1]};
+  Shape spatial = SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, std::nullopt));
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  return out;
+}
+
+std::optional<Shape> GlobalPoolOutputShape(const Shape* x) {
+  if (x == nullptr || x->size() < 2) return std::nullopt;
+  Shape out(x->size(), Dim::Known(1));
+  out[0] = (*x)[0];
+  out[1] = (*x)[1];
+  return out;
+}
+
+namespace {
+
+void ConvRule(InferenceContext& context) {
+  context.SetOutputDtype(0, context.InputDtype(0));
+  if (auto out = ConvOutputShape(context, 0, 1)) context.SetOutputShape(0, *out);
 }
 
 Dim TransposedOutputDim(const Dim& input, const Window& window,
@@ -191,34 +221,19 @@ void ConvTransposeRule(InferenceContext& context) {
   context.SetOutputShape(0, out);
 }
 
-// Pools keep N and C; MaxPool's optional Indices output is int64 of the same shape.
+// MaxPool's optional Indices output is int64 of the pooled shape.
 void PoolRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
   context.SetOutputDtype(1, DataType::kInt64);
-  const Shape* x = context.InputShape(0);
-  if (x == nullptr) return;
-  if (x->size() < 3) {
-    context.Warn("pooling needs an input of rank >= 3, got " + ShapeToString(*x));
-    return;
+  if (auto out = PoolOutputShape(context, context.InputShape(0))) {
+    context.SetOutputShape(0, *out);
+    context.SetOutputShape(1, *out);
   }
-  if (!context.node().GetInts("kernel_shape")) {
-    context.Warn("attribute 'kernel_shape' is required");
-  }
-  Shape out{(*x)[0], (*x)[1]};
-  Shape spatial = SpatialOutput(context, *x, ReadWindow(context, x->size() - 2, std::nullopt));
-  out.insert(out.end(), spatial.begin(), spatial.end());
-  context.SetOutputShape(0, out);
-  context.SetOutputShape(1, out);
 }
 
 void GlobalPoolRule(InferenceContext& context) {
   context.SetOutputDtype(0, context.InputDtype(0));
-  const Shape* x = context.InputShape(0);
-  if (x == nullptr || x->size() < 2) return;
-  Shape out(x->size(), Dim::Known(1));
-  out[0] = (*x)[0];
-  out[1] = (*x)[1];
-  context.SetOutputShape(0, out);
+  if (auto out = GlobalPoolOutputShape(context.InputShape(0))) context.SetOutputShape(0, *out);
 }
 
 }  // namespace

@@ -11,16 +11,17 @@ bool KnownAndDifferent(const Dim& a, const Dim& b) {
   return a.is_known() && b.is_known() && a.value != b.value;
 }
 
+}  // namespace
+
 // [..., M, K] x [..., K, N] -> [broadcast(...), M, N]; a 1-D operand is promoted to a
 // matrix and its added dim dropped again from the result.
-void MatMulRule(InferenceContext& context) {
-  context.SetOutputDtype(0, context.InputDtype(0));
-  const Shape* a = context.InputShape(0);
-  const Shape* b = context.InputShape(1);
-  if (a == nullptr || b == nullptr) return;
+std::optional<Shape> MatMulOutputShape(InferenceContext& context, size_t a_input, size_t b_input) {
+  const Shape* a = context.InputShape(a_input);
+  const Shape* b = context.InputShape(b_input);
+  if (a == nullptr || b == nullptr) return std::nullopt;
   if (a->empty() || b->empty()) {
     context.Warn("MatMul operands must have rank >= 1");
-    return;
+    return std::nullopt;
   }
   Shape lhs = a->size() == 1 ? Shape{Dim::Known(1), a->front()} : *a;
   Shape rhs = b->size() == 1 ? Shape{b->front(), Dim::Known(1)} : *b;
@@ -28,7 +29,7 @@ void MatMulRule(InferenceContext& context) {
   const Dim& rhs_k = rhs[rhs.size() - 2];
   if (KnownAndDifferent(lhs_k, rhs_k)) {
     context.Warn("inner dims differ: " + ShapeToString(*a) + " x " + ShapeToString(*b));
-    return;
+    return std::nullopt;
   }
   Shape lhs_batch(lhs.begin(), lhs.end() - 2);
   Shape rhs_batch(rhs.begin(), rhs.end() - 2);
@@ -36,23 +37,22 @@ void MatMulRule(InferenceContext& context) {
   if (!out) {
     context.Warn("batch dims " + ShapeToString(lhs_batch) + " and " + ShapeToString(rhs_batch) +
                  " do not broadcast");
-    return;
+    return std::nullopt;
   }
   if (a->size() > 1) out->push_back(lhs[lhs.size() - 2]);
   if (b->size() > 1) out->push_back(rhs[rhs.size() - 1]);
-  context.SetOutputShape(0, *out);
+  return out;
 }
 
 // Y = alpha * A' B' + beta * C with A' = transA ? A^T : A: [M, K] x [K, N] -> [M, N].
-void GemmRule(InferenceContext& context) {
-  context.SetOutputDtype(0, context.InputDtype(0));
-  const Shape* a = context.InputShape(0);
-  const Shape* b = context.InputShape(1);
-  if (a == nullptr || b == nullptr) return;
+std::optional<Shape> GemmOutputShape(InferenceContext& context, size_t a_input, size_t b_input) {
+  const Shape* a = context.InputShape(a_input);
+  const Shape* b = context.InputShape(b_input);
+  if (a == nullptr || b == nullptr) return std::nullopt;
   if (a->size() != 2 || b->size() != 2) {
     context.Warn("Gemm operands must be 2-D, got " + ShapeToString(*a) + " and " +
                  ShapeToString(*b));
-    return;
+    return std::nullopt;
   }
   bool trans_a = context.node().GetInt("transA", 0) != 0;
   bool trans_b = context.node().GetInt("transB", 0) != 0;
@@ -62,9 +62,21 @@ void GemmRule(InferenceContext& context) {
   const Dim& n = (*b)[trans_b ? 0 : 1];
   if (KnownAndDifferent(a_k, b_k)) {
     context.Warn("inner dims differ: " + ShapeToString(*a) + " x " + ShapeToString(*b));
-    return;
+    return std::nullopt;
   }
-  context.SetOutputShape(0, {m, n});
+  return Shape{m, n};
+}
+
+namespace {
+
+void MatMulRule(InferenceContext& context) {
+  context.SetOutputDtype(0, context.InputDtype(0));
+  if (auto out = MatMulOutputShape(context, 0, 1)) context.SetOutputShape(0, *out);
+}
+
+void GemmRule(InferenceContext& context) {
+  context.SetOutputDtype(0, context.InputDtype(0));
+  if (auto out = GemmOutputShape(context, 0, 1)) context.SetOutputShape(0, *out);
 }
 
 // One operand's subscripts: letters, with the position of "..." if present.

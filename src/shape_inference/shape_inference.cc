@@ -70,6 +70,7 @@ const RuleRegistry& Rules() {
     RegisterDataPropagationRules(built);
     RegisterContribRules(built);
     RegisterAttentionRules(built);
+    RegisterQuantizationRules(built);
     return built;
   }();
   return registry;

@@ -14,16 +14,13 @@ Dim MergeEqualDims(const Dim& a, const Dim& b) {
   return a.is_symbolic() ? a : b;
 }
 
-void ConcatRule(InferenceContext& context) {
+}  // namespace
+
+std::optional<Shape> ConcatOutputShape(InferenceContext& context, const std::vector<size_t>& inputs) {
   std::vector<const Shape*> shapes;
-  DataType dtype = DataType::kUndefined;
-  for (size_t i = 0; i < context.num_inputs(); ++i) {
-    if (dtype == DataType::kUndefined) dtype = context.InputDtype(i);
-    shapes.push_back(context.InputShape(i));
-  }
-  context.SetOutputDtype(0, dtype);
+  for (size_t input : inputs) shapes.push_back(context.InputShape(input));
   auto known = std::find_if(shapes.begin(), shapes.end(), [](const Shape* s) { return s; });
-  if (known == shapes.end()) return;
+  if (known == shapes.end()) return std::nullopt;
   auto rank = static_cast<int64_t>((*known)->size());
   // Concat-1 defaults the axis to 1; from Concat-4 on it is required.
   int64_t requested = context.node().GetInt("axis", context.opset() < 4 ? 1 : 0);
@@ -31,7 +28,7 @@ void ConcatRule(InferenceContext& context) {
   if (!axis) {
     context.Warn("axis " + std::to_string(requested) + " is out of range for rank " +
                  std::to_string(rank));
-    return;
+    return std::nullopt;
   }
   Shape out = UnknownDims(static_cast<size_t>(rank));
   std::optional<int64_t> total = 0;
@@ -42,7 +39,7 @@ void ConcatRule(InferenceContext& context) {
     }
     if (static_cast<int64_t>(shape->size()) != rank) {
       context.Warn("inputs have different ranks");
-      return;
+      return std::nullopt;
     }
     for (size_t i = 0; i < shape->size(); ++i) {
       const Dim& dim = (*shape)[i];
@@ -51,14 +48,27 @@ void ConcatRule(InferenceContext& context) {
       } else if (out[i].is_known() && dim.is_known() && out[i].value != dim.value) {
         context.Warn("inputs differ in dim " + std::to_string(i) + " (" +
                      std::to_string(out[i].value) + " vs " + std::to_string(dim.value) + ")");
-        return;
+        return std::nullopt;
       } else {
         out[i] = MergeEqualDims(out[i], dim);
       }
     }
   }
   out[static_cast<size_t>(*axis)] = KnownOrUnknown(total);
-  context.SetOutputShape(0, out);
+  return out;
+}
+
+namespace {
+
+void ConcatRule(InferenceContext& context) {
+  DataType dtype = DataType::kUndefined;
+  std::vector<size_t> inputs;
+  for (size_t i = 0; i < context.num_inputs(); ++i) {
+    if (dtype == DataType::kUndefined) dtype = context.InputDtype(i);
+    inputs.push_back(i);
+  }
+  context.SetOutputDtype(0, dtype);
+  if (auto out = ConcatOutputShape(context, inputs)) context.SetOutputShape(0, *out);
 }
 
 // Part sizes for Split when none are given: equal parts; from opset 18 a remainder goes to

@@ -6,6 +6,7 @@
 
 #include "cpu_runtime/contraction/epilogue.h"
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/contraction/matmul_shape.h"
 #include "cpu_runtime/onednn/common.h"
 
 namespace fusionopt::cpu {
@@ -18,87 +19,9 @@ using onednn::Wrap;
 
 constexpr size_t kMaxOneDnnRank = 12;
 
-int64_t Product(const std::vector<int64_t>& dims) {
-  int64_t product = 1;
-  for (int64_t dim : dims) product *= dim;
-  return product;
-}
-
 bool IsIntegerMatMulType(DataType dtype) {
   return dtype == DataType::kInt32 || dtype == DataType::kInt64 || dtype == DataType::kUint32 ||
          dtype == DataType::kUint64;
-}
-
-// MatMul operands resolved with numpy semantics: 1-D operands gain a unit M or N (dropped
-// from the output again), batch dims broadcast.
-struct MatMulShape {
-  std::vector<int64_t> a_batch, b_batch, batch;  // all of batch's rank
-  int64_t m = 1, k = 1, n = 1;
-  std::vector<int64_t> output;
-
-  // B is one matrix for every batch, so A's batch rows fold into M: one plain GEMM.
-  bool b_shared() const {
-    for (int64_t dim : b_batch) {
-      if (dim != 1) return false;
-    }
-    return true;
-  }
-  // The output as the primitive writes it: (rows, N) when batches fold, else (batch..., M, N).
-  std::vector<int64_t> dst() const {
-    if (b_shared()) return {Product(a_batch) * m, n};
-    std::vector<int64_t> dims = batch;
-    dims.push_back(m);
-    dims.push_back(n);
-    return dims;
-  }
-};
-
-Result<MatMulShape> ResolveMatMul(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  if (a.empty() || b.empty()) {
-    return InvalidModel("MatMul operands need rank >= 1, got " + DimsToString(a) + " and " + DimsToString(b));
-  }
-  MatMulShape shape;
-  shape.m = a.size() >= 2 ? a[a.size() - 2] : 1;
-  shape.k = a.back();
-  shape.n = b.size() >= 2 ? b.back() : 1;
-  const int64_t b_k = b.size() >= 2 ? b[b.size() - 2] : b[0];
-  if (b_k != shape.k) {
-    return InvalidModel("MatMul inner dimensions differ: " + DimsToString(a) + " x " + DimsToString(b));
-  }
-  std::vector<int64_t> a_batch(a.begin(), a.end() - std::min<size_t>(a.size(), 2));
-  std::vector<int64_t> b_batch(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
-  const size_t rank = std::max(a_batch.size(), b_batch.size());
-  a_batch.insert(a_batch.begin(), rank - a_batch.size(), 1);
-  b_batch.insert(b_batch.begin(), rank - b_batch.size(), 1);
-  for (size_t axis = 0; axis < rank; ++axis) {
-    if (a_batch[axis] != b_batch[axis] && a_batch[axis] != 1 && b_batch[axis] != 1) {
-      return InvalidModel("MatMul batch dimensions do not broadcast: " + DimsToString(a) + " x " + DimsToString(b));
-    }
-    shape.batch.push_back(a_batch[axis] == 1 ? b_batch[axis] : a_batch[axis]);
-  }
-  shape.output = shape.batch;
-  if (a.size() >= 2) shape.output.push_back(shape.m);
-  if (b.size() >= 2) shape.output.push_back(shape.n);
-  shape.a_batch = std::move(a_batch);
-  shape.b_batch = std::move(b_batch);
-  return shape;
-}
-
-// Offsets of each output batch's matrix inside a broadcast operand.
-std::vector<int64_t> BatchOffsets(const std::vector<int64_t>& operand_batch, const std::vector<int64_t>& batch,
-                                  int64_t matrix_size) {
-  std::vector<int64_t> offsets(static_cast<size_t>(Product(batch)));
-  for (size_t index = 0; index < offsets.size(); ++index) {
-    int64_t rest = static_cast<int64_t>(index), offset = 0, stride = matrix_size;
-    for (size_t axis = batch.size(); axis-- > 0;) {
-      const int64_t coordinate = rest % batch[axis];
-      rest /= batch[axis];
-      if (operand_batch[axis] != 1) offset += coordinate * stride;
-      stride *= operand_batch[axis];
-    }
-    offsets[index] = offset;
-  }
-  return offsets;
 }
 
 // Direct loops for the types oneDNN does not compute (double, integers).

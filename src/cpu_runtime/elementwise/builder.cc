@@ -19,7 +19,7 @@ bool IsPredicate(Op op) {
 }
 
 size_t Arity(Op op) {
-  if (op == Op::kWhere || op == Op::kClip) return 3;
+  if (op == Op::kWhere || op == Op::kClip || op == Op::kQuantize) return 3;
   switch (op) {
     case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow: case Op::kMax:
     case Op::kMin: case Op::kModInteger: case Op::kModFloat: case Op::kPRelu: case Op::kBitShiftLeft:
@@ -118,6 +118,9 @@ Result<int> ProgramBuilder::Emit(Op op, const std::vector<int>& operands, float 
   }
   if (op == Op::kWhere && dtype(regs[0]) != DataType::kBool) {
     return InvalidModel("Where's condition must be bool, not " + std::string(NameOf(dtype(regs[0]))));
+  }
+  if (op == Op::kQuantize && value_dtype != DataType::kFloat) {
+    return Unsupported("quantization computes on float registers, not " + std::string(NameOf(value_dtype)));
   }
   bool gives_bool = IsComparison(op) || IsPredicate(op);
   DataType result = gives_bool ? DataType::kBool : value_dtype;

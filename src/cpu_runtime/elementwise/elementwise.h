@@ -40,6 +40,10 @@ enum class Op : uint8_t {
   // other
   kWhere,   // (cond, x, y)
   kClip,    // (x, lo, hi)
+  // (x, scale, zero_point) on float: clamp(round_half_even(x / scale) + zero_point, alpha, beta),
+  // the range of the quantized type (QuantizeLinear; NaN gives alpha, as onnxruntime's vector
+  // kernels do). A later Convert to the integer type is then exact.
+  kQuantize,
   kConvert, // to the destination register's dtype (Cast); rounds to float16/bfloat16
   kFill,    // the constant `value` (inlined scalars, defaults of omitted inputs)
 };

@@ -349,6 +349,15 @@ void ClipValues(T* d, const T* x, const T* lo, const T* hi, int n) {
   }
 }
 
+void QuantizeValues(float* d, const float* x, const float* scale, const float* zero_point, float lo, float hi,
+                    int n) {
+  for (int i = 0; i < n; ++i) {
+    const float v = std::nearbyint(x[i] / scale[i]) + zero_point[i];
+    // max(lo, v) in this order sends NaN to lo.
+    d[i] = std::min(std::max(lo, v), hi);
+  }
+}
+
 template <typename From, typename To>
 void ConvertValues(To* d, const From* a, int n) {
   for (int i = 0; i < n; ++i) d[i] = static_cast<To>(a[i]);
@@ -442,7 +451,10 @@ void FUSIONOPT_EW_EXECUTE(const TileRegisters& regs, const Instr& in, int n) {
   if (in.op == Op::kConvert) return Convert(regs, in, n);
   if (in.op == Op::kFill) return Fill(regs, in, n);
   Lane dst = regs.lane(in.dst);
-  if (in.op == Op::kWhere || in.op == Op::kClip) {
+  if (in.op == Op::kQuantize) {
+    QuantizeValues(regs.at<float>(in.dst), regs.at<float>(in.a), regs.at<float>(in.b), regs.at<float>(in.c), in.alpha,
+                   in.beta, n);
+  } else if (in.op == Op::kWhere || in.op == Op::kClip) {
     DispatchLane(dst, [&](auto tag) {
       ExecuteSelectOrClip<decltype(tag)>(regs, in, n);
       return true;
@@ -472,6 +484,7 @@ bool Supports(Op op, Lane operand, Lane result) {
   // unsupported combination is an error at prepare time, never a failed check at run time.
   switch (op) {
     case Op::kConvert: case Op::kWhere: case Op::kClip: case Op::kFill: return true;
+    case Op::kQuantize: return operand == Lane::kF32 && result == Lane::kF32;
     case Op::kEqual: case Op::kLess: case Op::kLessOrEqual: case Op::kGreater: case Op::kGreaterOrEqual:
       return true;
     case Op::kAnd: case Op::kOr: case Op::kXor: case Op::kNot: return operand == Lane::kBool;

@@ -10,5 +10,6 @@ void RegisterDataMovementKernels(KernelRegistry& registry);   // data_movement/*
 void RegisterContractionKernels(KernelRegistry& registry);    // contraction/*.cc (oneDNN)
 void RegisterReductionKernels(KernelRegistry& registry);      // reduction/*.cc
 void RegisterAttentionKernels(KernelRegistry& registry);      // attention/kernels.cc (opset 23)
+void RegisterQuantizedKernels(KernelRegistry& registry);      // quantized/kernels.cc
 
 }  // namespace fusionopt::cpu

@@ -10,6 +10,7 @@ const KernelRegistry& KernelRegistry::BuiltIn() {
     RegisterContractionKernels(built);
     RegisterReductionKernels(built);
     RegisterAttentionKernels(built);
+    RegisterQuantizedKernels(built);
     return built;
   }();
   return registry;

@@ -1,0 +1,74 @@
+// What the integer matrix product and the integer convolution share (quantized/
+// integer_contraction.h): oneDNN attributes for the epilogue, the run's argument memories, and
+// the float32 path's epilogue.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <unordered_map>
+#include <vector>
+
+#include "cpu_runtime/quantized/integer_contraction.h"
+
+namespace fusionopt::cpu::integer {
+
+// Where the output channel lies in the primitive's dst: dims, and the channel axis.
+struct ChannelLayout {
+  std::vector<int64_t> dst_dims;
+  size_t channel_axis = 0;
+  int64_t channels() const { return dst_dims[channel_axis]; }
+};
+
+// The epilogue's values a primitive is built with (post-op parameters are fixed at creation,
+// and so are the output scales of a convolution: oneDNN 2.6 takes them at run time for
+// matmul only); part of each plan's cache key.
+std::vector<int64_t> EpilogueKey(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
+                                 bool with_scales);
+
+// Whether a zero point is one value for the whole operand.
+bool Uniform(const std::vector<int32_t>& values);
+
+// oneDNN attributes: output scales (per channel when there are several; given at run time
+// with `runtime_scales`, else these values), runtime common zero points for src and weights
+// where non-zero, and post-ops: the bias (binary add over the channel), the activation, the
+// requantization (linear 1/y_scale, + y_zero).
+dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
+                                const ChannelLayout& layout, bool src_zero, bool weights_zero, bool runtime_scales);
+
+// The bias as the binary post-op reads it: bias[n] + int_bias[n] · scale[n], broadcast to the
+// channels; empty when there is none.
+std::vector<float> CombinedBias(const IntegerParameters& parameters, int64_t channels);
+dnnl::memory::desc BiasDesc(const ChannelLayout& layout);
+
+// Memories a run passes beside src/weights/dst; kept alive by the caller until it executes.
+struct RunArguments {
+  std::vector<float> scales;
+  std::vector<float> bias;
+  int32_t src_zero = 0;
+  int32_t weights_zero = 0;
+  std::unordered_map<int, dnnl::memory> Bind(const IntegerEpilogue& epilogue, const ChannelLayout& layout,
+                                             bool src_zero_set, bool weights_zero_set, bool runtime_scales);
+};
+RunArguments ArgumentsFor(const IntegerEpilogue& epilogue, const IntegerParameters& parameters, int64_t channels,
+                          int32_t weights_zero_shift);
+
+// The dst type oneDNN writes for the epilogue.
+dnnl::memory::data_type DstType(const IntegerEpilogue& epilogue);
+DataType OutputType(const IntegerEpilogue& epilogue);
+dnnl::memory::data_type Int8Type(DataType type);  // uint8 → u8, int8 → s8
+
+// uint8 values as int8 (b - 128) in a fresh tensor; the zero point moves by the same 128.
+RtTensor ShiftedToInt8(const RtTensor& values, Allocator* allocator);
+
+// Integer values less their zero points as float32: `zero` has one value, or one per
+// index of `axis`'s position in (outer, axis, inner) order.
+RtTensor CenteredFloat32(const RtTensor& values, const std::vector<int32_t>& zero, int64_t outer, int64_t axis,
+                         int64_t inner, Allocator& allocator);
+
+// The float32 path's epilogue: `acc` (float32, exact integer values, the output's dims) becomes
+// `y` through the scale, the bias, the activation and the requantization, with the channel
+// at `channel_axis` of `dims`.
+Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
+                       size_t channel_axis, RtTensor& y);
+
+}  // namespace fusionopt::cpu::integer
