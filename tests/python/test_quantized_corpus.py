@@ -1,0 +1,147 @@
+"""Issue 43: the quantized corpus — real exports quantized by onnxruntime's own quantizer
+(models/real/quantize.py: QDQ static per-channel, QOperator, dynamic int8, 4-bit MatMulNBits
+and its int4 QDQ form) — optimized at every level and run, in fusionopt's runtime and in ORT,
+against ORT's reference: ORT with graph optimizations off, which runs every Q/DQ as written.
+
+Tolerance: quantization turns a float's last-bit difference into a whole quantization step
+wherever a value sits on a rounding boundary, so two correct int8 engines differ by a step or
+two of each quantized tensor, and that carries to the outputs. An output may differ from the
+reference by QUANTIZED_STEPS steps of its 8-bit range ((max - min) / 255), or by twice what
+ORT's own int8 kernels (ORT ENABLE_ALL on the quantized original) differ, whichever is larger;
+a wrong scale, zero point or layout moves an output by a large part of its range.
+"""
+import json
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import fusionopt_testlib as lib
+
+sys.path.insert(0, str(lib.REPO_ROOT / "models" / "real"))
+import corpus  # noqa: E402
+
+ENTRIES = corpus.load(corpus.FIXTURES / "quantized")
+LEVELS = [0, 1, 2, 3]
+QUANTIZED_STEPS = 2
+
+
+def params():
+    if not ENTRIES:
+        return [pytest.param(None, id="no-fixtures",
+                             marks=pytest.mark.skip(reason="models/real/fixtures/quantized/manifest.json is missing"))]
+    return [pytest.param(entry, id=entry.path.stem) for entry in ENTRIES]
+
+
+def session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def allowed_difference(expected, ort_int8):
+    """Per output: QUANTIZED_STEPS steps of its 8-bit range, or twice ORT's own int8 deviation."""
+    expected = np.asarray(expected, np.float64)
+    span = float(expected.max() - expected.min()) if expected.size else 0.0
+    ort_deviation = float(np.abs(np.asarray(ort_int8, np.float64) - expected).max()) if expected.size else 0.0
+    return max(QUANTIZED_STEPS * span / 255, 2 * ort_deviation)
+
+
+def assert_within_quantization(actual, expected, ort_int8, what):
+    assert len(actual) == len(expected), f"{what}: {len(actual)} outputs, expected {len(expected)}"
+    for index, (a, e, o) in enumerate(zip(actual, expected, ort_int8)):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape and a.dtype == e.dtype, f"{what} output {index}: {a.dtype}{a.shape} vs {e.dtype}{e.shape}"
+        assert np.isfinite(a.astype(np.float64)).all() == np.isfinite(e.astype(np.float64)).all()
+        difference = float(np.abs(a.astype(np.float64) - e.astype(np.float64)).max(initial=0))
+        allowed = allowed_difference(e, o)
+        assert difference <= allowed, f"{what} output {index}: off by {difference:.3g}, at most {allowed:.3g} allowed"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    cache = {}
+
+    def outputs(entry):
+        if entry.name not in cache:
+            feeds = entry.feeds()
+            expected = session(entry.path).run(None, feeds)
+            ort_int8 = session(entry.path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds)
+            # The fixtures must compute something: a degenerate output hides every error.
+            assert all(np.ptp(np.asarray(e, np.float64)) > 0 for e in expected), entry.name
+            cache[entry.name] = (feeds, expected, ort_int8)
+        return cache[entry.name]
+
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def optimized(fusionopt, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("quantized")
+    cache = {}
+
+    def optimize(entry, level):
+        key = (entry.name, level)
+        if key not in cache:
+            out = folder / f"{entry.path.stem}.O{level}.onnx"
+            rc, _, stderr = fusionopt(entry.path, f"-O{level}", "-o", out, "--check-each-pass", timeout=300)
+            assert rc == lib.EXIT_OK, f"-O{level} on {entry.path.name} failed ({rc}): {stderr}"
+            rc, stdout, stderr = fusionopt("inspect", out, "--json")
+            assert rc == lib.EXIT_OK, stderr
+            cache[key] = (out, json.loads(stdout))
+        return cache[key]
+
+    return optimize
+
+
+def fusionopt_outputs(fusionopt, path, feeds, folder):
+    (folder / "out").mkdir(parents=True, exist_ok=True)
+    arguments = []
+    for name, value in feeds.items():
+        np.save(folder / f"{name}.npy", value)
+        arguments += ["--input", f"{name}={folder / f'{name}.npy'}"]
+    rc, _, stderr = fusionopt("run", path, *arguments, "--output-dir", folder / "out", "--threads", "2", timeout=300)
+    assert rc == lib.EXIT_OK, f"fusionopt run {path.name} failed ({rc}): {stderr}"
+    outputs = []
+    for index in range(len(list((folder / "out").glob("output_*.pb")))):
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString((folder / "out" / f"output_{index}.pb").read_bytes())
+        outputs.append(onnx.numpy_helper.to_array(tensor))
+    return outputs
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=[f"O{level}" for level in LEVELS])
+@pytest.mark.parametrize("entry", params())
+def test_quantized_export_optimizes_and_runs_like_ort(optimized, reference, fusionopt, tmp_path, entry, level):
+    path, _ = optimized(entry, level)
+    onnx.checker.check_model(str(path), full_check=True)
+    feeds, expected, ort_int8 = reference(entry)
+    assert_within_quantization(fusionopt_outputs(fusionopt, path, feeds, tmp_path), expected, ort_int8,
+                               f"fusionopt's runtime on -O{level}")
+    assert_within_quantization(session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds), expected,
+                               ort_int8, f"ORT on -O{level}")
+
+
+@pytest.mark.parametrize("entry", params())
+def test_kernels_never_grow_with_the_level(optimized, entry):
+    launches = [optimized(entry, level)[1]["estimated_kernel_launches"] for level in LEVELS]
+    assert launches == sorted(launches, reverse=True), f"kernels by level O0..O3: {launches}"
+
+
+@pytest.mark.parametrize("entry", params())
+def test_the_int8_weights_stay_integer(optimized, entry):
+    """No level turns the integer weights back into float: the -O3 file is no larger than the
+    quantized original (a dequantized copy of the weights would make it about four times so)."""
+    path, _ = optimized(entry, 3)
+    assert path.stat().st_size <= entry.path.stat().st_size * 1.05
+
+
+def test_the_manifest_records_every_fixture_and_its_form():
+    assert {entry.info["form"] for entry in ENTRIES} == {"qdq", "qoperator", "dynamic", "nbits", "int4qdq"}
+    for entry in ENTRIES:
+        assert entry.path.name == f"{entry.info['quantized_from'][:-len('.onnx')]}.{entry.info['form']}.onnx"
+        assert entry.info["quantization_ops"], entry.path.name
