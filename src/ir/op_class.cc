@@ -23,11 +23,16 @@ const ClassTable& DefaultDomainClasses() {
          "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log", "Max", "Mean", "Min", "Mish", "Mod", "Mul",
          "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign",
          "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where",
-         "Xor"});
+         "Xor",
+         // Per tensor and per axis, an element's result needs only its own value and its
+         // channel's parameters (blocked quantization too: the scale is broadcast in blocks).
+         "QuantizeLinear", "DequantizeLinear"});
     add(OpClass::kReduction,
         {"ArgMax", "ArgMin", "CumSum", "Hardmax", "LayerNormalization", "LogSoftmax", "ReduceL1", "ReduceL2",
          "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-         "ReduceSumSquare", "RMSNormalization", "Softmax", "TopK", "MeanVarianceNormalization"});
+         "ReduceSumSquare", "RMSNormalization", "Softmax", "TopK", "MeanVarianceNormalization",
+         // Its scale and zero point come from the whole input's range.
+         "DynamicQuantizeLinear"});
     // Attention (opset 23): two products around a softmax, run as one tiled kernel.
     add(OpClass::kContraction, {"Attention", "Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul"});
     add(OpClass::kWindow,
@@ -73,6 +78,10 @@ std::string_view NameOf(OpClass op_class) {
 
 OpClass ClassifyOp(std::string_view domain, std::string_view op_type) {
   if (domain == kFusionDomain) return OpClass::kFused;
+  // onnxruntime's own QuantizeLinear and DequantizeLinear compute what ONNX's do.
+  if (domain == "com.microsoft" && (op_type == "QuantizeLinear" || op_type == "DequantizeLinear")) {
+    return OpClass::kElementwise;
+  }
   if (!domain.empty() && domain != "ai.onnx") return OpClass::kOpaque;
   const ClassTable& table = DefaultDomainClasses();
   auto it = table.find(op_type);

@@ -24,6 +24,7 @@
 #include "passes/fusion/vertical/fuse_composites.h"
 #include "passes/fusion/vertical/fuse_contraction_epilogues.h"
 #include "passes/fusion/vertical/fuse_elementwise.h"
+#include "passes/fusion/vertical/fuse_quantized_contractions.h"
 #include "passes/fusion/horizontal/fuse_horizontal_contractions.h"
 #include "passes/fusion/horizontal/fuse_horizontal_elementwise.h"
 #include "passes/fusion/vertical/lower_batchnorm.h"
@@ -107,7 +108,10 @@ const std::vector<std::string>& LevelOne() {
 
 const std::vector<std::string>& LevelTwo() {
   static const std::vector<std::string> passes = {
-      // Epilogues first: a contraction takes its bias, residual and activation — GELU and SiLU
+      // Quantized units first: a contraction between DequantizeLinear and QuantizeLinear is one
+      // integer kernel, which the float epilogue pass would otherwise take as a float one.
+      "fuse-quantized-contractions",
+      // Epilogues next: a contraction takes its bias, residual and activation — GELU and SiLU
       // included — into one oneDNN call with post-ops. Were the composites first, a GELU after
       // MatMul+bias would become its own kernel next to the MatMul's.
       "fuse-contraction-epilogues",
@@ -172,6 +176,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<MatMulAddToGemm>(1),
       Describe<ShareDuplicateInitializers>(1),
       Describe<EliminateCommonSubexpressions>(1),
+      Describe<FuseQuantizedContractions>(2),
       Describe<FuseContractionEpilogues>(2),
       Describe<FuseComposites>(2),
       Describe<LowerBatchNorm>(2),

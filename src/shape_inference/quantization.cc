@@ -32,8 +32,8 @@ void QuantizeLinearRule(InferenceContext& context) {
   if (int64_t output_dtype = context.node().GetInt("output_dtype", 0); output_dtype != 0) {
     if (IsKnownDataType(static_cast<int32_t>(output_dtype))) dtype = static_cast<DataType>(output_dtype);
   }
-  PropagateInput(context, 0, 0);
-  context.SetOutputDtype(0, dtype);
+  const Shape* x = context.InputShape(0);
+  context.SetOutputType(0, dtype, x ? std::optional<Shape>(*x) : std::nullopt);
 }
 
 // y = (x - zero_point) * scale: the scale's type, or `output_dtype` (opset 23).

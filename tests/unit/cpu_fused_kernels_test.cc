@@ -33,6 +33,51 @@ TEST_CASE("MatMul + bias + Relu runs as one kernel with post-ops", "[cpu][fused]
   REQUIRE(runs.fused.stats.kernels_launched == 1);
 }
 
+TEST_CASE("an activation repeated with other parameters runs right: oneDNN's post-ops would not", "[cpu][fused]") {
+  // Two Clips of different bounds and two scalings around a Relu on a pointwise Conv over a 4x4
+  // image (oneDNN's brgemm 1x1 convolution, whose injectors keep one parameter set per algorithm).
+  const std::string text = kHeader + "graph main (float[1,16,4,4] %x) -> (float[1,32,4,4] %y)\n" +
+                           Init("float[32,16,1,1]", "w", 512, 31) + R"(
+  init float[] %lo = [-1.0]
+  init float[] %hi = [1.0]
+  init float[] %lo2 = [0.0]
+  init float[] %hi2 = [0.25]
+  init float[] %half = [0.5]
+  init float[] %three = [3.0]
+{
+  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
+  %a = Clip(%c, %lo, %hi) @clip
+  %b = Mul(%a, %half) @mul
+  %d = Add(%b, %three) @add
+  %e = Relu(%d) @relu
+  %f = Mul(%e, %three) @mul2
+  %y = Clip(%f, %lo2, %hi2) @clip2
+}
+)";
+  Comparison runs = Compare(text, {"conv", "clip", "mul", "add", "relu", "mul2", "clip2"},
+                            {{"x", Random(DataType::kFloat, {1, 16, 4, 4}, 32)}});
+  CHECK(runs.fused.stats.kernels_launched == 1);
+}
+
+TEST_CASE("LowerRepeatedEltwise keeps first steps and equal repeats, rewrites other repeats exactly", "[cpu]") {
+  using dnnl::algorithm;
+  std::vector<PostOp> steps = {{PostOp::Kind::kEltwise, algorithm::eltwise_linear, 2.0f, 1.0f},
+                               {PostOp::Kind::kEltwise, algorithm::eltwise_clip, 0.0f, 6.0f},
+                               {PostOp::Kind::kEltwise, algorithm::eltwise_linear, 2.0f, 1.0f},
+                               {PostOp::Kind::kEltwise, algorithm::eltwise_linear, 0.5f, 0.0f},
+                               {PostOp::Kind::kEltwise, algorithm::eltwise_clip, -1.0f, 1.0f}};
+  REQUIRE(LowerRepeatedEltwise(steps));
+  REQUIRE(steps.size() == 6);
+  CHECK(steps[2].kind == PostOp::Kind::kEltwise);  // the same parameters as the first: kept
+  CHECK((steps[3].kind == PostOp::Kind::kScalar && steps[3].algorithm == algorithm::binary_mul && steps[3].alpha == 0.5f));
+  CHECK((steps[4].algorithm == algorithm::binary_max && steps[4].alpha == -1.0f));
+  CHECK((steps[5].algorithm == algorithm::binary_min && steps[5].alpha == 1.0f));
+  std::vector<PostOp> slopes = {{PostOp::Kind::kEltwise, algorithm::eltwise_elu, 1.0f},
+                                {PostOp::Kind::kEltwise, algorithm::eltwise_elu, 0.5f}};
+  CHECK_FALSE(LowerRepeatedEltwise(slopes));
+  CHECK(slopes.size() == 2);
+}
+
 TEST_CASE("MatMul + bias + GELU in its erf form and as the Gelu op run with one post-op each", "[cpu][fused]") {
   const std::string weights = Init("float[8,6]", "w", 48, 21) + Init("float[6]", "bias", 6, 22);
   const std::string decomposed = kHeader + "graph main (float[4,8] %x) -> (float[4,6] %y)\n" + weights + R"(

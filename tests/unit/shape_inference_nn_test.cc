@@ -226,3 +226,47 @@ TEST_CASE("Einsum with explicit and implicit outputs", "[shape]") {
   CHECK(TypeOf(misfit) == "float[*]");
   CHECK(HasWarningContaining(report, "term 'ij' does not fit input shape [B,3,4]"));
 }
+
+TEST_CASE("Quantization ops: types from the zero points, shapes from the float ops' rules", "[shape][quantized]") {
+  TestGraph g(21);
+  g.ImportOpset("com.microsoft", 1);
+  Value* x = g.Input("x", DataType::kFloat, "[batch,4,8,8]");
+  Value* scale = g.Input("scale", DataType::kFloat, "[]");
+  Value* zero = g.Input("zero", DataType::kInt8, "[]");
+  Value* w = g.Input("w", DataType::kInt8, "[6,4,3,3]");
+  Value* a = g.Input("a", DataType::kUint8, "[batch,16,32]");
+  Value* b = g.Input("b", DataType::kInt8, "[32,10]");
+  Node* quantize = g.Op("QuantizeLinear", {x, scale, zero}, {"q"});
+  Node* default_type = g.Op("QuantizeLinear", {x, scale}, {"q_default"});
+  Node* int4 = g.Op("QuantizeLinear", {x, scale}, {"q4"}, {IntAttr("output_dtype", 22)});
+  Node* dequantize = g.Op("DequantizeLinear", {quantize->output(0), scale, zero}, {"dq"});
+  Node* dynamic = g.Op("DynamicQuantizeLinear", {x}, {"dy", "dy_scale", "dy_zero"});
+  Node* conv = g.Op("QLinearConv", {quantize->output(0), scale, zero, w, scale, zero, scale, zero}, {"qconv"},
+                    {IntsAttr("pads", {1, 1, 1, 1})});
+  Node* integer = g.Op("MatMulInteger", {a, b}, {"mmi"});
+  Node* to_float = g.Op("MatMulIntegerToFloat", {a, b, scale, scale}, {"mmf"}, {}, "com.microsoft");
+  Node* gemm = g.Op("QGemm", {g.Input("ga", DataType::kUint8, "[5,32]"), scale, zero, b, scale, zero}, {"qgemm"}, {},
+                    "com.microsoft");
+  Node* nbits = g.Op("MatMulNBits", {g.Input("fa", DataType::kFloat, "[batch,32]"), b, scale}, {"nbits"},
+                     {IntAttr("K", 32), IntAttr("N", 48), IntAttr("block_size", 32)}, "com.microsoft");
+  Node* concat = g.Op("QLinearConcat", {scale, zero, a, scale, zero, a, scale, zero}, {"qcat"}, {IntAttr("axis", 1)},
+                      "com.microsoft");
+  Node* pool = g.Op("QLinearGlobalAveragePool", {quantize->output(0), scale, zero, scale, zero}, {"gap"},
+                    {IntAttr("channels_last", 1)}, "com.microsoft");
+  ShapeInferenceReport report = g.Infer();
+  CHECK(TypeOf(quantize->output(0)) == "int8[batch,4,8,8]");
+  CHECK(TypeOf(default_type->output(0)) == "uint8[batch,4,8,8]");
+  CHECK(TypeOf(int4->output(0)) == "int4[batch,4,8,8]");
+  CHECK(TypeOf(dequantize->output(0)) == "float[batch,4,8,8]");
+  CHECK(TypeOf(dynamic->output(0)) == "uint8[batch,4,8,8]");
+  CHECK(TypeOf(dynamic->output(1)) == "float[]");
+  CHECK(TypeOf(conv->output(0)) == "int8[batch,6,8,8]");
+  CHECK(TypeOf(integer->output(0)) == "int32[batch,16,10]");
+  CHECK(TypeOf(to_float->output(0)) == "float[batch,16,10]");
+  CHECK(TypeOf(gemm->output(0)) == "float[5,10]");
+  CHECK(TypeOf(nbits->output(0)) == "float[batch,48]");
+  CHECK(TypeOf(concat->output(0)) == "int8[batch,32,32]");
+  // channels_last: (N, spatial..., C) = [batch, 4, 8, 8] pools its middle axes.
+  CHECK(TypeOf(pool->output(0)) == "int8[batch,1,1,8]");
+  CHECK(report.unsupported_ops.empty());
+}

@@ -253,7 +253,7 @@ class ConvKernelBase : public Kernel {
     const memory::desc bias = has_bias ? RowMajorDesc({shape.out_channels}) : memory::desc();
     const auto kind = dnnl::prop_kind::forward_inference;
     dnnl::primitive_attr attributes;
-    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts));
+    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts, shape.output_dims.size()));
     memory::desc src_chosen, dst_chosen;
     if (transposed_) {
       dnnl::deconvolution_forward::desc description(kind, dnnl::algorithm::deconvolution_direct, src, weights, bias,
@@ -328,7 +328,7 @@ class ConvKernelBase : public Kernel {
                                                  {DNNL_ARG_WEIGHTS, weights},
                                                  {DNNL_ARG_DST, dst}};
     if (b.defined()) arguments[DNNL_ARG_BIAS] = Wrap(plan.bias, b.raw());
-    BindAddends(post_ops_, addends, arguments);
+    BindAddends(post_ops_, addends, y.rank(), arguments);
     plan.primitive.execute(onednn::Stream(), arguments);
     plan.dst.WriteBack(y.raw(), dst_scratch.raw());
     onednn::Stream().wait();

@@ -40,7 +40,8 @@ std::optional<std::vector<PostOp>> ClipPostOps(const Node& clip, int64_t opset) 
   return std::vector<PostOp>{Eltwise(algorithm::eltwise_clip, lo, hi)};
 }
 
-// The post-ops of a one-input activation reading the chain's value.
+}  // namespace
+
 std::optional<std::vector<PostOp>> ActivationPostOps(const Node& node, int64_t opset) {
   const std::string& op = node.op_type();
   if (op == "Relu") return std::vector<PostOp>{Eltwise(algorithm::eltwise_relu)};
@@ -63,6 +64,8 @@ std::optional<std::vector<PostOp>> ActivationPostOps(const Node& node, int64_t o
   if (op == "Clip") return ClipPostOps(node, opset);
   return std::nullopt;
 }
+
+namespace {
 
 // Walks the epilogue from the product to the body's output, one post-op step at a time.
 class ChainMatcher {
@@ -184,6 +187,7 @@ std::optional<int> EmitEltwise(ew::ProgramBuilder& builder, const PostOp& step, 
       const int scaled = *emit(ew::Op::kMul, {x, fill(step.alpha)});
       return emit(ew::Op::kAdd, {scaled, fill(step.beta)});
     }
+    case algorithm::eltwise_round: return emit(ew::Op::kRound, {x});
     case algorithm::eltwise_clip:
     case algorithm::eltwise_clip_v2: {
       const int lo = fill(step.alpha), hi = fill(step.beta);
@@ -191,6 +195,23 @@ std::optional<int> EmitEltwise(ew::ProgramBuilder& builder, const PostOp& step, 
     }
     default: return std::nullopt;
   }
+}
+
+// A kScalar step (binary op with a constant) as an engine instruction on `x`.
+std::optional<int> EmitScalar(ew::ProgramBuilder& builder, const PostOp& step, int x) {
+  Result<int> constant = builder.Fill(step.alpha, DataType::kFloat);
+  FUSIONOPT_CHECK(constant.ok(), "a float constant");
+  ew::Op op;
+  switch (step.algorithm) {
+    case algorithm::binary_mul: op = ew::Op::kMul; break;
+    case algorithm::binary_add: op = ew::Op::kAdd; break;
+    case algorithm::binary_max: op = ew::Op::kMax; break;
+    case algorithm::binary_min: op = ew::Op::kMin; break;
+    default: return std::nullopt;
+  }
+  Result<int> result = builder.Emit(op, {x, constant.value()});
+  FUSIONOPT_CHECK(result.ok(), "float registers");
+  return result.value();
 }
 
 }  // namespace
@@ -234,6 +255,12 @@ std::optional<ew::Program> PostOpsAsProgram(const std::vector<PostOp>& post_ops,
   int value = builder.input(0);
   size_t addend = 0;
   for (const PostOp& step : post_ops) {
+    if (step.kind == PostOp::Kind::kScalar) {
+      std::optional<int> next = EmitScalar(builder, step, value);
+      if (!next) return std::nullopt;
+      value = *next;
+      continue;
+    }
     if (step.kind == PostOp::Kind::kAdd) {
       if (!addends.at(addend++).summed) return std::nullopt;
       Result<int> sum = builder.Emit(ew::Op::kAdd, {value, builder.input(1)});
@@ -252,6 +279,9 @@ std::optional<ew::Program> PostOpsAsProgram(const std::vector<PostOp>& post_ops,
 size_t ContractionInputs(const std::string& op_type) { return op_type == "MatMul" ? 2 : 3; }
 
 Result<std::unique_ptr<Kernel>> CreateContractionWithPostOps(const KernelInfo& info, std::vector<PostOp> post_ops) {
+  if (!LowerRepeatedEltwise(post_ops)) {
+    return info.Error("an activation repeats with other parameters, which oneDNN's post-ops compute wrongly");
+  }
   const std::string& op = info.node.op_type();
   if (op == "MatMul") return CreateMatMulWithPostOps(info, std::move(post_ops));
   if (op == "Gemm") return CreateGemmWithPostOps(info, std::move(post_ops));
@@ -292,13 +322,58 @@ std::optional<AddendLayout> LayoutAddend(const std::vector<int64_t>& addend_dims
   return layout;
 }
 
+namespace {
+
+dnnl::memory::desc ScalarOperandDesc(size_t rank) {
+  return onednn::RowMajorDesc(std::vector<int64_t>(std::max<size_t>(rank, 1), 1));
+}
+
+bool SameStep(const PostOp& a, const PostOp& b) { return a.alpha == b.alpha && a.beta == b.beta; }
+
+}  // namespace
+
+bool LowerRepeatedEltwise(std::vector<PostOp>& post_ops) {
+  std::vector<PostOp> lowered;
+  std::vector<const PostOp*> first_of;  // the first eltwise step of each algorithm so far
+  for (const PostOp& step : post_ops) {
+    if (step.kind != PostOp::Kind::kEltwise) {
+      lowered.push_back(step);
+      continue;
+    }
+    auto first = std::find_if(first_of.begin(), first_of.end(), [&](const PostOp* seen) { return seen->algorithm == step.algorithm; });
+    if (first == first_of.end() || SameStep(**first, step)) {
+      if (first == first_of.end()) first_of.push_back(&step);
+      lowered.push_back(step);
+      continue;
+    }
+    auto scalar = [&](algorithm binary, float value) { lowered.push_back({PostOp::Kind::kScalar, binary, value}); };
+    if (step.algorithm == algorithm::eltwise_linear) {
+      if (step.alpha != 1.0f) scalar(algorithm::binary_mul, step.alpha);
+      if (step.beta != 0.0f) scalar(algorithm::binary_add, step.beta);
+    } else if (step.algorithm == algorithm::eltwise_clip || step.algorithm == algorithm::eltwise_clip_v2) {
+      scalar(algorithm::binary_max, step.alpha);
+      scalar(algorithm::binary_min, step.beta);
+    } else if (step.algorithm == algorithm::eltwise_relu && step.alpha == 0.0f) {
+      scalar(algorithm::binary_max, 0.0f);
+    } else {
+      return false;
+    }
+  }
+  post_ops = std::move(lowered);
+  return true;
+}
+
 dnnl::post_ops BuildPostOps(const std::vector<PostOp>& post_ops, const std::vector<AddendLayout>& addends,
-                            dnnl::post_ops start) {
+                            size_t rank, dnnl::post_ops start) {
   dnnl::post_ops built = std::move(start);
   size_t addend = 0;
   for (const PostOp& post_op : post_ops) {
     if (post_op.kind == PostOp::Kind::kEltwise) {
       built.append_eltwise(1.0f, post_op.algorithm, post_op.alpha, post_op.beta);
+      continue;
+    }
+    if (post_op.kind == PostOp::Kind::kScalar) {
+      built.append_binary(post_op.algorithm, ScalarOperandDesc(rank));
       continue;
     }
     const AddendLayout& layout = addends.at(addend++);
@@ -337,10 +412,17 @@ Result<PostOpAddends> GatherAddends(const KernelContext& context, size_t first, 
   return addends;
 }
 
-void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& addends,
+void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& addends, size_t rank,
                  std::unordered_map<int, dnnl::memory>& arguments, size_t first_index) {
   size_t addend = 0;
   for (size_t index = 0; index < post_ops.size(); ++index) {
+    if (post_ops[index].kind == PostOp::Kind::kScalar) {
+      // A memory of its own (oneDNN allocates it): the value lives as long as the arguments.
+      dnnl::memory operand(ScalarOperandDesc(rank), onednn::Engine());
+      *static_cast<float*>(operand.get_data_handle()) = post_ops[index].alpha;
+      arguments[PostOpAddendArgument(first_index + index)] = operand;
+      continue;
+    }
     if (post_ops[index].kind != PostOp::Kind::kAdd) continue;
     const AddendLayout& layout = addends.layouts[addend];
     const RtTensor& value = addends.values[addend++];

@@ -29,12 +29,24 @@
 namespace fusionopt::cpu {
 
 struct PostOp {
-  enum class Kind { kEltwise, kAdd };
+  // kEltwise: `algorithm` (an eltwise one) with alpha and beta. kAdd: a tensor added (an
+  // addend, or a Conv's summed residual). kScalar: `algorithm` (binary_mul, _add, _max or _min)
+  // with the scalar `alpha`: what LowerRepeatedEltwise makes of a repeated eltwise step.
+  enum class Kind { kEltwise, kAdd, kScalar };
   Kind kind = Kind::kEltwise;
-  dnnl::algorithm algorithm = dnnl::algorithm::undef;  // kEltwise
+  dnnl::algorithm algorithm = dnnl::algorithm::undef;  // kEltwise, kScalar
   float alpha = 0.0f;
   float beta = 0.0f;
 };
+
+// oneDNN 2.6's post-op injectors hold one set of parameters per eltwise algorithm, so a chain
+// that has an algorithm twice with different parameters computes the second with the first's:
+// two Clips of different bounds, or two linear steps (measured on its brgemm and jit int8 and
+// float convolutions; tests/unit/cpu_contraction_test.cc). Every repeat after the first is
+// rewritten here as exact binary post-ops with scalar operands — linear a·x + b as a multiply and
+// an add, clip as a max and a min. False, with `post_ops` unchanged, when a repeat has no such
+// form (LeakyRelu, Elu or Swish of two different slopes): the chain cannot run as post-ops.
+bool LowerRepeatedEltwise(std::vector<PostOp>& post_ops);
 
 struct PostOpChain {
   std::vector<PostOp> post_ops;
@@ -45,6 +57,10 @@ struct PostOpChain {
 // the body's only output, every body node on it (or a Constant it reads), each step a post-op
 // above. nullopt otherwise.
 std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Node& contraction, int64_t opset);
+
+// The post-ops of a one-input activation (Relu, LeakyRelu, Elu, Sigmoid, Tanh, HardSwish,
+// HardSigmoid, Gelu, Clip with constant bounds); nullopt for anything else.
+std::optional<std::vector<PostOp>> ActivationPostOps(const Node& node, int64_t opset);
 
 // How many inputs MatMul (2), Gemm and Conv (3) take at most: where the addends begin.
 size_t ContractionInputs(const std::string& op_type);
@@ -75,9 +91,10 @@ std::optional<AddendLayout> LayoutAddend(const std::vector<int64_t>& addend_dims
                                          const std::vector<int64_t>& dst_dims, size_t channel_axis, bool sum_full);
 
 // oneDNN's post-ops for `post_ops`, the i-th kAdd laid out as `addends[i]`, appended to
-// `start` (a kernel's own post-ops, which run first).
+// `start` (a kernel's own post-ops, which run first). `rank` is the primitive's dst rank (a
+// kScalar operand has it, all dims 1).
 dnnl::post_ops BuildPostOps(const std::vector<PostOp>& post_ops, const std::vector<AddendLayout>& addends,
-                            dnnl::post_ops start = dnnl::post_ops());
+                            size_t rank, dnnl::post_ops start = dnnl::post_ops());
 
 // The execute() argument id of the binary post-op at `index` in the post-op list.
 inline int PostOpAddendArgument(size_t index) {
@@ -95,9 +112,9 @@ struct PostOpAddends {
 Result<PostOpAddends> GatherAddends(const KernelContext& context, size_t first, const std::vector<PostOp>& post_ops,
                                     const std::vector<int64_t>& output_dims, const std::vector<int64_t>& dst_dims,
                                     size_t channel_axis, bool sum_full);
-// Adds the binary addends to a primitive's execute() arguments; `first_index` is the position
-// of post_ops[0] in the primitive's post-op list.
-void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& addends,
+// Adds the binary addends and the kScalar operands (for a dst of `rank`) to a primitive's
+// execute() arguments; `first_index` is the position of post_ops[0] in the primitive's list.
+void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& addends, size_t rank,
                  std::unordered_map<int, dnnl::memory>& arguments, size_t first_index = 0);
 
 // Throws dnnl::error when oneDNN fell back to its reference implementation — orders of

@@ -135,7 +135,7 @@ class MatMulKernel : public Kernel {
         std::unordered_map<int, dnnl::memory> arguments = {{DNNL_ARG_SRC, Wrap(plan.a, a32.raw())},
                                                            {DNNL_ARG_WEIGHTS, weights},
                                                            {DNNL_ARG_DST, Wrap(plan.c, c.raw())}};
-        BindAddends(post_ops_, addends, arguments);
+        BindAddends(post_ops_, addends, plan.c.dims().size(), arguments);
         plan.primitive.execute(onednn::Stream(), arguments);
         onednn::Stream().wait();
         return Status::Ok();
@@ -174,7 +174,7 @@ class MatMulKernel : public Kernel {
       plan.c = RowMajorDesc(with_matrix(shape.batch, shape.m, shape.n));
     }
     dnnl::primitive_attr attributes;
-    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts));
+    if (!post_ops_.empty()) attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts, plan.c.dims().size()));
     dnnl::matmul::primitive_desc descriptor(dnnl::matmul::desc(plan.a, plan.b, plan.c), attributes,
                                             onednn::Engine());
     if (!post_ops_.empty()) RejectSlowImplementation(descriptor.impl_info_str());
@@ -374,7 +374,7 @@ class GemmKernel : public Kernel {
                                                              {DNNL_ARG_DST, Wrap(plan.c, y.raw())}};
           if (epilogue == GemmEpilogue::kBias) arguments[DNNL_ARG_BIAS] = Wrap(plan.bias, c32.raw());
           // The accumulation of C is the primitive's own first post-op.
-          BindAddends(post_ops_, addends, arguments, epilogue == GemmEpilogue::kAccumulate ? 1 : 0);
+          BindAddends(post_ops_, addends, 2, arguments, epilogue == GemmEpilogue::kAccumulate ? 1 : 0);
           plan.primitive.execute(onednn::Stream(), arguments);
           onednn::Stream().wait();
           return Status::Ok();
@@ -404,7 +404,7 @@ class GemmKernel : public Kernel {
     dnnl::post_ops own;
     if (epilogue == GemmEpilogue::kAccumulate) own.append_sum(1.0f);
     if (epilogue == GemmEpilogue::kAccumulate || !post_ops_.empty()) {
-      attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts, own));
+      attributes.set_post_ops(BuildPostOps(post_ops_, addends.layouts, 2, own));
     }
     if (epilogue == GemmEpilogue::kBias) plan.bias = RowMajorDesc({shape.c_rows, shape.c_columns});
     dnnl::matmul::desc description = epilogue == GemmEpilogue::kBias

@@ -40,6 +40,9 @@ std::unique_ptr<FusedBodyKernel> CreateFusedElementwise(const FusedBodyInfo& inf
 // One MatMul, Gemm or Conv followed by elementwise ops: oneDNN post-ops where they express
 // the epilogue, else the contraction then one elementwise program.
 std::unique_ptr<FusedBodyKernel> CreateFusedContraction(const FusedBodyInfo& info);
+// A quantized contraction unit (patterns/quantized/contraction.h): DQ → Conv/MatMul/Gemm → bias
+// → activations → Q as one int8 kernel with its epilogue as post-ops.
+std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info);
 // LayerNorm, RMSNorm (with a residual-add prologue) and Softmax (with scale and mask) over
 // the last axis: one pass per row.
 std::unique_ptr<FusedBodyKernel> CreateFusedRows(const FusedBodyInfo& info);

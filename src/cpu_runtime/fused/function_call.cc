@@ -75,7 +75,8 @@ class FunctionCallKernel final : public SubgraphKernel {
     output_hook_ = outer.fused_output_hook;
     if (outer.fused_kernels && (outer.run_fused == nullptr || (*outer.run_fused)(node_))) {
       FusedBodyInfo info{node_, *body_, inner, std::move(constants)};
-      fused_ = CreateFusedRows(info);
+      fused_ = CreateFusedQuantized(info);
+      if (!fused_) fused_ = CreateFusedRows(info);
       if (!fused_) fused_ = CreateFusedElementwise(info);
       if (!fused_) fused_ = CreateFusedContraction(info);
       if (!fused_) fused_ = CreateFusedAttention(info);

@@ -74,21 +74,20 @@ bool Uniform(const std::vector<int32_t>& values) {
   return std::all_of(values.begin(), values.end(), [&](int32_t v) { return v == values.front(); });
 }
 
-std::vector<int64_t> EpilogueKey(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                                 bool with_scales) {
-  std::vector<int64_t> key = {static_cast<int64_t>(epilogue.output), !parameters.bias.empty() || !parameters.int_bias.empty()};
-  if (with_scales && epilogue.output != IntegerEpilogue::Output::kInt32) {
+std::vector<int64_t> EpilogueKey(const IntegerEpilogue& epilogue, const IntegerParameters& parameters) {
+  std::vector<int64_t> key = {static_cast<int64_t>(epilogue.output), !parameters.bias.empty() || !parameters.int_bias.empty(),
+                              parameters.runtime_scale.has_value()};
+  auto bits_of = [](float value) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(bits));
+    return static_cast<int64_t>(bits);
+  };
+  if (epilogue.output != IntegerEpilogue::Output::kInt32) {
     key.push_back(static_cast<int64_t>(parameters.scale.size()));
-    for (float scale : parameters.scale) {
-      uint32_t bits = 0;
-      std::memcpy(&bits, &scale, sizeof(bits));
-      key.push_back(bits);
-    }
+    for (float scale : parameters.scale) key.push_back(bits_of(scale));
   }
   if (epilogue.output == IntegerEpilogue::Output::kQuantized) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &parameters.y_scale, sizeof(bits));
-    key.push_back(bits);
+    key.push_back(bits_of(parameters.y_scale));
     key.push_back(parameters.y_zero);
   }
   return key;
@@ -116,35 +115,45 @@ DataType OutputType(const IntegerEpilogue& epilogue) {
   return DataType::kUndefined;
 }
 
+memory::desc ScalarDesc(const ChannelLayout& layout) {
+  return onednn::RowMajorDesc(std::vector<int64_t>(layout.dst_dims.size(), 1));
+}
+
 memory::desc BiasDesc(const ChannelLayout& layout) {
   std::vector<int64_t> dims(layout.dst_dims.size(), 1);
   dims[layout.channel_axis] = layout.channels();
   return onednn::RowMajorDesc(dims);
 }
 
+std::optional<std::vector<PostOp>> EltwiseSteps(const IntegerEpilogue& epilogue, const IntegerParameters& parameters) {
+  std::vector<PostOp> steps = epilogue.activation;
+  if (epilogue.output == IntegerEpilogue::Output::kQuantized) {
+    steps.push_back({PostOp::Kind::kEltwise, dnnl::algorithm::eltwise_linear, 1.0f / parameters.y_scale,
+                     static_cast<float>(parameters.y_zero)});
+  }
+  if (!LowerRepeatedEltwise(steps)) return std::nullopt;
+  return steps;
+}
+
+size_t OwnBinaryPostOps(const IntegerParameters& parameters) {
+  return (parameters.runtime_scale ? 1 : 0) + (!parameters.bias.empty() || !parameters.int_bias.empty() ? 1 : 0);
+}
+
 dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                                const ChannelLayout& layout, bool src_zero, bool weights_zero, bool runtime_scales) {
+                                const ChannelLayout& layout, bool src_zero, bool weights_zero) {
   dnnl::primitive_attr attributes;
   if (src_zero) attributes.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (weights_zero) attributes.set_zero_points(DNNL_ARG_WEIGHTS, 0, {DNNL_RUNTIME_S32_VAL});
   if (epilogue.output == IntegerEpilogue::Output::kInt32) return attributes;
-  if (runtime_scales) {
-    attributes.set_output_scales(1 << layout.channel_axis, {DNNL_RUNTIME_F32_VAL});
-  } else if (parameters.scale.size() == 1) {
-    attributes.set_output_scales(0, parameters.scale);
-  } else {
-    attributes.set_output_scales(1 << layout.channel_axis, parameters.scale);
-  }
-  dnnl::post_ops post_ops;
+  attributes.set_output_scales(parameters.scale.size() == 1 ? 0 : 1 << layout.channel_axis, parameters.scale);
+  dnnl::post_ops own;
+  if (parameters.runtime_scale) own.append_binary(dnnl::algorithm::binary_mul, ScalarDesc(layout));
   if (!parameters.bias.empty() || !parameters.int_bias.empty()) {
-    post_ops.append_binary(dnnl::algorithm::binary_add, BiasDesc(layout));
+    own.append_binary(dnnl::algorithm::binary_add, BiasDesc(layout));
   }
-  for (const PostOp& step : epilogue.activation) post_ops.append_eltwise(1.0f, step.algorithm, step.alpha, step.beta);
-  if (epilogue.output == IntegerEpilogue::Output::kQuantized) {
-    post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / parameters.y_scale,
-                            static_cast<float>(parameters.y_zero));
-  }
-  attributes.set_post_ops(post_ops);
+  std::optional<std::vector<PostOp>> steps = EltwiseSteps(epilogue, parameters);
+  FUSIONOPT_CHECK(steps.has_value(), "the kernel checked the steps have post-ops");
+  attributes.set_post_ops(BuildPostOps(*steps, {}, layout.dst_dims.size(), own));
   return attributes;
 }
 
@@ -154,7 +163,9 @@ std::vector<float> CombinedBias(const IntegerParameters& parameters, int64_t cha
   for (int64_t c = 0; c < channels; ++c) {
     const auto at = [c](const auto& values) { return values[values.size() == 1 ? 0 : static_cast<size_t>(c)]; };
     float value = parameters.bias.empty() ? 0.0f : at(parameters.bias);
-    if (!parameters.int_bias.empty()) value += static_cast<float>(at(parameters.int_bias)) * at(parameters.scale);
+    if (!parameters.int_bias.empty()) {
+      value += static_cast<float>(at(parameters.int_bias)) * at(parameters.scale) * parameters.runtime_scale.value_or(1.0f);
+    }
     combined[static_cast<size_t>(c)] = value;
   }
   return combined;
@@ -166,25 +177,26 @@ RunArguments ArgumentsFor(const IntegerEpilogue& epilogue, const IntegerParamete
   arguments.src_zero = parameters.a_zero.front();
   arguments.weights_zero = parameters.b_zero.front() - weights_zero_shift;
   if (epilogue.output == IntegerEpilogue::Output::kInt32) return arguments;
-  arguments.scales = parameters.scale;
+  arguments.runtime_scale = parameters.runtime_scale;
   arguments.bias = CombinedBias(parameters, channels);
   return arguments;
 }
 
-std::unordered_map<int, memory> RunArguments::Bind(const IntegerEpilogue& epilogue, const ChannelLayout& layout,
-                                                   bool src_zero_set, bool weights_zero_set, bool runtime_scales) {
+std::unordered_map<int, memory> RunArguments::Bind(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
+                                                   const ChannelLayout& layout, bool src_zero_set, bool weights_zero_set) {
   std::unordered_map<int, memory> bound;
   const memory::desc one_int({1}, memory::data_type::s32, memory::format_tag::a);
   if (src_zero_set) bound[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = onednn::Wrap(one_int, &src_zero);
   if (weights_zero_set) bound[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_WEIGHTS] = onednn::Wrap(one_int, &weights_zero);
   if (epilogue.output == IntegerEpilogue::Output::kInt32) return bound;
-  if (runtime_scales) {
-    if (scales.size() == 1 && layout.channels() != 1) scales.assign(static_cast<size_t>(layout.channels()), scales[0]);
-    bound[DNNL_ARG_ATTR_OUTPUT_SCALES] =
-        onednn::Wrap(memory::desc({static_cast<int64_t>(scales.size())}, memory::data_type::f32, memory::format_tag::a),
-                     scales.data());
+  int post_op = 0;
+  if (runtime_scale) {
+    bound[DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op++) | DNNL_ARG_SRC_1] = onednn::Wrap(ScalarDesc(layout), &*runtime_scale);
   }
-  if (!bias.empty()) bound[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = onednn::Wrap(BiasDesc(layout), bias.data());
+  if (!bias.empty()) bound[DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op++) | DNNL_ARG_SRC_1] = onednn::Wrap(BiasDesc(layout), bias.data());
+  if (std::optional<std::vector<PostOp>> steps = EltwiseSteps(epilogue, parameters)) {
+    BindAddends(*steps, {}, layout.dst_dims.size(), bound, static_cast<size_t>(post_op));
+  }
   return bound;
 }
 
@@ -236,7 +248,8 @@ Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, con
 #pragma omp parallel for if (count > kParallelWork)
   for (int64_t i = 0; i < count; ++i) {
     const size_t c = static_cast<size_t>((i / inner) % channels);
-    result[i] = values[i] * parameters.scale[parameters.scale.size() == 1 ? 0 : c] + (bias.empty() ? 0.0f : bias[c]);
+    const float scaled_value = values[i] * parameters.scale[parameters.scale.size() == 1 ? 0 : c];
+    result[i] = scaled_value * parameters.runtime_scale.value_or(1.0f) + (bias.empty() ? 0.0f : bias[c]);
   }
   if (!epilogue.activation.empty()) {
     std::optional<ew::Program> activation = PostOpsAsProgram(epilogue.activation, {});

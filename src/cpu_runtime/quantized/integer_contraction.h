@@ -48,6 +48,9 @@ struct IntegerParameters {
   std::vector<int32_t> a_zero = {0};  // 1, or M (per row of A; reference loops)
   std::vector<int32_t> b_zero = {0};  // 1, or N (per column of B / output channel)
   std::vector<float> scale = {1.0f};  // 1 or N: a_scale · b_scale[n] (· alpha)
+  // A factor known only when the kernel runs (a dynamically quantized A's scale), applied
+  // after `scale`: the primitive is built once for every value of it.
+  std::optional<float> runtime_scale;
   std::vector<float> bias;            // empty, 1 or N: float, added after scaling
   std::vector<int32_t> int_bias;      // empty, 1 or N: int32, scaled with the accumulator
   float y_scale = 1.0f;

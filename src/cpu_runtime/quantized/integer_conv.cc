@@ -58,7 +58,7 @@ struct IntegerConv::State {
     std::vector<int64_t> key = x.dims();
     key.insert(key.end(), shape.output_dims.begin(), shape.output_dims.end());
     key.insert(key.end(), {static_cast<int64_t>(x.dtype()), src_zero});
-    const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters, true);
+    const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters);
     if (!float32) key.insert(key.end(), epilogue_key.begin(), epilogue_key.end());
     onednn::PlanCache<Plan>& cache = float32 ? float_plans : plans;
     if (Plan* plan = cache.Find(key)) return *plan;
@@ -70,7 +70,7 @@ struct IntegerConv::State {
     const memory::data_type weights_type = float32 ? f32 : memory::data_type::s8;
     const memory::data_type dst_type = float32 ? f32 : DstType(epilogue);
     const dnnl::primitive_attr attributes =
-        float32 ? dnnl::primitive_attr() : Attributes(epilogue, parameters, plan.layout, src_zero, false, false);
+        float32 ? dnnl::primitive_attr() : Attributes(epilogue, parameters, plan.layout, src_zero, false);
     auto chosen = Describe(shape, x.dims(), src_type, weights_type, dst_type, attributes);
     plan.src = onednn::LayoutBridge(onednn::RowMajorDesc(x.dims(), src_type), chosen.src_desc());
     plan.dst = onednn::LayoutBridge(onednn::RowMajorDesc(shape.output_dims, dst_type), chosen.dst_desc());
@@ -106,7 +106,7 @@ struct IntegerConv::State {
     }
     const int32_t shift = WeightsShift(w);
     RunArguments run = ArgumentsFor(epilogue, parameters, shape.out_channels, shift);
-    Execute(plan, x.raw(), weights, run.Bind(epilogue, plan.layout, plan.src_zero, false, false), allocator, y.raw());
+    Execute(plan, x.raw(), weights, run.Bind(epilogue, parameters, plan.layout, plan.src_zero, false), allocator, y.raw());
     return Status::Ok();
   }
 
@@ -176,7 +176,7 @@ Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParam
   // oneDNN's int8 convolution takes no weight zero point.
   const bool no_weights_zero = Uniform(parameters.b_zero) && parameters.b_zero.front() == state_->WeightsShift(w);
   const std::string what = "integer Conv " + DimsToString(x.dims()) + " * " + DimsToString(w.dims());
-  if (state_->path == Int8Path::kOneDnn && no_weights_zero) {
+  if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && no_weights_zero) {
     return onednn::Guarded(what, [&] { return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y); });
   }
   return onednn::Guarded(what, [&] { return state_->RunFloat32(x, w, shape, parameters, *context.allocator, y); });

@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -19,35 +20,41 @@ struct ChannelLayout {
   int64_t channels() const { return dst_dims[channel_axis]; }
 };
 
-// The epilogue's values a primitive is built with (post-op parameters are fixed at creation,
-// and so are the output scales of a convolution: oneDNN 2.6 takes them at run time for
-// matmul only); part of each plan's cache key.
-std::vector<int64_t> EpilogueKey(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                                 bool with_scales);
+// The epilogue's values a primitive is built with — the output scales and the post-ops'
+// parameters, fixed at creation (oneDNN 2.6's convolution takes no scales at run time, and its
+// matmul given run-time scales leaves its brgemm kernels for a slower GEMM); part of each plan's
+// cache key. Only a dynamically quantized A's scale changes per run: a binary Mul post-op.
+std::vector<int64_t> EpilogueKey(const IntegerEpilogue& epilogue, const IntegerParameters& parameters);
 
 // Whether a zero point is one value for the whole operand.
 bool Uniform(const std::vector<int32_t>& values);
 
-// oneDNN attributes: output scales (per channel when there are several; given at run time
-// with `runtime_scales`, else these values), runtime common zero points for src and weights
-// where non-zero, and post-ops: the bias (binary add over the channel), the activation, the
-// requantization (linear 1/y_scale, + y_zero).
+// oneDNN attributes: the output scales (per channel when there are several), runtime common
+// zero points for src and weights where non-zero, and post-ops: the run-time scale (binary Mul
+// of a scalar), the bias (binary Add over the channel), the activation, the requantization
+// (linear 1/y_scale, + y_zero; the store rounds half to even and saturates).
 dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                                const ChannelLayout& layout, bool src_zero, bool weights_zero, bool runtime_scales);
+                                const ChannelLayout& layout, bool src_zero, bool weights_zero);
+
+// The epilogue's eltwise steps after the scale and the bias — the activation, then the
+// requantization — with repeated algorithms lowered (contraction/epilogue.h); nullopt when a
+// repeat has no post-op form, and the kernel computes on the float32 path.
+std::optional<std::vector<PostOp>> EltwiseSteps(const IntegerEpilogue& epilogue, const IntegerParameters& parameters);
 
 // The bias as the binary post-op reads it: bias[n] + int_bias[n] · scale[n], broadcast to the
 // channels; empty when there is none.
 std::vector<float> CombinedBias(const IntegerParameters& parameters, int64_t channels);
 dnnl::memory::desc BiasDesc(const ChannelLayout& layout);
+dnnl::memory::desc ScalarDesc(const ChannelLayout& layout);  // one value, broadcast everywhere
 
 // Memories a run passes beside src/weights/dst; kept alive by the caller until it executes.
 struct RunArguments {
-  std::vector<float> scales;
+  std::optional<float> runtime_scale;
   std::vector<float> bias;
   int32_t src_zero = 0;
   int32_t weights_zero = 0;
-  std::unordered_map<int, dnnl::memory> Bind(const IntegerEpilogue& epilogue, const ChannelLayout& layout,
-                                             bool src_zero_set, bool weights_zero_set, bool runtime_scales);
+  std::unordered_map<int, dnnl::memory> Bind(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
+                                             const ChannelLayout& layout, bool src_zero_set, bool weights_zero_set);
 };
 RunArguments ArgumentsFor(const IntegerEpilogue& epilogue, const IntegerParameters& parameters, int64_t channels,
                           int32_t weights_zero_shift);

@@ -89,7 +89,7 @@ struct IntegerMatMul::State {
     std::vector<int64_t> key = a.dims();
     key.insert(key.end(), shape.b_batch.begin(), shape.b_batch.end());
     key.insert(key.end(), {shape.k, shape.n, static_cast<int64_t>(a.dtype()), src_zero, weights_zero});
-    const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters, false);
+    const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters);
     key.insert(key.end(), epilogue_key.begin(), epilogue_key.end());
     if (Plan* plan = plans.Find(key)) return *plan;
     const ProductDims dims = DimsOf(shape);
@@ -102,7 +102,7 @@ struct IntegerMatMul::State {
     plan.dst = onednn::RowMajorDesc(dims.dst, DstType(epilogue));
     // A constant B goes into the layout oneDNN picks (packed once); a computed one is read as it lies.
     const memory::desc weights_any(onednn::ToDims(dims.weights), memory::data_type::s8, memory::format_tag::any);
-    const dnnl::primitive_attr attributes = Attributes(epilogue, parameters, plan.layout, src_zero, weights_zero, true);
+    const dnnl::primitive_attr attributes = Attributes(epilogue, parameters, plan.layout, src_zero, weights_zero);
     dnnl::matmul::desc description(plan.src, constant_b.defined() ? weights_any : plan.weights_user, plan.dst);
     dnnl::matmul::primitive_desc chosen(description, attributes, onednn::Engine());
     plan.weights_chosen = chosen.weights_desc();
@@ -124,7 +124,7 @@ struct IntegerMatMul::State {
       weights = onednn::Wrap(plan.weights_user, shifted.raw());
     }
     RunArguments run = ArgumentsFor(epilogue, parameters, plan.layout.channels(), b_type == DataType::kUint8 ? 128 : 0);
-    std::unordered_map<int, memory> arguments = run.Bind(epilogue, plan.layout, plan.src_zero, plan.weights_zero, true);
+    std::unordered_map<int, memory> arguments = run.Bind(epilogue, parameters, plan.layout, plan.src_zero, plan.weights_zero);
     arguments[DNNL_ARG_SRC] = onednn::Wrap(plan.src, a.raw());
     arguments[DNNL_ARG_WEIGHTS] = weights;
     arguments[DNNL_ARG_DST] = onednn::Wrap(plan.dst, y.raw());
@@ -225,7 +225,7 @@ Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerPar
   }
   const bool one_zero_point = parameters.a_zero.size() == 1 && Uniform(parameters.b_zero);
   const bool within_onednn = shape.output.size() <= 12;
-  if (state_->path == Int8Path::kOneDnn && one_zero_point && within_onednn) {
+  if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && one_zero_point && within_onednn) {
     IntegerParameters uniform = parameters;
     uniform.b_zero.resize(1);
     return onednn::Guarded("integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims()), [&] {

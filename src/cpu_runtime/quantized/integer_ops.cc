@@ -128,6 +128,9 @@ class MatMulFamilyKernel : public Kernel {
       trans_b = info.node.GetInt("transB", 0) != 0;
       alpha_ = info.node.GetFloat("alpha", 1.0f);
     }
+    // A scale computed at run time (DynamicQuantizeLinear's, ahead of a MatMulIntegerToFloat)
+    // enters the kernel per run, so its primitive is built once.
+    a_scale_constant_ = op_ != "MatMulIntegerToFloat" || info.constant_input(2) != nullptr;
     engines_ = std::make_unique<Engines<IntegerMatMul>>([=](const IntegerEpilogue& epilogue) {
       return std::make_unique<IntegerMatMul>(epilogue, constant_b, trans_a, trans_b);
     });
@@ -162,7 +165,12 @@ class MatMulFamilyKernel : public Kernel {
     IntegerParameters parameters;
     FUSIONOPT_ASSIGN_OR_RETURN(float a_scale, ScalarScale(*context.input(2), "a_scale"));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<float> b_scale, ScaleValues(*context.input(3), "b_scale"));
-    parameters.scale = ScaleProduct({a_scale}, b_scale);
+    if (a_scale_constant_) {
+      parameters.scale = ScaleProduct({a_scale}, b_scale);
+    } else {
+      parameters.scale = b_scale;
+      parameters.runtime_scale = a_scale;
+    }
     FUSIONOPT_ASSIGN_OR_RETURN(parameters.a_zero, ZeroPointValues(Optional(context, 4), "a_zero_point"));
     FUSIONOPT_ASSIGN_OR_RETURN(parameters.b_zero, ZeroPointValues(Optional(context, 5), "b_zero_point"));
     FUSIONOPT_ASSIGN_OR_RETURN(parameters.bias, BiasValues(Optional(context, 6), "bias"));
@@ -178,8 +186,8 @@ class MatMulFamilyKernel : public Kernel {
     RtTensor quantized = context.allocator->Allocate(DataType::kUint8, a.dims());
     FUSIONOPT_RETURN_IF_ERROR(QuantizeDynamically(a, dynamic, quantized));
     IntegerParameters parameters;
-    FUSIONOPT_ASSIGN_OR_RETURN(std::vector<float> b_scale, ScaleValues(*context.input(2), "b_scale"));
-    parameters.scale = ScaleProduct({dynamic.scale}, b_scale);
+    FUSIONOPT_ASSIGN_OR_RETURN(parameters.scale, ScaleValues(*context.input(2), "b_scale"));
+    parameters.runtime_scale = dynamic.scale;
     parameters.a_zero = {dynamic.zero_point};
     FUSIONOPT_ASSIGN_OR_RETURN(parameters.b_zero, ZeroPointValues(Optional(context, 3), "b_zero_point"));
     FUSIONOPT_ASSIGN_OR_RETURN(parameters.bias, BiasValues(Optional(context, 4), "bias"));
@@ -213,6 +221,7 @@ class MatMulFamilyKernel : public Kernel {
 
   std::string op_;
   float alpha_ = 1.0f;
+  bool a_scale_constant_ = true;
   std::unique_ptr<Engines<IntegerMatMul>> engines_;
 };
 

@@ -116,6 +116,8 @@ double ElementwiseWeight(std::string_view op) {
       {"Asinh", 8}, {"Acosh", 8},      {"Atanh", 8}, {"Tanh", 8},     {"Sigmoid", 8},  {"Erf", 8},
       {"Pow", 8},   {"Elu", 8},        {"Selu", 8},  {"Celu", 8},     {"Softplus", 8}, {"Gelu", 16},
       {"Mish", 16},
+      // A shift and a scale per element; quantizing also rounds and saturates.
+      {"DequantizeLinear", 2}, {"QuantizeLinear", 4},
   };
   auto it = kWeights.find(op);
   return it == kWeights.end() ? 1.0 : it->second;
@@ -129,6 +131,8 @@ double ReductionWeight(std::string_view op) {
       {"ReduceL2", 2},  {"ReduceSumSquare", 2}, {"ReduceLogSumExp", 10}, {"Softmax", 12},
       {"LogSoftmax", 12}, {"LayerNormalization", 8}, {"RMSNormalization", 4}, {"MeanVarianceNormalization", 7},
       {"TopK", 2},      {"Hardmax", 2},
+      // The range (min and max), then the quantization: six per element.
+      {"DynamicQuantizeLinear", 6},
   };
   auto it = kWeights.find(op);
   return it == kWeights.end() ? 1.0 : it->second;
@@ -283,9 +287,6 @@ Amount StandardFlops(const Node& node, const ShapeLookup& shapes) {
     case OpClass::kFused:
     case OpClass::kOpaque:
       break;
-  }
-  if (IsDefaultDomain(node) && (op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear")) {
-    return Times(shapes.Elements(node.output(0)), 2);  // scale and shift (or round) per element
   }
   return Amount::Unknown("no FLOP formula for " + (IsDefaultDomain(node) ? "" : node.domain() + "::") + op);
 }

@@ -168,6 +168,9 @@ class Folder {
     if (shape_result != nullptr) return Decision(std::vector<TensorPtr>{shape_result});
     if (!node.Subgraphs().empty()) return WhyNot("op with subgraphs");
     if (!IsPure(node)) return WhyNot("not a pure op (random, opaque or training mode)");
+    // A quantized weight's dequantization is how the model stores it: folded, the weight would
+    // be float (four times the bytes) and the integer kernels could not read it.
+    if (node.op_type() == "DequantizeLinear") return WhyNot("a dequantized constant stays quantized");
     return Evaluate(node, inputs);
   }
 

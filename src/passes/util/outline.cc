@@ -58,7 +58,7 @@ struct Outlined {
 // Body values holding the scalar constants BuildBody copies in: "c0", "c1", ...
 constexpr const char* kCopiedConstantPrefix = "c";
 
-Outlined BuildBody(const std::vector<Node*>& members) {
+Outlined BuildBody(const std::vector<Node*>& members, bool copy_scalar_constants) {
   std::unordered_set<const Node*> member_set(members.begin(), members.end());
   Outlined outlined;
   outlined.body = std::make_unique<Graph>();
@@ -68,7 +68,7 @@ Outlined BuildBody(const std::vector<Node*>& members) {
   for (Node* member : members) {
     for (Value* input : member->inputs()) {
       if (input == nullptr || mapped.count(input)) continue;
-      if (TensorPtr constant = InlinableConstant(*input)) {
+      if (TensorPtr constant = copy_scalar_constants ? InlinableConstant(*input) : nullptr) {
         Value* inlined = body.CreateValue(kCopiedConstantPrefix + std::to_string(constants++));
         Node* node = body.CreateNode("Constant", "", {}, {inlined});
         Attribute value;
@@ -195,7 +195,7 @@ WhyNot WhyNotOutlinable(const std::vector<Node*>& nodes) {
   return {};
 }
 
-std::unique_ptr<Graph> OutlinedBody(const std::vector<Node*>& nodes) { return BuildBody(InGraphOrder(nodes)).body; }
+std::unique_ptr<Graph> OutlinedBody(const std::vector<Node*>& nodes) { return BuildBody(InGraphOrder(nodes), true).body; }
 
 Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context) {
   const WhyNot why = WhyNotOutlinable(group.nodes);
@@ -206,7 +206,7 @@ Node* OutlineGroup(Graph& graph, const FusionGroup& group, PassContext& context)
   const CostModel& costs = context.cost_model();
   const bool keeps_launch_free = costs.ReplacingKeepsLaunchFree(graph, members);
   const uint64_t revision_before = graph.revision();
-  Outlined outlined = BuildBody(members);
+  Outlined outlined = BuildBody(members, group.copy_scalar_constants);
   std::string text = PrintGraph(*outlined.body);
   auto [function, function_name] = context.fused_functions().FindOrName(model, group.name, text);
   if (function == nullptr) {

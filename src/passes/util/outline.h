@@ -36,6 +36,10 @@ struct FusionGroup {
   std::vector<Node*> nodes;  // the members, any order
   std::string kind;          // "elementwise", "contraction_epilogue", "layernorm", ... (report only)
   std::string name;          // function name stem, e.g. "FusedConvAddRelu"
+  // Scalar constants go into the body as Constant nodes (compiled into the kernel). A quantized
+  // unit passes its scales and zero points as arguments instead: every tensor of a quantized
+  // model has its own, so copied in they would give each unit a function of its own.
+  bool copy_scalar_constants = true;
 };
 
 // A scalar constant (that callers cannot override) the outliner copies into a body as a

@@ -147,6 +147,6 @@ graph main (float[2,3] %a, float[3,4] %b, float[4] %c, float[1,2,4,4] %img, floa
   CHECK(Known(flops("pool")) == 8 * 4);  // the 2x2 window per output element
   CHECK(Known(flops("einsum")) == 2 * 2 * 3 * 4);
   CHECK(Known(flops("transpose")) == 0);
-  CHECK(Known(flops("dq")) == 8);
+  CHECK(Known(flops("dq")) == 8);  // a shift and a scale per element
   CHECK(Why(flops("foo")) == "no FLOP formula for com.example::Foo");
 }

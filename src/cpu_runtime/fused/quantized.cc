@@ -1,0 +1,172 @@
+// A quantized contraction unit (patterns/quantized/contraction.h) — DQ → Conv/MatMul/Gemm →
+// bias → activations and round trips → Q — as one integer kernel: oneDNN's int8 primitive
+// with the scales, the bias, the steps and the requantization as post-ops
+// (quantized/integer_contraction.h). The weights are the body's constant argument, packed once.
+#include <cmath>
+
+#include "cpu_runtime/contraction/epilogue.h"
+#include "cpu_runtime/contraction/window.h"
+#include "cpu_runtime/fused/body.h"
+#include "cpu_runtime/quantized/integer_contraction.h"
+#include "cpu_runtime/quantized/quantize_expr.h"
+#include "ir/constant_value.h"
+#include "patterns/matcher_support.h"
+#include "patterns/quantized/contraction.h"
+
+namespace fusionopt::cpu {
+namespace {
+
+using quantized::EpilogueStep;
+using quantized::Quantization;
+using quantized::QuantizedContraction;
+
+// The constants an outlined body reads: Constant nodes, and formals whose argument is constant.
+quantized::ConstantOf BodyConstants(const FusedBodyInfo& info) {
+  return [&info](const Value* value) -> TensorPtr {
+    std::optional<CompositeOperand> operand = composite::BodyOperandOf(info.body, value);
+    if (!operand) return nullptr;
+    if (operand->constant != nullptr) return operand->constant;
+    return operand->input >= 0 ? info.constant_inputs[static_cast<size_t>(operand->input)] : nullptr;
+  };
+}
+
+// A round trip Q → DQ inside the epilogue as post-ops: to the quantized grid and back,
+// rounded half to even and saturated as the QuantizeLinear would.
+void AppendRoundTrip(const Quantization& quantization, std::vector<PostOp>& post_ops) {
+  const float scale = quantization.Scales()[0];
+  const auto zero = static_cast<float>(quantization.ZeroPoints()[0]);
+  const QuantRange range = *IntegerRange(quantization.type);
+  post_ops.push_back({PostOp::Kind::kEltwise, dnnl::algorithm::eltwise_linear, 1.0f / scale, zero});
+  post_ops.push_back({PostOp::Kind::kEltwise, dnnl::algorithm::eltwise_round});
+  post_ops.push_back({PostOp::Kind::kEltwise, dnnl::algorithm::eltwise_clip, static_cast<float>(range.lo),
+                      static_cast<float>(range.hi)});
+  post_ops.push_back({PostOp::Kind::kEltwise, dnnl::algorithm::eltwise_linear, scale, -zero * scale});
+}
+
+// The bias as floats per output channel: a float constant, or an integer one dequantized.
+std::optional<std::vector<float>> BiasValues(const QuantizedContraction& unit, const quantized::ConstantOf& constant_of) {
+  if (unit.bias == nullptr) return std::vector<float>{};
+  std::vector<double> values;
+  if (unit.bias_dequantize != nullptr) {
+    const TensorPtr integers = constant_of(unit.bias_dequantize->input(0));
+    Decided<Quantization> quantization = quantized::ConstantQuantization(*unit.bias_dequantize, 1, constant_of);
+    const std::optional<std::vector<int64_t>> ints = integers != nullptr ? integers->AsInt64s() : std::nullopt;
+    if (!quantization || !ints) return std::nullopt;
+    const std::vector<float> scales = quantization->Scales();
+    const std::vector<int32_t> zeros = quantization->ZeroPoints();
+    for (size_t i = 0; i < ints->size(); ++i) {
+      const size_t c = scales.size() == 1 ? 0 : i;
+      values.push_back(static_cast<double>((*ints)[i] - zeros[zeros.size() == 1 ? 0 : i]) * scales[c]);
+    }
+  } else {
+    const TensorPtr floats = constant_of(unit.bias);
+    const std::optional<std::vector<double>> read = floats != nullptr ? floats->AsDoubles() : std::nullopt;
+    if (!read) return std::nullopt;
+    values = *read;
+  }
+  return std::vector<float>(values.begin(), values.end());
+}
+
+class FusedQuantizedKernel final : public FusedBodyKernel {
+ public:
+  FusedQuantizedKernel(int input, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
+                       std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
+      : input_(input), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
+        weights_(RtTensor::WrapConstant(weights)) {}
+
+  Result<int> Compute(KernelContext& context) override {
+    const RtTensor& x = *context.input(static_cast<size_t>(input_));
+    if (x.dtype() != DataType::kUint8 && x.dtype() != DataType::kInt8) return 0;
+    if (conv_) {
+      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(x, weights_, parameters_, context));
+    } else {
+      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(x, weights_, parameters_, context));
+    }
+    return 1;
+  }
+
+ private:
+  int input_;
+  IntegerParameters parameters_;
+  std::unique_ptr<IntegerConv> conv_;
+  std::unique_ptr<IntegerMatMul> matmul_;
+  RtTensor weights_;
+};
+
+// The epilogue's post-ops and output type; nullopt where a step has no post-op here.
+std::optional<IntegerEpilogue> EpilogueOf(const QuantizedContraction& unit, const quantized::ConstantOf& constant_of,
+                                          int64_t opset) {
+  IntegerEpilogue epilogue;
+  epilogue.output = IntegerEpilogue::Output::kQuantized;
+  for (const EpilogueStep& step : unit.steps) {
+    if (step.kind == EpilogueStep::Kind::kRoundTrip) {
+      Decided<Quantization> quantization = quantized::ConstantQuantization(*step.node, 0, constant_of);
+      if (!quantization || !IntegerRange(quantization->type)) return std::nullopt;
+      AppendRoundTrip(*quantization, epilogue.activation);
+      continue;
+    }
+    std::optional<std::vector<PostOp>> post_ops = ActivationPostOps(*step.node, opset);
+    if (!post_ops) return std::nullopt;
+    epilogue.activation.insert(epilogue.activation.end(), post_ops->begin(), post_ops->end());
+  }
+  return epilogue;
+}
+
+}  // namespace
+
+std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info) {
+  const Graph& body = info.body;
+  if (info.call.outputs().size() != 1 || body.outputs().size() != 1) return nullptr;
+  const Node* contraction = nullptr;
+  for (const auto& node : body.nodes()) {
+    const std::string& op = node->op_type();
+    if (IsDefaultDomain(*node) && (op == "Conv" || op == "MatMul" || op == "Gemm")) {
+      if (contraction != nullptr) return nullptr;
+      contraction = node.get();
+    }
+  }
+  if (contraction == nullptr) return nullptr;
+  const quantized::ConstantOf constant_of = BodyConstants(info);
+  Decided<QuantizedContraction> unit = quantized::MatchQuantizedContraction(*contraction, constant_of);
+  if (!unit || unit->output->output(0) != body.outputs()[0]) return nullptr;
+  std::vector<Node*> members;
+  for (const Node* member : unit->Nodes()) members.push_back(const_cast<Node*>(member));
+  if (!composite::BodyIsExactly(body, members)) return nullptr;
+  const int input = composite::BodyInputIndex(body, unit->input->input(0));
+  if (input < 0) return nullptr;
+
+  const int64_t opset = info.context.OpsetFor("");
+  Decided<Quantization> x = quantized::ConstantQuantization(*unit->input, 0, constant_of);
+  const TensorPtr weights = constant_of(unit->weights->input(0));
+  Decided<Quantization> w = quantized::ConstantQuantization(*unit->weights, weights->dims().size(), constant_of);
+  Decided<Quantization> y = quantized::ConstantQuantization(*unit->output, 0, constant_of);
+  std::optional<std::vector<float>> bias = BiasValues(*unit, constant_of);
+  std::optional<IntegerEpilogue> epilogue = EpilogueOf(*unit, constant_of, opset);
+  if (!x || !w || !y || !bias || !epilogue) return nullptr;
+  epilogue->quantized_type = y->type;
+
+  IntegerParameters parameters;
+  parameters.a_zero = x->ZeroPoints();
+  parameters.b_zero = w->ZeroPoints();
+  float alpha = 1.0f;
+  if (contraction->op_type() == "Gemm") alpha = contraction->GetFloat("alpha", 1.0f);
+  parameters.scale = ScaleProduct({x->Scales()[0] * alpha}, w->Scales());
+  parameters.bias = *bias;
+  parameters.y_scale = y->Scales()[0];
+  parameters.y_zero = y->ZeroPoints()[0];
+
+  std::unique_ptr<IntegerConv> conv;
+  std::unique_ptr<IntegerMatMul> matmul;
+  if (contraction->op_type() == "Conv") {
+    Result<WindowAttributes> attributes = ReadWindowAttributes(KernelInfo{*contraction, opset, {}});
+    if (!attributes.ok()) return nullptr;
+    conv = std::make_unique<IntegerConv>(*epilogue, *attributes, contraction->GetInt("group", 1), weights);
+  } else {
+    const bool trans_b = contraction->op_type() == "Gemm" && contraction->GetInt("transB", 0) != 0;
+    matmul = std::make_unique<IntegerMatMul>(*epilogue, weights, false, trans_b);
+  }
+  return std::make_unique<FusedQuantizedKernel>(input, std::move(parameters), std::move(conv), std::move(matmul),
+                                                weights);
+}
+
+}  // namespace fusionopt::cpu

@@ -1,0 +1,199 @@
+// fuse-quantized-contractions: QDQ units around Conv, MatMul and Gemm become one node that the
+// CPU runtime runs as one integer kernel, within a quantization step of the ops run one by one;
+// and every reason a unit is refused.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "cpu_fused_test_helpers.h"
+#include "pass_harness.h"
+
+using namespace fusionopt;
+using namespace fusionopt::pass_test;
+
+namespace {
+
+constexpr const char* kPass = "fuse-quantized-contractions";
+
+// uint8 activations [1,2,3,3] (zero point 128), a 3x2 1x1 convolution with per-channel int8
+// weights and an int32 bias, then `tail` from %c (writing %y, quantized).
+std::string ConvModel(const std::string& tail, const std::string& weight_axis = "0",
+                      const std::string& extra_inits = "") {
+  return R"(
+ir_version 10
+opset "" 21
+graph main (uint8[1,2,3,3] %xq) -> (uint8[1,3,3,3] %y)
+  init float[] %xs = [0.05]
+  init uint8[] %xz = [128]
+  init int8[3,2,1,1] %wq = [12, -100, 127, 45, -128, 3]
+  init float[3] %ws = [0.01, 0.02, 0.005]
+  init int8[3] %wz = [0, 0, 0]
+  init int32[3] %bq = [1000, -2000, 30]
+  init float[3] %bs = [0.0005, 0.001, 0.00025]
+  init int32[3] %bz = [0, 0, 0]
+  init float[] %ys = [0.1]
+  init uint8[] %yz = [20]
+)" + extra_inits + R"({
+  %x = DequantizeLinear(%xq, %xs, %xz) @dq_x
+  %w = DequantizeLinear(%wq, %ws, %wz) {axis: )" + weight_axis + R"(} @dq_w
+  %b = DequantizeLinear(%bq, %bs, %bz) {axis: 0} @dq_b
+  %c = Conv(%x, %w, %b) {kernel_shape: [1, 1]} @conv
+)" + tail + R"(
+})";
+}
+
+cpu::RtTensor Bytes(std::vector<int64_t> dims, uint32_t seed) {
+  cpu::RtTensor tensor = cpu::RtTensor::Allocate(DataType::kUint8, std::move(dims));
+  for (int64_t i = 0; i < tensor.NumElements(); ++i) tensor.data<uint8_t>()[i] = static_cast<uint8_t>((i * 97 + seed) % 256);
+  return tensor;
+}
+
+// The rewritten model's fused node runs as one integer kernel and agrees with its body run op by
+// op within one step of the output's quantization.
+void ExpectOneKernelWithinAStep(const Model& model, const std::string& input, const std::vector<int64_t>& dims) {
+  const std::vector<cpu::NamedTensor> feeds = {{input, Bytes(dims, 7)}};
+  fused_test::Outcome fused = fused_test::Run(model, feeds, true);
+  fused_test::Outcome op_by_op = fused_test::Run(model, feeds, false);
+  CHECK(fused.stats.kernels_launched == 1);
+  CHECK(op_by_op.stats.kernels_launched > 1);
+  const cpu::RtTensor& a = fused.outputs[0].tensor;
+  const cpu::RtTensor& b = op_by_op.outputs[0].tensor;
+  REQUIRE(a.dims() == b.dims());
+  int differing = 0;
+  for (int64_t i = 0; i < a.NumElements(); ++i) {
+    const int difference = std::abs(int(a.data<uint8_t>()[i]) - int(b.data<uint8_t>()[i]));
+    CHECK(difference <= 1);
+    differing += difference != 0;
+  }
+  CHECK(differing * 10 <= a.NumElements());
+}
+
+}  // namespace
+
+TEST_CASE("fuse-quantized-contractions: DQ + Conv + int32 bias + Relu + Q is one integer kernel", "[passes][quantized]") {
+  const std::string text = ConvModel(R"(
+  %r = Relu(%c) @relu
+  %y = QuantizeLinear(%r, %ys, %yz) @q)");
+  Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
+  REQUIRE(rewritten.run.fusions.size() == 1);
+  CHECK(rewritten.run.fusions[0].kind == "quantized_contraction");
+  ExpectOneKernelWithinAStep(*rewritten.model, "xq", {1, 2, 3, 3});
+  // Scales and zero points are arguments, so units that differ only in them share a function.
+  CHECK(rewritten.model->functions.size() == 1);
+  CHECK(rewritten.model->graph->nodes().front()->inputs().size() > 3);
+}
+
+TEST_CASE("fuse-quantized-contractions: a round trip Q → DQ and an activation inside the unit", "[passes][quantized]") {
+  const std::string text = ConvModel(R"(
+  %mq = QuantizeLinear(%c, %ms, %mz) @q_mid
+  %m = DequantizeLinear(%mq, %ms, %mz) @dq_mid
+  %s = Sigmoid(%m) @sigmoid
+  %y = QuantizeLinear(%s, %ys, %yz) @q)",
+                                     "0", "  init float[] %ms = [0.07]\n  init uint8[] %mz = [100]\n");
+  Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvSigmoid"}, {.numbers = Inlined()});
+  ExpectOneKernelWithinAStep(*rewritten.model, "xq", {1, 2, 3, 3});
+}
+
+TEST_CASE("fuse-quantized-contractions: MatMul with its bias Add, and Gemm with transB", "[passes][quantized]") {
+  const std::string common = R"(
+ir_version 10
+opset "" 21
+graph main (uint8[4,3] %aq) -> (int8[4,2] %y)
+  init float[] %as = [0.02]
+  init uint8[] %az = [100]
+  init float[] %ws = [0.03]
+  init int8[] %wz = [0]
+  init float[2] %bias = [0.5, -1.5]
+  init float[] %ys = [0.05]
+  init int8[] %yz = [-3]
+)";
+  Rewritten matmul = ExpectRewriteOps(common + R"(  init int8[3,2] %wq = [10, -20, 30, 127, -128, 5]
+{
+  %a = DequantizeLinear(%aq, %as, %az) @dq_a
+  %w = DequantizeLinear(%wq, %ws, %wz) @dq_w
+  %p = MatMul(%a, %w) @matmul
+  %h = Add(%p, %bias) @bias
+  %y = QuantizeLinear(%h, %ys, %yz) @q
+})",
+                                      kPass, {"ai.fusionopt::FusedQMatMulAdd"}, {.numbers = Inlined()});
+  const std::vector<cpu::NamedTensor> feeds = {{"aq", Bytes({4, 3}, 3)}};
+  CHECK(fused_test::Run(*matmul.model, feeds, true).stats.kernels_launched == 1);
+  Rewritten gemm = ExpectRewriteOps(common + R"(  init int8[2,3] %wq = [10, 30, -128, -20, 127, 5]
+{
+  %a = DequantizeLinear(%aq, %as, %az) @dq_a
+  %w = DequantizeLinear(%wq, %ws, %wz) @dq_w
+  %h = Gemm(%a, %w, %bias) {transB: 1} @gemm
+  %y = QuantizeLinear(%h, %ys, %yz) @q
+})",
+                                    kPass, {"ai.fusionopt::FusedQGemm"}, {.numbers = Inlined()});
+  // The same weights transposed: the same numbers.
+  const auto a = fused_test::Run(*matmul.model, feeds, true).outputs;
+  const auto b = fused_test::Run(*gemm.model, feeds, true).outputs;
+  fused_test::RequireIdentical(a, b);
+}
+
+TEST_CASE("fuse-quantized-contractions: a dequantized input read by two convolutions", "[passes][quantized]") {
+  const std::string text = ConvModel(R"(
+  %y1 = QuantizeLinear(%c, %ys, %yz) @q1
+  %w2 = DequantizeLinear(%w2q, %w2s) @dq_w2
+  %c2 = Conv(%x, %w2) {kernel_shape: [1, 1]} @conv2
+  %y2 = QuantizeLinear(%c2, %ys, %yz) @q2
+  %y = Add(%y1, %y2) @sum)",
+                                     "0", R"(  init int8[3,2,1,1] %w2q = [1, 2, 3, 4, 5, 6]
+  init float[] %w2s = [0.01]
+)");
+  // The second convolution reads the shared %x through its own copy of the dequantization.
+  Rewritten rewritten = Rewrite(text, kPass);
+  // (The second has no bias: a body, and a function, of its own.)
+  CHECK(OpTypes(*rewritten.model->graph) ==
+        std::vector<std::string>{"ai.fusionopt::FusedQConv", "ai.fusionopt::FusedQConv_1", "Add"});
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, Inlined());
+}
+
+TEST_CASE("fuse-quantized-contractions: refusals name the reason", "[passes][quantized]") {
+  // Weights computed at run time.
+  ExpectUnchanged(R"(
+ir_version 10
+opset "" 21
+graph main (uint8[1,2,3,3] %xq, int8[3,2,1,1] %wq) -> (uint8[1,3,3,3] %y)
+  init float[] %s = [0.05]
+  init uint8[] %z = [128]
+  init int8[] %wz = [0]
+{
+  %x = DequantizeLinear(%xq, %s, %z)
+  %w = DequantizeLinear(%wq, %s, %wz)
+  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
+  %y = QuantizeLinear(%c, %s, %z)
+})",
+                  kPass, "quantized contraction: the weights are not a constant");
+  // Weights quantized along the input channels.
+  ExpectUnchanged(ConvModel("  %y = QuantizeLinear(%c, %ys, %yz) @q", "1"), kPass,
+                  "quantized contraction: the weights are quantized along an axis other than the output channels");
+  // The product is read beside its QuantizeLinear.
+  std::string shared = ConvModel(R"(
+  %q = QuantizeLinear(%c, %ys, %yz) @q
+  %y = Add(%q, %q) @twice
+  %float = Relu(%c) @float_reader)");
+  ExpectUnchanged(shared, kPass, "quantized contraction: the product has other readers before its QuantizeLinear");
+  // An op between the product and the QuantizeLinear that no kernel takes as a post-op.
+  ExpectUnchanged(ConvModel(R"(
+  %e = Exp(%c) @exp
+  %y = QuantizeLinear(%e, %ys, %yz) @q)"),
+                  kPass, "quantized contraction: the product reaches Exp before a QuantizeLinear");
+  // The output scale a feed may replace.
+  ExpectUnchanged(R"(
+ir_version 10
+opset "" 21
+graph main (uint8[1,2,3,3] %xq, float[] %ys) -> (uint8[1,3,3,3] %y)
+  init float[] %s = [0.05]
+  init uint8[] %z = [128]
+  init int8[3,2,1,1] %wq = [12, -100, 127, 45, -128, 3]
+  init int8[] %wz = [0]
+{
+  %x = DequantizeLinear(%xq, %s, %z)
+  %w = DequantizeLinear(%wq, %s, %wz)
+  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
+  %y = QuantizeLinear(%c, %ys, %z)
+})",
+                  kPass, "quantized contraction: the output's quantization: the scale is not a constant");
+}
