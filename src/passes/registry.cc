@@ -14,6 +14,7 @@
 #include "passes/layout/commute_transposes.h"
 #include "passes/cleanup/eliminate_common_subexpressions.h"
 #include "passes/cleanup/eliminate_dead_code.h"
+#include "passes/cleanup/drop_qdq_around_data_movement.h"
 #include "passes/cleanup/eliminate_no_ops.h"
 #include "passes/fold/fold_batchnorm.h"
 #include "passes/fold/fold_constants.h"
@@ -64,6 +65,9 @@ const std::vector<std::string>& LevelOne() {
       // and before the weight folds, whose Conv → BN patterns an Identity or Dropout between
       // them would hide. merge-reshapes next: a removed no-op can join two layout ops.
       "eliminate-no-ops",
+      // A quantized model's data movement (MaxPool, Reshape, Concat, Resize) runs on its
+      // quantized values, before the layout passes below meet it between a DQ and a Q.
+      "drop-qdq-around-data-movement",
       // Indexing by a constant list of consecutive indices (Falcon's fused_qkv[..., [-2], :]) is a
       // Slice, and Slices of a Transpose slice its input, so that the pieces meet below.
       "gathers-to-slices",
@@ -163,6 +167,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<EliminateDeadCode>(1),
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
+      Describe<DropQdqAroundDataMovement>(1),
       Describe<GathersToSlices>(1),
       Describe<SlicesToSplit>(1),
       Describe<SinkViews>(1),

@@ -378,7 +378,11 @@ dnnl::post_ops BuildPostOps(const std::vector<PostOp>& post_ops, const std::vect
     }
     const AddendLayout& layout = addends.at(addend++);
     if (layout.summed) {
-      built.append_sum(1.0f);
+      if (layout.sum_zero != 0 || layout.sum_type != dnnl::memory::data_type::undef) {
+        built.append_sum(layout.sum_scale, layout.sum_zero, layout.sum_type);
+      } else {
+        built.append_sum(layout.sum_scale);
+      }
     } else {
       built.append_binary(algorithm::binary_add, layout.desc);
     }

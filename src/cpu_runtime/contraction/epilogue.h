@@ -80,6 +80,11 @@ Result<std::unique_ptr<Kernel>> CreateContractionWithPostOps(const KernelInfo& i
 struct AddendLayout {
   bool summed = false;
   dnnl::memory::desc desc;  // binary: the addend's dims as oneDNN broadcasts them
+  // summed: oneDNN adds sum_scale · (residual - sum_zero), the residual read as sum_type (an
+  // integer kernel's quantized residual; undef: the dst's own type).
+  float sum_scale = 1.0f;
+  int32_t sum_zero = 0;
+  dnnl::memory::data_type sum_type = dnnl::memory::data_type::undef;
 };
 
 // The layout of an addend of `addend_dims` added to an output of `output_dims` that oneDNN

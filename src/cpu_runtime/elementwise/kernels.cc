@@ -9,6 +9,7 @@
 #include "cpu_runtime/onednn/conv_layout_views.h"
 #include "cpu_runtime/elementwise/expr.h"
 #include "cpu_runtime/engine/kernels.h"
+#include "cpu_runtime/quantized/quantize_expr.h"
 #include "ir/legacy_opsets.h"
 
 namespace fusionopt::cpu {
@@ -132,6 +133,7 @@ Result<ExprBuilder> ExprFor(const KernelInfo& info) {
     return CastExpr(static_cast<DataType>(to));
   }
   if (op == "CastLike") return ExprBuilder();  // built per target dtype in Compute
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") return LinearQuantizationExpr(info);
   return info.Error("not an elementwise op");
 }
 
@@ -229,6 +231,7 @@ OperandCount OperandCountOf(const std::string& op, int64_t opset) {
   if (op == "Where") return {3, 3, 3};
   if (kVariadic.count(op)) return {1, kUnbounded, kUnbounded};
   if (op == "Clip" && opset >= 11) return {1, 3, 1};  // min and max became optional inputs
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") return {2, 3, 2};  // the zero point may be omitted
   return {};
 }
 

@@ -69,24 +69,28 @@ std::optional<std::vector<float>> BiasValues(const QuantizedContraction& unit, c
 
 class FusedQuantizedKernel final : public FusedBodyKernel {
  public:
-  FusedQuantizedKernel(int input, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
+  FusedQuantizedKernel(int input, int residual, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
                        std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
-      : input_(input), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
-        weights_(RtTensor::WrapConstant(weights)) {}
+      : input_(input), residual_(residual), parameters_(std::move(parameters)), conv_(std::move(conv)),
+        matmul_(std::move(matmul)), weights_(RtTensor::WrapConstant(weights)) {}
 
   Result<int> Compute(KernelContext& context) override {
     const RtTensor& x = *context.input(static_cast<size_t>(input_));
     if (x.dtype() != DataType::kUint8 && x.dtype() != DataType::kInt8) return 0;
+    const RtTensor* residual = residual_ >= 0 ? context.input(static_cast<size_t>(residual_)) : nullptr;
+    // (A residual whose dims are not the output's is an error of the body the kernel reports:
+    // the pass fuses a residual only where inference proved the shapes equal.)
     if (conv_) {
-      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(x, weights_, parameters_, context));
+      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(x, weights_, parameters_, context, 0, residual));
     } else {
-      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(x, weights_, parameters_, context));
+      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(x, weights_, parameters_, context, 0, residual));
     }
     return 1;
   }
 
  private:
   int input_;
+  int residual_;  // the body input of the quantized residual, or -1
   IntegerParameters parameters_;
   std::unique_ptr<IntegerConv> conv_;
   std::unique_ptr<IntegerMatMul> matmul_;
@@ -99,6 +103,15 @@ std::optional<IntegerEpilogue> EpilogueOf(const QuantizedContraction& unit, cons
   IntegerEpilogue epilogue;
   epilogue.output = IntegerEpilogue::Output::kQuantized;
   for (const EpilogueStep& step : unit.steps) {
+    if (step.kind == EpilogueStep::Kind::kResidual) {
+      Decided<Quantization> residual = quantized::ConstantQuantization(*step.dequantize, 0, constant_of);
+      if (!residual) return std::nullopt;
+      epilogue.residual_scale = residual->Scales()[0];
+      epilogue.residual_zero = residual->ZeroPoints()[0];
+      epilogue.residual_type = residual->type;
+      epilogue.activation.push_back({PostOp::Kind::kAdd});
+      continue;
+    }
     if (step.kind == EpilogueStep::Kind::kRoundTrip) {
       Decided<Quantization> quantization = quantized::ConstantQuantization(*step.node, 0, constant_of);
       if (!quantization || !IntegerRange(quantization->type)) return std::nullopt;
@@ -134,6 +147,11 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
   if (!composite::BodyIsExactly(body, members)) return nullptr;
   const int input = composite::BodyInputIndex(body, unit->input->input(0));
   if (input < 0) return nullptr;
+  int residual = -1;
+  if (const EpilogueStep* step = unit->residual()) {
+    residual = composite::BodyInputIndex(body, step->dequantize->input(0));
+    if (residual < 0) return nullptr;
+  }
 
   const int64_t opset = info.context.OpsetFor("");
   Decided<Quantization> x = quantized::ConstantQuantization(*unit->input, 0, constant_of);
@@ -165,8 +183,8 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
     const bool trans_b = contraction->op_type() == "Gemm" && contraction->GetInt("transB", 0) != 0;
     matmul = std::make_unique<IntegerMatMul>(*epilogue, weights, false, trans_b);
   }
-  return std::make_unique<FusedQuantizedKernel>(input, std::move(parameters), std::move(conv), std::move(matmul),
-                                                weights);
+  return std::make_unique<FusedQuantizedKernel>(input, residual, std::move(parameters), std::move(conv),
+                                                std::move(matmul), weights);
 }
 
 }  // namespace fusionopt::cpu

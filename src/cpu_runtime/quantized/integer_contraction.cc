@@ -135,8 +135,15 @@ std::optional<std::vector<PostOp>> EltwiseSteps(const IntegerEpilogue& epilogue,
   return steps;
 }
 
-size_t OwnBinaryPostOps(const IntegerParameters& parameters) {
-  return (parameters.runtime_scale ? 1 : 0) + (!parameters.bias.empty() || !parameters.int_bias.empty() ? 1 : 0);
+// The residual's summed layout, for the epilogue's kAdd step (at most one).
+std::vector<AddendLayout> ResidualLayouts(const IntegerEpilogue& epilogue) {
+  if (epilogue.residual_type == DataType::kUndefined) return {};
+  AddendLayout layout;
+  layout.summed = true;
+  layout.sum_scale = epilogue.residual_scale;
+  layout.sum_zero = epilogue.residual_zero;
+  layout.sum_type = Int8Type(epilogue.residual_type);
+  return {layout};
 }
 
 dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
@@ -153,7 +160,7 @@ dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerPa
   }
   std::optional<std::vector<PostOp>> steps = EltwiseSteps(epilogue, parameters);
   FUSIONOPT_CHECK(steps.has_value(), "the kernel checked the steps have post-ops");
-  attributes.set_post_ops(BuildPostOps(*steps, {}, layout.dst_dims.size(), own));
+  attributes.set_post_ops(BuildPostOps(*steps, ResidualLayouts(epilogue), layout.dst_dims.size(), own));
   return attributes;
 }
 
@@ -195,7 +202,10 @@ std::unordered_map<int, memory> RunArguments::Bind(const IntegerEpilogue& epilog
   }
   if (!bias.empty()) bound[DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op++) | DNNL_ARG_SRC_1] = onednn::Wrap(BiasDesc(layout), bias.data());
   if (std::optional<std::vector<PostOp>> steps = EltwiseSteps(epilogue, parameters)) {
-    BindAddends(*steps, {}, layout.dst_dims.size(), bound, static_cast<size_t>(post_op));
+    PostOpAddends summed;  // the residual is in dst already: nothing to bind for it
+    summed.layouts = ResidualLayouts(epilogue);
+    summed.values.resize(summed.layouts.size());
+    BindAddends(*steps, summed, layout.dst_dims.size(), bound, static_cast<size_t>(post_op));
   }
   return bound;
 }
@@ -231,7 +241,7 @@ RtTensor CenteredFloat32(const RtTensor& values, const std::vector<int32_t>& zer
 }
 
 Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                       size_t channel_axis, RtTensor& y) {
+                       size_t channel_axis, RtTensor& y, const RtTensor* residual) {
   const std::vector<int64_t>& dims = acc.dims();
   const int64_t channels = dims[channel_axis];
   const int64_t inner = Product({dims.begin() + static_cast<std::ptrdiff_t>(channel_axis) + 1, dims.end()});
@@ -252,9 +262,22 @@ Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, con
     result[i] = scaled_value * parameters.runtime_scale.value_or(1.0f) + (bias.empty() ? 0.0f : bias[c]);
   }
   if (!epilogue.activation.empty()) {
-    std::optional<ew::Program> activation = PostOpsAsProgram(epilogue.activation, {});
+    const std::vector<AddendLayout> summed = ResidualLayouts(epilogue);
+    std::optional<ew::Program> activation = PostOpsAsProgram(epilogue.activation, summed);
     if (!activation) return Unsupported("the activation has no form the engine computes");
-    FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*activation, {&scaled}, {&scaled}));
+    if (summed.empty()) {
+      FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*activation, {&scaled}, {&scaled}));
+    } else {
+      // The residual dequantized: scale · (r - zero).
+      FUSIONOPT_CHECK(residual != nullptr && residual->NumElements() == count, "the residual of the output's shape");
+      RtTensor real = RtTensor::Allocate(DataType::kFloat, dims);
+      const bool is_signed = residual->dtype() == DataType::kInt8;
+      for (int64_t i = 0; i < count; ++i) {
+        const float r = is_signed ? residual->data<int8_t>()[i] : residual->data<uint8_t>()[i];
+        real.data<float>()[i] = epilogue.residual_scale * (r - static_cast<float>(epilogue.residual_zero));
+      }
+      FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*activation, {&scaled, &real}, {&scaled}));
+    }
   }
   if (epilogue.output == IntegerEpilogue::Output::kFloat) {
     ConvertFromFloat32(scaled, y);

@@ -39,8 +39,12 @@ struct IntegerEpilogue {
   DataType float_type = DataType::kFloat;       // kFloat: float, or float16 (computed in float)
   DataType quantized_type = DataType::kUint8;   // kQuantized: uint8 or int8
   // Float-domain steps between the bias and the requantization (a fused unit's activation):
-  // eltwise post-ops only.
+  // eltwise post-ops, and at most one kAdd, where a quantized residual of the output's shape is
+  // added as residual_scale · (r - residual_zero).
   std::vector<PostOp> activation;
+  float residual_scale = 1.0f;
+  int32_t residual_zero = 0;
+  DataType residual_type = DataType::kUndefined;
 };
 
 // One run's quantization parameters, read from the node's inputs.
@@ -74,9 +78,10 @@ class IntegerMatMul {
   IntegerMatMul(IntegerEpilogue epilogue, TensorPtr constant_b, bool trans_a = false, bool trans_b = false);
   ~IntegerMatMul();
 
-  // y's dtype follows the epilogue; its dims are MatMul's (or Gemm's) output.
+  // y's dtype follows the epilogue; its dims are MatMul's (or Gemm's) output. `residual`: the
+  // epilogue's quantized residual, of the output's dims.
   Status Run(const RtTensor& a, const RtTensor& b, const IntegerParameters& parameters, KernelContext& context,
-             size_t output = 0);
+             size_t output = 0, const RtTensor* residual = nullptr);
 
  private:
   struct State;
@@ -90,7 +95,7 @@ class IntegerConv {
   ~IntegerConv();
 
   Status Run(const RtTensor& x, const RtTensor& w, const IntegerParameters& parameters, KernelContext& context,
-             size_t output = 0);
+             size_t output = 0, const RtTensor* residual = nullptr);
 
  private:
   struct State;

@@ -1,6 +1,7 @@
 // IntegerConv (quantized/integer_contraction.h): oneDNN's int8 convolution — the layouts its
 // direct kernels run on, constant weights packed once — or float32 values on hosts without
 // VNNI and for weight zero points oneDNN's int8 convolution does not take.
+#include <cstring>
 #include <mutex>
 
 #include "cpu_runtime/contraction/common.h"
@@ -80,20 +81,26 @@ struct IntegerConv::State {
     return cache.Insert(std::move(key), std::move(plan));
   }
 
+  // `residual`: what the sum post-op adds, put in dst first (in the layout dst has).
   void Execute(Plan& plan, const void* x, const memory& weights, std::unordered_map<int, memory> arguments,
-               Allocator& allocator, void* y) {
+               Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     RtTensor src_scratch = Scratch(allocator, plan.src.scratch_bytes());
     RtTensor dst_scratch = Scratch(allocator, plan.dst.scratch_bytes());
     arguments[DNNL_ARG_SRC] = plan.src.Input(x, src_scratch.raw());
     arguments[DNNL_ARG_WEIGHTS] = weights;
-    arguments[DNNL_ARG_DST] = plan.dst.Output(y, dst_scratch.raw());
+    if (residual != nullptr && plan.dst.reorders()) {
+      arguments[DNNL_ARG_DST] = plan.dst.Input(residual->raw(), dst_scratch.raw());
+    } else {
+      if (residual != nullptr) std::memcpy(y.raw(), residual->raw(), y.nbytes());
+      arguments[DNNL_ARG_DST] = plan.dst.Output(y.raw(), dst_scratch.raw());
+    }
     plan.primitive.execute(onednn::Stream(), arguments);
-    plan.dst.WriteBack(y, dst_scratch.raw());
+    plan.dst.WriteBack(y.raw(), dst_scratch.raw());
     onednn::Stream().wait();
   }
 
   Status RunOneDnn(const RtTensor& x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
-                   Allocator& allocator, RtTensor& y) {
+                   Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     std::lock_guard<std::mutex> lock(mutex);
     Plan& plan = PlanFor(x, shape, parameters, false);
     memory weights;
@@ -106,14 +113,15 @@ struct IntegerConv::State {
     }
     const int32_t shift = WeightsShift(w);
     RunArguments run = ArgumentsFor(epilogue, parameters, shape.out_channels, shift);
-    Execute(plan, x.raw(), weights, run.Bind(epilogue, parameters, plan.layout, plan.src_zero, false), allocator, y.raw());
+    Execute(plan, x.raw(), weights, run.Bind(epilogue, parameters, plan.layout, plan.src_zero, false), allocator, y,
+            residual);
     return Status::Ok();
   }
 
   // x and w less their zero points as float32 (exact), convolved by oneDNN's float kernel
   // (exact while |acc| < 2^24), then the epilogue on the host.
   Status RunFloat32(const RtTensor& x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
-                    Allocator& allocator, RtTensor& y) {
+                    Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     const RtTensor& w_source = constant_w.defined() ? constant_w : w;
     std::vector<int32_t> w_zero = parameters.b_zero;
     for (int32_t& zero : w_zero) zero -= constant_w.defined() ? constant_shift : 0;
@@ -127,9 +135,9 @@ struct IntegerConv::State {
       const memory weights = plan.weights_user == plan.weights_chosen
                                  ? onednn::Wrap(plan.weights_user, w32.raw())
                                  : onednn::ReorderedCopy(plan.weights_user, w32.raw(), plan.weights_chosen);
-      Execute(plan, x32.raw(), weights, {}, allocator, acc.raw());
+      Execute(plan, x32.raw(), weights, {}, allocator, acc, nullptr);
     }
-    return FinishFromFloat(acc, epilogue, parameters, 1, y);
+    return FinishFromFloat(acc, epilogue, parameters, 1, y, residual);
   }
 
   int32_t WeightsShift(const RtTensor& w) const {
@@ -153,7 +161,7 @@ IntegerConv::IntegerConv(IntegerEpilogue epilogue, WindowAttributes attributes, 
 IntegerConv::~IntegerConv() = default;
 
 Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParameters& parameters,
-                        KernelContext& context, size_t output) {
+                        KernelContext& context, size_t output, const RtTensor* residual) {
   for (const RtTensor* operand : {&x, &w}) {
     if (operand->dtype() != DataType::kUint8 && operand->dtype() != DataType::kInt8) {
       return InvalidModel("integer convolutions take uint8 or int8 operands, not " +
@@ -173,13 +181,18 @@ Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParam
   }
   RtTensor& y = context.Output(output, OutputType(state_->epilogue), shape.output_dims);
   if (y.NumElements() == 0) return Status::Ok();
+  if ((residual != nullptr) != (state_->epilogue.residual_type != DataType::kUndefined) ||
+      (residual != nullptr && (residual->dims() != y.dims() || residual->dtype() != state_->epilogue.residual_type))) {
+    return InvalidModel("the residual must be " + std::string(NameOf(state_->epilogue.residual_type)) + " " +
+                        DimsToString(y.dims()));
+  }
   // oneDNN's int8 convolution takes no weight zero point.
   const bool no_weights_zero = Uniform(parameters.b_zero) && parameters.b_zero.front() == state_->WeightsShift(w);
   const std::string what = "integer Conv " + DimsToString(x.dims()) + " * " + DimsToString(w.dims());
   if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && no_weights_zero) {
-    return onednn::Guarded(what, [&] { return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y); });
+    return onednn::Guarded(what, [&] { return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y, residual); });
   }
-  return onednn::Guarded(what, [&] { return state_->RunFloat32(x, w, shape, parameters, *context.allocator, y); });
+  return onednn::Guarded(what, [&] { return state_->RunFloat32(x, w, shape, parameters, *context.allocator, y, residual); });
 }
 
 }  // namespace fusionopt::cpu

@@ -36,6 +36,9 @@ bool Uniform(const std::vector<int32_t>& values);
 dnnl::primitive_attr Attributes(const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
                                 const ChannelLayout& layout, bool src_zero, bool weights_zero);
 
+// The residual of an epilogue with one, as oneDNN's sum post-op reads it from dst: empty without.
+std::vector<AddendLayout> ResidualLayouts(const IntegerEpilogue& epilogue);
+
 // The epilogue's eltwise steps after the scale and the bias — the activation, then the
 // requantization — with repeated algorithms lowered (contraction/epilogue.h); nullopt when a
 // repeat has no post-op form, and the kernel computes on the float32 path.
@@ -76,6 +79,6 @@ RtTensor CenteredFloat32(const RtTensor& values, const std::vector<int32_t>& zer
 // `y` through the scale, the bias, the activation and the requantization, with the channel
 // at `channel_axis` of `dims`.
 Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
-                       size_t channel_axis, RtTensor& y);
+                       size_t channel_axis, RtTensor& y, const RtTensor* residual = nullptr);
 
 }  // namespace fusionopt::cpu::integer

@@ -111,7 +111,7 @@ struct IntegerMatMul::State {
   }
 
   Status RunOneDnn(const RtTensor& a, const RtTensor& b, const MatMulShape& shape, const IntegerParameters& parameters,
-                   Allocator& allocator, RtTensor& y) {
+                   Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     const DataType b_type = constant_b.defined() ? (constant_shift ? DataType::kUint8 : DataType::kInt8) : b.dtype();
     std::lock_guard<std::mutex> lock(mutex);
     Plan& plan = PlanFor(a, shape, b_type, parameters);
@@ -127,6 +127,8 @@ struct IntegerMatMul::State {
     std::unordered_map<int, memory> arguments = run.Bind(epilogue, parameters, plan.layout, plan.src_zero, plan.weights_zero);
     arguments[DNNL_ARG_SRC] = onednn::Wrap(plan.src, a.raw());
     arguments[DNNL_ARG_WEIGHTS] = weights;
+    // The sum post-op adds what dst holds: the residual, row-major as dst is.
+    if (residual != nullptr) std::memcpy(y.raw(), residual->raw(), y.nbytes());
     arguments[DNNL_ARG_DST] = onednn::Wrap(plan.dst, y.raw());
     plan.primitive.execute(onednn::Stream(), arguments);
     onednn::Stream().wait();
@@ -136,7 +138,7 @@ struct IntegerMatMul::State {
   // Both operands less their zero points as float32 (exact), multiplied by oneDNN's float
   // matmul (exact while |acc| < 2^24), then the epilogue on the host.
   Status RunFloat32(const RtTensor& a, const RtTensor& b, const MatMulShape& shape, const IntegerParameters& parameters,
-                    Allocator& allocator, RtTensor& y) {
+                    Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     if (parameters.a_zero.size() != 1 && parameters.a_zero.size() != static_cast<size_t>(shape.m)) {
       return InvalidModel("a per-row zero point of A needs " + std::to_string(shape.m) + " values");
     }
@@ -170,7 +172,7 @@ struct IntegerMatMul::State {
                                           {DNNL_ARG_WEIGHTS, onednn::Wrap(weights, b32.raw())},
                                           {DNNL_ARG_DST, onednn::Wrap(dst, acc.raw())}});
     onednn::Stream().wait();
-    return FinishFromFloat(acc, epilogue, parameters, shape.output.size() - 1, y);
+    return FinishFromFloat(acc, epilogue, parameters, shape.output.size() - 1, y, residual);
   }
 };
 
@@ -197,7 +199,7 @@ IntegerMatMul::IntegerMatMul(IntegerEpilogue epilogue, TensorPtr constant_b, boo
 IntegerMatMul::~IntegerMatMul() = default;
 
 Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerParameters& parameters,
-                          KernelContext& context, size_t output) {
+                          KernelContext& context, size_t output, const RtTensor* residual) {
   for (const RtTensor* operand : {&a, &b}) {
     if (operand->dtype() != DataType::kUint8 && operand->dtype() != DataType::kInt8) {
       return InvalidModel("integer matrix products take uint8 or int8 operands, not " +
@@ -218,10 +220,15 @@ Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerPar
   }
   RtTensor& y = context.Output(output, OutputType(state_->epilogue), shape.output);
   if (y.NumElements() == 0) return Status::Ok();
+  if ((residual != nullptr) != (state_->epilogue.residual_type != DataType::kUndefined) ||
+      (residual != nullptr && (residual->dims() != y.dims() || residual->dtype() != state_->epilogue.residual_type))) {
+    return InvalidModel("the residual must be " + std::string(NameOf(state_->epilogue.residual_type)) + " " +
+                        DimsToString(y.dims()));
+  }
   if (shape.k == 0) {
     RtTensor zeros = context.allocator->Allocate(DataType::kFloat, shape.output);
     std::memset(zeros.raw(), 0, zeros.nbytes());
-    return FinishFromFloat(zeros, state_->epilogue, parameters, shape.output.size() - 1, y);
+    return FinishFromFloat(zeros, state_->epilogue, parameters, shape.output.size() - 1, y, residual);
   }
   const bool one_zero_point = parameters.a_zero.size() == 1 && Uniform(parameters.b_zero);
   const bool within_onednn = shape.output.size() <= 12;
@@ -229,11 +236,11 @@ Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerPar
     IntegerParameters uniform = parameters;
     uniform.b_zero.resize(1);
     return onednn::Guarded("integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims()), [&] {
-      return state_->RunOneDnn(a, b, shape, uniform, *context.allocator, y);
+      return state_->RunOneDnn(a, b, shape, uniform, *context.allocator, y, residual);
     });
   }
   return onednn::Guarded("integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims()), [&] {
-    return state_->RunFloat32(a, b, shape, parameters, *context.allocator, y);
+    return state_->RunFloat32(a, b, shape, parameters, *context.allocator, y, residual);
   });
 }
 

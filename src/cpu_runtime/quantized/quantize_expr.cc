@@ -75,6 +75,40 @@ ExprBuilder DequantizeExpr(DataType output) {
   };
 }
 
+Result<ExprBuilder> LinearQuantizationExpr(const KernelInfo& info) {
+  const Node& node = info.node;
+  if (node.GetInt("block_size", 0) != 0) return info.Error("blocked quantization runs as its own kernel");
+  const Value* scale = node.input(1);
+  const bool per_tensor = scale != nullptr && scale->shape() &&
+                          [&] {
+                            int64_t count = 1;
+                            for (const Dim& dim : *scale->shape()) {
+                              if (!dim.is_known()) return false;
+                              count *= dim.value;
+                            }
+                            return count == 1;
+                          }();
+  if (!per_tensor) return info.Error("a scale not known to be one value runs as its own kernel");
+  if (node.op_type() == "DequantizeLinear") {
+    const int64_t output_dtype = node.GetInt("output_dtype", 0);
+    return ExprBuilder([output_dtype](ew::ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+      const DataType output = output_dtype != 0 ? static_cast<DataType>(output_dtype) : b.dtype(in[1]);
+      if (!IsFloatingPoint(output)) return InvalidModel("DequantizeLinear gives a float type");
+      return DequantizeExpr(output)(b, in);
+    });
+  }
+  const int64_t output_dtype = node.GetInt("output_dtype", 0);
+  const int64_t precision = node.GetInt("precision", 0);
+  return ExprBuilder([output_dtype, precision](ew::ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
+    DataType target = in[2] >= 0 ? b.dtype(in[2]) : output_dtype != 0 ? static_cast<DataType>(output_dtype)
+                                                                        : DataType::kUint8;
+    const std::optional<QuantRange> range = IntegerRange(target);
+    if (!range || IsPacked(target)) return Unsupported("quantizing to " + std::string(NameOf(target)) + " runs as its own kernel");
+    const DataType divide_in = precision != 0 ? static_cast<DataType>(precision) : b.dtype(in[1]);
+    return QuantizeExpr(target, range, divide_in)(b, in);
+  });
+}
+
 Result<const ew::Program*> ExprPrograms::Get(const std::vector<DataType>& dtypes, const std::vector<int>& registers,
                                              const ExprBuilder& expr, const std::string& label) {
   std::vector<int> key;

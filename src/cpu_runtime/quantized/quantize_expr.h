@@ -14,6 +14,7 @@
 
 #include "cpu_runtime/elementwise/expr.h"
 #include "cpu_runtime/engine/allocator.h"
+#include "cpu_runtime/engine/kernel.h"
 
 namespace fusionopt::cpu {
 
@@ -38,6 +39,12 @@ ExprBuilder QuantizeExpr(DataType target, std::optional<QuantRange> range, std::
 
 // y = Dequantize(x, scale[, zero_point]) as `output` (float, float16 or bfloat16).
 ExprBuilder DequantizeExpr(DataType output);
+
+// The expression of a QuantizeLinear or DequantizeLinear node inside an elementwise program
+// (a fused group): per tensor only — a per-axis or blocked scale needs the views the single-op
+// kernel makes (quantize_linear.cc) — and into a type the engine computes (8- or 16-bit
+// integers). An error names what stands in the way.
+Result<ExprBuilder> LinearQuantizationExpr(const KernelInfo& info);
 
 // Programs of one expression by the operands' types (and which are present), built once each:
 // what a kernel keeps between runs.

@@ -141,7 +141,8 @@ class Matcher {
         if (const Node* dequantize = SoleReader(next->output(0)); dequantize != nullptr && IsDequantizeLinear(*dequantize)) {
           Decided<Quantization> back = ConstantQuantization(*dequantize, 0, constant_of_);
           const Node* after = SoleReader(dequantize->output(0));
-          if (back && SameQuantization(*output, *back) && after != nullptr && ContinuesToQuantize(*after)) {
+          if (back && SameQuantization(*output, *back) && after != nullptr &&
+              ContinuesToQuantize(*after, dequantize->output(0))) {
             unit_.steps.push_back({EpilogueStep::Kind::kRoundTrip, next, dequantize});
             value = dequantize->output(0);
             continue;
@@ -149,6 +150,11 @@ class Matcher {
         }
         unit_.output = next;
         return {};
+      }
+      if (const Node* residual = ResidualOf(*next, value); residual != nullptr && unit_.residual() == nullptr) {
+        unit_.steps.push_back({EpilogueStep::Kind::kResidual, next, residual});
+        value = next->output(0);
+        continue;
       }
       if (!IsEpilogueActivation(*next, constant_of_) || next->input(0) != value) {
         return "the product reaches " + next->op_type() + " before a QuantizeLinear";
@@ -158,14 +164,42 @@ class Matcher {
     }
   }
 
-  // Whether activations lead from `node` to a QuantizeLinear (so a round trip before it is
-  // inside one unit).
-  bool ContinuesToQuantize(const Node& node) const {
+  // The DequantizeLinear of a residual that `add` adds to `value`: 8-bit per tensor, of the
+  // same shape (a post-op sums it whole); null otherwise.
+  const Node* ResidualOf(const Node& add, const Value* value) const {
+    if (!IsDefaultOp(&add, "Add") || add.inputs().size() != 2 || add.outputs().size() != 1) return nullptr;
+    const Value* other = add.input(0) == value ? add.input(1) : add.input(0);
+    if (other == value) return nullptr;
+    const Node* dequantize = DequantizeProducing(other);
+    if (dequantize == nullptr || dequantize == unit_.input) return nullptr;
+    Decided<Quantization> quantization = ConstantQuantization(*dequantize, 0, constant_of_);
+    if (!quantization || !quantization->per_tensor() || !IsEightBit(quantization->type)) return nullptr;
+    // In a graph both shapes are known (shape inference) and must be the same; an outlined body's
+    // values have none, and the kernel checks the residual's dims when it runs.
+    if (other->shape().has_value() != value->shape().has_value()) return nullptr;
+    if (other->shape()) {
+      if (*other->shape() != *value->shape()) return nullptr;
+      for (const Dim& dim : *other->shape()) {
+        if (!dim.is_known() && !dim.is_symbolic()) return nullptr;
+      }
+    }
+    return dequantize;
+  }
+
+  // Whether epilogue steps lead from `node`, the only reader of `value`, to a QuantizeLinear
+  // (so a round trip before it is inside one unit).
+  bool ContinuesToQuantize(const Node& node, const Value* value) const {
     const Node* at = &node;
+    bool residual = unit_.residual() != nullptr;
     for (int guard = 0; guard < 16 && at != nullptr; ++guard) {
       if (IsQuantizeLinear(*at)) return true;
-      if (!IsEpilogueActivation(*at, constant_of_)) return false;
-      at = SoleReader(at->output(0));
+      if (!residual && ResidualOf(*at, value) != nullptr) {
+        residual = true;
+      } else if (!IsEpilogueActivation(*at, constant_of_) || at->input(0) != value) {
+        return false;
+      }
+      value = at->output(0);
+      at = SoleReader(value);
     }
     return false;
   }
@@ -261,6 +295,13 @@ std::vector<const Node*> QuantizedContraction::Nodes() const {
   }
   nodes.push_back(output);
   return nodes;
+}
+
+const EpilogueStep* QuantizedContraction::residual() const {
+  for (const EpilogueStep& step : steps) {
+    if (step.kind == EpilogueStep::Kind::kResidual) return &step;
+  }
+  return nullptr;
 }
 
 Decided<QuantizedContraction> MatchQuantizedContraction(const Node& contraction, const ConstantOf& constant_of) {

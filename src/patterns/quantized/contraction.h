@@ -14,6 +14,8 @@
 //         HardSigmoid, Gelu),
 //         a round trip Q → DQ with the same constant per-tensor parameters (the intermediate
 //         rounding the model asks for, kept: the kernel rounds there too),
+//         once, a residual Add(·, DequantizeLinear(%r, %rs, %rz)) of the output's shape, %r
+//         8-bit per tensor (ResNet's shortcut),
 //   %y  = QuantizeLinear(·, %ys, %yz)              per tensor, int8/uint8: the unit's end
 //
 // A kernel computes the unit as acc = Σ (xq - xz)(wq - wz) in int32, scaled by xs·ws, plus
@@ -55,10 +57,10 @@ struct Quantization {
 Decided<Quantization> ConstantQuantization(const Node& node, size_t rank, const ConstantOf& constant_of);
 
 struct EpilogueStep {
-  enum class Kind { kActivation, kRoundTrip };
+  enum class Kind { kActivation, kRoundTrip, kResidual };
   Kind kind = Kind::kActivation;
-  const Node* node = nullptr;         // the activation, or the round trip's QuantizeLinear
-  const Node* dequantize = nullptr;   // the round trip's DequantizeLinear
+  const Node* node = nullptr;         // the activation, the round trip's QuantizeLinear, the residual's Add
+  const Node* dequantize = nullptr;   // the round trip's DequantizeLinear, or the residual's
 };
 
 struct QuantizedContraction {
@@ -72,6 +74,7 @@ struct QuantizedContraction {
   const Node* output = nullptr;           // the QuantizeLinear that ends the unit
 
   std::vector<const Node*> Nodes() const;  // every member, in graph order
+  const EpilogueStep* residual() const;     // the residual step, or null
 };
 
 // The unit around `contraction` (Conv, MatMul or Gemm of the default domain), or why not. In a

@@ -1,6 +1,7 @@
 // fuse-quantized-contractions (O2): its rewrite, conditions and limits are in fuse_quantized_contractions.h.
 #include "passes/fusion/vertical/fuse_quantized_contractions.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "ir/constant_value.h"
@@ -74,6 +75,10 @@ Result<bool> FuseQuantizedContractions::RunOnGraph(Graph& graph, PassContext& co
     Node& weights = *OwnDequantize(graph, *const_cast<Node*>(unit->weights), *contraction);
     members[0] = &input;
     members[1] = &weights;
+    if (const quantized::EpilogueStep* residual = unit->residual()) {
+      Node& own = *OwnDequantize(graph, *const_cast<Node*>(residual->dequantize), *const_cast<Node*>(residual->node));
+      std::replace(members.begin(), members.end(), const_cast<Node*>(residual->dequantize), &own);
+    }
     changed = true;
     if (WhyNot why = WhyNotOutlinable(members)) {
       context.Rejected(*contraction, why.Prefixed("quantized contraction"));

@@ -16,6 +16,7 @@ inline constexpr std::string_view kFuseQuantizedContractionsRewrite = R"rewrite(
   %r = Relu(%c)
   %y = QuantizeLinear(%r, %ys, %yz)
 )rewrite";
+//   Q(DQ(Q(Conv(DQ(%xq), DQ(%wq)))) + DQ(%rq))        →   FusedQConv(%xq, %wq, %rq, ...)  (a residual)
 //   QuantizeLinear(MatMul(DQ(%aq), DQ(%wq)) + DQ(%bq))   →   FusedQMatMulAdd
 //   QuantizeLinear(Gemm(DQ(%aq), DQ(%wq), %b) {transB})   →   FusedQGemm
 //
@@ -24,8 +25,8 @@ inline constexpr std::string_view kFuseQuantizedContractionsRewrite = R"rewrite(
 // kernel rounds there as the model does). Every quantization parameter must be a constant the
 // feeds cannot replace, the activation and output quantized per tensor to 8 bits, the weights
 // an 8-bit initializer quantized per tensor or per output channel, and every value inside read
-// by the next member only. A DequantizeLinear of %xq or %wq that other nodes read too is
-// copied, so each unit has its own (the copy costs nothing: it is inside a kernel).
+// by the next member only. A DequantizeLinear of %xq, %wq or a residual that other nodes read
+// too is copied, so each unit has its own (the copy costs nothing: it is inside a kernel).
 //
 // Numbers: the kernel sums (xq - xz)(wq - wz) exactly in int32 where the ops sum dequantized
 // floats, and scales by xs·ws[n] once: an output may differ from the op-by-op run by a step of
@@ -33,8 +34,8 @@ inline constexpr std::string_view kFuseQuantizedContractionsRewrite = R"rewrite(
 // QDQ fusion into QLinearConv does.
 //
 // Runs first at O2, before fuse-contraction-epilogues could take the contraction as a float
-// one. Limits: blocked (4-bit) weights, 16-bit types, a residual Add inside the unit and
-// ConvTranspose are not matched; --runtime ort keeps the units (its QDQ transformers fuse them).
+// one. Limits: blocked (4-bit) weights, 16-bit types, a second residual and ConvTranspose are
+// not matched; --runtime ort keeps the units (its QDQ transformers fuse them).
 class FuseQuantizedContractions : public Pass {
  public:
   std::string_view rewrite() const override { return kFuseQuantizedContractionsRewrite; }

@@ -532,3 +532,39 @@ graph main (float[2,3] %a, float[2,3] %b) -> (float[2,3] %y, float[2,3] %z)
   CHECK(shared->functions.size() == 1);
   ExpectSameNumbers(*ParseInferred(twins), *shared, Inlined());
 }
+
+TEST_CASE("fuse-elementwise: a quantized Add between DequantizeLinear and QuantizeLinear is one kernel", "[passes][quantized]") {
+  const std::string header = R"(
+ir_version 10
+opset "" 21
+graph g (uint8[2,8] %a, uint8[2,8] %b) -> (uint8[2,8] %y)
+  init float[] %s = [0.05]
+  init uint8[] %z = [128]
+  init float[] %ys = [0.1]
+  init uint8[] %yz = [3]
+  init float[8] %channel_scales = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+  init uint8[8] %channel_zeros = [1, 2, 3, 4, 5, 6, 7, 8]
+{
+)";
+  const std::string per_tensor = header + R"(  %x = DequantizeLinear(%a, %s, %z)
+  %w = DequantizeLinear(%b, %s, %z)
+  %sum = Add(%x, %w)
+  %r = Relu(%sum)
+  %y = QuantizeLinear(%r, %ys, %yz)
+})";
+  Rewritten rewritten = ExpectRewriteOps(per_tensor, "fuse-elementwise", {"ai.fusionopt::FusedElementwise_DequantizeLinear_DequantizeLinear_Add_Relu_1more"},
+                                         {.numbers = Inlined()});
+  // Run as one kernel, it computes the ops' bits.
+  ExpectSameNumbers(*rewritten.original, *rewritten.model, SameNumbers{.bit_for_bit = true});
+  // A per-axis scale needs the views the single op makes: that DequantizeLinear stays its own kernel.
+  const std::string per_axis = header + R"(  %x = DequantizeLinear(%a, %channel_scales, %channel_zeros) {axis: 1}
+  %w = DequantizeLinear(%b, %s, %z)
+  %sum = Add(%x, %w)
+  %r = Relu(%sum)
+  %y = QuantizeLinear(%r, %ys, %yz)
+})";
+  Rewritten partial = Rewrite(per_axis, "fuse-elementwise");
+  CHECK(OpTypes(*partial.model->graph).front() == "DequantizeLinear");
+  CHECK(OpTypes(*partial.model->graph).size() == 2);
+  ExpectSameNumbers(*partial.original, *partial.model, SameNumbers{.bit_for_bit = true});
+}

@@ -197,3 +197,52 @@ graph main (uint8[1,2,3,3] %xq, float[] %ys) -> (uint8[1,3,3,3] %y)
 })",
                   kPass, "quantized contraction: the output's quantization: the scale is not a constant");
 }
+
+TEST_CASE("fuse-quantized-contractions: a residual Add after the round trip joins the unit", "[passes][quantized]") {
+  // ResNet's shortcut in QDQ form: Conv → Q → DQ → Add(DQ(shortcut)) → Relu → Q.
+  const std::string text = R"(
+ir_version 10
+opset "" 21
+graph main (uint8[1,2,3,3] %xq, uint8[1,3,3,3] %rq) -> (uint8[1,3,3,3] %y)
+  init float[] %xs = [0.05]
+  init uint8[] %xz = [128]
+  init int8[3,2,1,1] %wq = [12, -100, 127, 45, -128, 3]
+  init float[3] %ws = [0.01, 0.02, 0.005]
+  init int8[3] %wz = [0, 0, 0]
+  init float[] %ms = [0.07]
+  init uint8[] %mz = [100]
+  init float[] %rs = [0.03]
+  init uint8[] %rz = [90]
+  init float[] %ys = [0.1]
+  init uint8[] %yz = [0]
+{
+  %x = DequantizeLinear(%xq, %xs, %xz) @dq_x
+  %w = DequantizeLinear(%wq, %ws, %wz) {axis: 0} @dq_w
+  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
+  %mq = QuantizeLinear(%c, %ms, %mz) @q_mid
+  %m = DequantizeLinear(%mq, %ms, %mz) @dq_mid
+  %r = DequantizeLinear(%rq, %rs, %rz) @dq_r
+  %s = Add(%m, %r) @residual
+  %a = Relu(%s) @relu
+  %y = QuantizeLinear(%a, %ys, %yz) @q
+})";
+  Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
+  const std::vector<cpu::NamedTensor> feeds = {{"xq", Bytes({1, 2, 3, 3}, 7)}, {"rq", Bytes({1, 3, 3, 3}, 11)}};
+  for (const char* path : {"onednn", "float32"}) {
+    setenv("FUSIONOPT_CPU_INT8", path, 1);
+    fused_test::Outcome fused = fused_test::Run(*rewritten.model, feeds, true);
+    fused_test::Outcome op_by_op = fused_test::Run(*rewritten.model, feeds, false);
+    CHECK(fused.stats.kernels_launched == 1);
+    const cpu::RtTensor& a = fused.outputs[0].tensor;
+    const cpu::RtTensor& b = op_by_op.outputs[0].tensor;
+    for (int64_t i = 0; i < a.NumElements(); ++i) CHECK(std::abs(int(a.data<uint8_t>()[i]) - int(b.data<uint8_t>()[i])) <= 1);
+  }
+  unsetenv("FUSIONOPT_CPU_INT8");
+  // A residual that broadcasts (one value per channel) is no sum of the output: the unit ends
+  // at the round trip's QuantizeLinear, and the Add stays outside.
+  std::string broadcast = text;
+  broadcast.replace(broadcast.find("uint8[1,3,3,3] %rq"), 18, "uint8[1,3,1,1] %rq");
+  ExpectRewriteOps(broadcast, kPass,
+                   {"ai.fusionopt::FusedQConv", "DequantizeLinear", "DequantizeLinear", "Add", "Relu", "QuantizeLinear"},
+                   {.numbers = Inlined()});
+}
