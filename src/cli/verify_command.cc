@@ -6,6 +6,7 @@
 
 #include "api/session.h"
 #include "cli/commands.h"
+#include "verify/quantization_steps.h"
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/engine/compare.h"
@@ -43,6 +44,10 @@ void AddVerifyOptions(CLI::App& command, VerifyOptions& options) {
   command.add_option("candidate", options.candidate, "Model to check against it (B)")->required();
   command.add_option("--rtol", options.tolerance.rtol, "Relative tolerance (default 1e-4)")->check(CLI::NonNegativeNumber);
   command.add_option("--atol", options.tolerance.atol, "Absolute tolerance (default 1e-5)")->check(CLI::NonNegativeNumber);
+  command.add_option("--quantization-steps", options.tolerance.quantization_steps,
+                     "A quantized model's outputs may also differ by this many steps of their quantization (default 2; "
+                     "docs/quantization.md)")
+      ->check(CLI::NonNegativeNumber);
   command.add_option("--runs", options.runs, "Runs with different seeded inputs (default 3)")->check(CLI::Range(1, 1000));
   command.add_option("--seed", options.feeds.seed, "Seed for the inputs (default 0)");
   command.add_option("--shape", options.feeds.shapes, "NAME=D1xD2x... for symbolic dims (default 1); repeatable");
@@ -59,6 +64,7 @@ int RunVerify(const VerifyOptions& options) {
   if (!reference.ok()) return ReportError(options.reference, reference.status());
   auto candidate = Prepare(options.candidate, options.threads, options.backend == "cuda");
   if (!candidate.ok()) return ReportError(options.candidate, candidate.status());
+  const cpu::Tolerance tolerance = verify::ForReference(options.tolerance, (*reference)->model());
   bool all_passed = true;
   for (int run = 0; run < options.runs; ++run) {
     auto feeds = MakeFeeds(**reference, options.feeds, static_cast<uint64_t>(run));
@@ -75,7 +81,7 @@ int RunVerify(const VerifyOptions& options) {
     for (size_t i = 0; i < expected->size(); ++i) {
       const auto& want = (*expected)[i].tensor;
       const auto& got = (*actual)[i].tensor;
-      cpu::Comparison result = cpu::Compare(got, want, options.tolerance);
+      cpu::Comparison result = cpu::Compare(got, want, tolerance, (*expected)[i].name);
       all_passed = all_passed && result.passed;
       if (!result.same_dtype || !result.same_shape) {
         std::printf("run %d  %-40s FAIL  %s%s vs reference %s%s\n", run, (*expected)[i].name.c_str(),
@@ -85,15 +91,15 @@ int RunVerify(const VerifyOptions& options) {
       }
       std::printf("run %d  %-40s %s  max_abs=%.3g max_rel=%.3g  passes with atol>=%.3g (rtol %.3g) or rtol>=%.3g (atol %.3g)%s\n",
                   run, (*expected)[i].name.c_str(), result.passed ? "PASS" : "FAIL", result.max_abs_error,
-                  result.max_rel_error, RoundedUp(result.required_atol), options.tolerance.rtol, RoundedUp(result.required_rtol),
-                  options.tolerance.atol,
+                  result.max_rel_error, RoundedUp(result.required_atol), tolerance.rtol, RoundedUp(result.required_rtol),
+                  tolerance.atol + tolerance.QuantizationAllowance((*expected)[i].name, want),
                   result.passed ? "" : fmt::format("  ({} mismatches, first at element {})", result.mismatches,
                                                    result.first_mismatch).c_str());
     }
   }
   if (!all_passed) {
-    std::fprintf(stderr, "error: %s: outputs differ from %s beyond rtol %g, atol %g\n", options.candidate.c_str(),
-                 options.reference.c_str(), options.tolerance.rtol, options.tolerance.atol);
+    std::fprintf(stderr, "error: %s: outputs differ from %s beyond %s\n", options.candidate.c_str(),
+                 options.reference.c_str(), tolerance.Describe().c_str());
     return static_cast<int>(ErrorCode::kMismatch);
   }
   return 0;

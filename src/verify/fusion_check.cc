@@ -1,5 +1,6 @@
 // The fail-safe check: see fusion_check.h.
 #include "verify/fusion_check.h"
+#include "verify/quantization_steps.h"
 
 #include <fmt/format.h>
 
@@ -128,11 +129,10 @@ std::string DifferenceOn(const InputSet& set, const Feeds& expected, const Feeds
       }
       continue;
     }
-    cpu::Comparison result = cpu::Compare(got, want, tolerance);
+    cpu::Comparison result = cpu::Compare(got, want, tolerance, expected[i].name);
     if (!result.passed) {
-      return fmt::format("{} differs on {}: max_abs={:.3g} max_rel={:.3g}, beyond rtol {:g}, atol {:g} ({} elements)",
-                         where, set.label, result.max_abs_error, result.max_rel_error, tolerance.rtol, tolerance.atol,
-                         result.mismatches);
+      return fmt::format("{} differs on {}: max_abs={:.3g} max_rel={:.3g}, beyond {} ({} elements)", where, set.label,
+                         result.max_abs_error, result.max_rel_error, tolerance.Describe(), result.mismatches);
     }
   }
   return "";
@@ -151,7 +151,12 @@ struct Offender {
 class Checker {
  public:
   Checker(const Model& original, Model& optimized, const FusionCheckOptions& options, FusionCheckReport& report)
-      : original_(original), optimized_(optimized), options_(options), report_(report), sets_(InputSets(options)) {}
+      : original_(original),
+        optimized_(optimized),
+        options_(options),
+        tolerance_(ForReference(options.tolerance, original)),
+        report_(report),
+        sets_(InputSets(options)) {}
 
   Status ComputeReference() {
     cpu::SessionOptions session_options;
@@ -177,7 +182,7 @@ class Checker {
     FUSIONOPT_ASSIGN_OR_RETURN(auto session, cpu::Session::Create(optimized_, session_options));
     for (size_t i = 0; i < sets_.size(); ++i) {
       FUSIONOPT_ASSIGN_OR_RETURN(Feeds outputs, session->Run(sets_[i].feeds));
-      std::string difference = DifferenceOn(sets_[i], expected_[i], outputs, options_.tolerance);
+      std::string difference = DifferenceOn(sets_[i], expected_[i], outputs, tolerance_);
       if (!difference.empty()) return difference;
     }
     return std::string();
@@ -233,6 +238,7 @@ class Checker {
   const Model& original_;
   Model& optimized_;
   const FusionCheckOptions& options_;
+  cpu::Tolerance tolerance_;  // options_'s, with the quantization steps of the original's outputs
   FusionCheckReport& report_;
   std::vector<InputSet> sets_;
   std::vector<Feeds> expected_;

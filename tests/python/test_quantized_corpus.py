@@ -145,3 +145,22 @@ def test_the_manifest_records_every_fixture_and_its_form():
     for entry in ENTRIES:
         assert entry.path.name == f"{entry.info['quantized_from'][:-len('.onnx')]}.{entry.info['form']}.onnx"
         assert entry.info["quantization_ops"], entry.path.name
+
+
+def test_bench_and_verify_compare_within_quantization_steps(fusionopt, optimized, tmp_path):
+    """Item 5: bench, verify and --verify on a quantized model allow quantization steps, and say so."""
+    entry = next(e for e in ENTRIES if e.path.stem == "resnet_dynamo18.qdq")
+    report = tmp_path / "bench.json"
+    rc, stdout, stderr = fusionopt("bench", entry.path, "--warmup", "1", "--iters", "3", "--json", report, timeout=300)
+    assert rc == lib.EXIT_OK, stderr
+    assert "verified: outputs match (rtol 1e-4, atol 1e-5, 2 quantization steps)" in stdout
+    assert json.loads(report.read_text())["tolerance"] == "rtol 1e-4, atol 1e-5, 2 quantization steps"
+    path, _ = optimized(entry, 3)
+    rc, stdout, stderr = fusionopt("verify", entry.path, path, "--runs", "2")
+    assert rc == lib.EXIT_OK, stdout + stderr
+    assert stdout.count("PASS") == 2
+    rc, _, stderr = fusionopt(entry.path, "-O3", "-o", tmp_path / "checked.onnx", "--verify")
+    assert rc == lib.EXIT_OK, stderr
+    # A float model keeps verify's plain tolerance.
+    rc, stdout, _ = fusionopt("bench", lib.PROJECT_MODELS / "resnet_style.onnx", "--warmup", "1", "--iters", "3")
+    assert rc == lib.EXIT_OK and "verified: outputs match (rtol 1e-4, atol 1e-5)\n" in stdout

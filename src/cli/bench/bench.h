@@ -104,6 +104,7 @@ struct BenchResult {
   int iterations = 0;  // timed inferences per side
   uint64_t seed = 0;
   bool verified = false;
+  std::string tolerance = "rtol 1e-4, atol 1e-5";  // what "verified" compared within
   // What the fail-safe check (verify/fusion_check.h) undid before timing: "node (function)".
   std::vector<std::string> undone_fusions;
   // What the measured fusion decisions (verify/fusion_timing.h) undid: slower fused here.

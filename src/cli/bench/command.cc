@@ -16,6 +16,7 @@
 #include "api/fail_safe.h"
 #include "api/measured_fusions.h"
 #include "cli/bench/bench.h"
+#include "verify/quantization_steps.h"
 #include "cli/bench/profile.h"
 #include "cli/bench/side.h"
 #include "cli/commands.h"
@@ -389,6 +390,7 @@ int RunBench(const BenchOptions& given) {
     Status match = CheckOutputsMatch(*original, *optimized, *feeds);
     if (!match.ok()) return ReportError(optimized_label, match);
     result.verified = true;
+    result.tolerance = verify::ForReference(cpu::Tolerance(), original->model()).Describe();
   }
   Status measured = MeasureInterleaved(options, *original, *optimized, *feeds);
   if (!measured.ok()) return ReportError(options.model, measured);

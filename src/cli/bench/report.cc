@@ -133,7 +133,8 @@ void PrintBenchSummary(const BenchResult& result) {
               OneLine(result.model).c_str(), optimized.c_str(), where.c_str(), result.warmup, result.iterations);
   if (result.backend != "cuda") std::printf("host: %s\n", OneLine(result.device).c_str());
   std::printf("inputs: %s\n", OneLine(result.inputs).c_str());
-  std::printf("verified: %s\n", result.verified ? "outputs match (rtol 1e-4, atol 1e-5)" : "no (--no-verify)");
+  std::printf("verified: %s\n",
+              result.verified ? ("outputs match (" + result.tolerance + ")").c_str() : "no (--no-verify)");
   if (!result.undone_fusions.empty()) {
     std::string undone;
     for (const auto& fusion : result.undone_fusions) undone += (undone.empty() ? "" : ", ") + fusion;
@@ -242,6 +243,7 @@ std::string BenchJson(const BenchResult& result) {
       {"iterations", result.iterations},
       {"seed", result.seed},
       {"verified", result.verified},
+      {"tolerance", result.tolerance},
       {"undone_fusions", result.undone_fusions},
       {"slower_fusions", result.slower_fusions},
       {"original", SideJson(result.original)},

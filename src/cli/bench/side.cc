@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cpu_runtime/engine/compare.h"
+#include "verify/quantization_steps.h"
 
 namespace fusionopt::cli {
 namespace {
@@ -11,23 +12,22 @@ namespace {
 // `actual` (what `subject` computed) against `expected` (the `reference`'s outputs) with verify's
 // tolerances; a mismatch names the first differing output.
 Status CompareOutputs(const std::vector<cpu::NamedTensor>& expected, const std::vector<cpu::NamedTensor>& actual,
-                      const std::string& subject, const std::string& reference) {
+                      const std::string& subject, const std::string& reference, const cpu::Tolerance& tolerance) {
   if (expected.size() != actual.size()) {
     return Status(ErrorCode::kMismatch, subject + " has " + std::to_string(actual.size()) + " outputs, " + reference +
                                             " " + std::to_string(expected.size()) + "; no speed-up reported");
   }
-  cpu::Tolerance tolerance;  // verify's defaults: rtol 1e-4, atol 1e-5
   for (size_t i = 0; i < expected.size(); ++i) {
     if (expected[i].name != actual[i].name) {
       return Status(ErrorCode::kMismatch, "output " + std::to_string(i) + " is '" + actual[i].name + "', " + reference +
                                               "'s is '" + expected[i].name + "'; no speed-up reported");
     }
-    cpu::Comparison result = cpu::Compare(actual[i].tensor, expected[i].tensor, tolerance);
+    cpu::Comparison result = cpu::Compare(actual[i].tensor, expected[i].tensor, tolerance, expected[i].name);
     if (result.passed) continue;
     std::string detail = !result.same_dtype || !result.same_shape
                              ? "its dtype or shape differs"
-                             : fmt::format("max_abs={:.3g} max_rel={:.3g}, beyond rtol {:g}, atol {:g}",
-                                           result.max_abs_error, result.max_rel_error, tolerance.rtol, tolerance.atol);
+                             : fmt::format("max_abs={:.3g} max_rel={:.3g}, beyond {}", result.max_abs_error,
+                                           result.max_rel_error, tolerance.Describe());
     return Status(ErrorCode::kMismatch, "output '" + expected[i].name + "' of " + subject + " differs from " +
                                             reference + "'s (" + detail +
                                             "); no speed-up reported (--no-verify benches anyway)");
@@ -50,15 +50,17 @@ Result<std::vector<cpu::NamedTensor>> RunOnce(Side& side, const std::vector<cpu:
 }
 
 Status CheckOutputsMatch(Side& original, Side& optimized, const std::vector<cpu::NamedTensor>& feeds) {
+  // verify's defaults (rtol 1e-4, atol 1e-5), with quantization steps for a quantized model.
+  const cpu::Tolerance tolerance = verify::ForReference(cpu::Tolerance(), original.model());
   cpu::RunStats stats;
   FUSIONOPT_ASSIGN_OR_RETURN(auto expected, RunOnce(original, feeds, stats));
   if (original.on_cuda()) {
     FUSIONOPT_ASSIGN_OR_RETURN(auto oracle, cpu::Session::Create(original.model()));
     FUSIONOPT_ASSIGN_OR_RETURN(auto on_cpu, oracle->Run(feeds));
-    FUSIONOPT_RETURN_IF_ERROR(CompareOutputs(on_cpu, expected, "the original on CUDA", "the CPU runtime"));
+    FUSIONOPT_RETURN_IF_ERROR(CompareOutputs(on_cpu, expected, "the original on CUDA", "the CPU runtime", tolerance));
   }
   FUSIONOPT_ASSIGN_OR_RETURN(auto actual, RunOnce(optimized, feeds, stats));
-  return CompareOutputs(expected, actual, "the optimized model", "the original");
+  return CompareOutputs(expected, actual, "the optimized model", "the original", tolerance);
 }
 
 passes::SymbolSizes SymbolsFromFeeds(const Side& side, const std::vector<cpu::NamedTensor>& feeds) {

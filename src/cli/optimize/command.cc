@@ -115,6 +115,10 @@ void AddOptimizeOptions(CLI::App& command, OptimizeOptions& options) {
   command.add_option("--verify-seed", options.request.verify_seed, "Seed of --verify's inputs (default 0)");
   command.add_option("--rtol", options.request.tolerance.rtol, "--verify's relative tolerance (default 1e-4)")
       ->check(CLI::NonNegativeNumber);
+  command.add_option("--quantization-steps", options.request.tolerance.quantization_steps,
+                     "--verify: a quantized model's outputs may also differ by this many steps of their quantization "
+                     "(default 2; docs/quantization.md)")
+      ->check(CLI::NonNegativeNumber);
   command.add_option("--atol", options.request.tolerance.atol, "--verify's absolute tolerance (default 1e-5)")
       ->check(CLI::NonNegativeNumber);
   command.add_flag("--write-shapes", options.write_shapes,

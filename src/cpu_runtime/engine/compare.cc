@@ -2,10 +2,55 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace fusionopt::cpu {
 
-Comparison Compare(const RtTensor& actual, const RtTensor& expected, const Tolerance& tolerance) {
+double Tolerance::QuantizationAllowance(const std::string& name, const RtTensor& expected) const {
+  auto it = step.find(name);
+  if (it == step.end() || quantization_steps <= 0) return 0;
+  if (it->second > 0) return quantization_steps * it->second;
+  double low = INFINITY, high = -INFINITY;
+  for (int64_t i = 0; i < expected.NumElements(); ++i) {
+    const double value = expected.ValueAsDouble(i);
+    if (!std::isfinite(value)) continue;
+    low = std::min(low, value);
+    high = std::max(high, value);
+  }
+  return high > low ? quantization_steps * (high - low) / 255.0 : 0;
+}
+
+namespace {
+
+// 1e-4 rather than %g's 0.0001: how the options' defaults are written everywhere else.
+std::string Short(double value) {
+  char text[32];
+  if (value != 0 && std::abs(value) < 1e-3) {
+    std::snprintf(text, sizeof(text), "%.0e", value);
+    std::string written = text;  // "1e-04"
+    const size_t exponent = written.find("e-0");
+    if (exponent != std::string::npos) written.erase(exponent + 2, 1);
+    return written;
+  }
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+}  // namespace
+
+std::string Tolerance::Describe() const {
+  char text[96];
+  std::string described = "rtol " + Short(rtol) + ", atol " + Short(atol);
+  if (!step.empty() && quantization_steps > 0) {
+    std::snprintf(text, sizeof(text), ", %g quantization steps", quantization_steps);
+    described += text;
+  }
+  return described;
+}
+
+Comparison Compare(const RtTensor& actual, const RtTensor& expected, const Tolerance& given, const std::string& name) {
+  Tolerance tolerance = given;
+  tolerance.atol += given.QuantizationAllowance(name, expected);
   Comparison result;
   result.same_dtype = actual.dtype() == expected.dtype();
   result.same_shape = actual.dims() == expected.dims();

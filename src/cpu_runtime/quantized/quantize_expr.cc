@@ -1,5 +1,9 @@
 #include "cpu_runtime/quantized/quantize_expr.h"
 
+#include <functional>
+#include <numeric>
+
+#include "ir/constant_value.h"
 #include "ir/minifloat.h"
 
 namespace fusionopt::cpu {
@@ -78,16 +82,13 @@ ExprBuilder DequantizeExpr(DataType output) {
 Result<ExprBuilder> LinearQuantizationExpr(const KernelInfo& info) {
   const Node& node = info.node;
   if (node.GetInt("block_size", 0) != 0) return info.Error("blocked quantization runs as its own kernel");
+  // One value: by its declared shape, or (an outlined body's copied scalar) its Constant node.
   const Value* scale = node.input(1);
-  const bool per_tensor = scale != nullptr && scale->shape() &&
-                          [&] {
-                            int64_t count = 1;
-                            for (const Dim& dim : *scale->shape()) {
-                              if (!dim.is_known()) return false;
-                              count *= dim.value;
-                            }
-                            return count == 1;
-                          }();
+  const TensorPtr constant = scale != nullptr && scale->producer() != nullptr ? ConstantNodeValue(*scale->producer()) : nullptr;
+  const std::optional<std::vector<int64_t>> dims = scale != nullptr ? KnownDims(*scale) : std::nullopt;
+  const bool per_tensor = constant != nullptr ? constant->NumElements() == 1
+                                              : dims && std::accumulate(dims->begin(), dims->end(), int64_t{1},
+                                                                        std::multiplies<int64_t>()) == 1;
   if (!per_tensor) return info.Error("a scale not known to be one value runs as its own kernel");
   if (node.op_type() == "DequantizeLinear") {
     const int64_t output_dtype = node.GetInt("output_dtype", 0);
