@@ -34,7 +34,9 @@ const ClassTable& DefaultDomainClasses() {
          // Its scale and zero point come from the whole input's range.
          "DynamicQuantizeLinear"});
     // Attention (opset 23): two products around a softmax, run as one tiled kernel.
-    add(OpClass::kContraction, {"Attention", "Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul"});
+    // The integer contractions take their operands in the float ones' positions (flops alike).
+    add(OpClass::kContraction,
+        {"Attention", "Conv", "ConvTranspose", "Einsum", "Gemm", "MatMul", "MatMulInteger", "ConvInteger"});
     add(OpClass::kWindow,
         {"AveragePool", "BatchNormalization", "GlobalAveragePool", "GlobalLpPool", "GlobalMaxPool",
          "InstanceNormalization", "LpPool", "LRN", "MaxPool"});

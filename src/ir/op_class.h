@@ -5,13 +5,13 @@
 // (Add, Relu, Cast, Where, Clip, comparisons, activations, QuantizeLinear, DequantizeLinear).
 // kReduction: reduces along axes (ReduceX, Softmax, LayerNormalization, ArgMax,
 // DynamicQuantizeLinear). kContraction: MatMul, Gemm, Conv,
-// ConvTranspose, Einsum. kWindow: pooling, LRN, normalizations over spatial windows.
+// ConvTranspose, Einsum, MatMulInteger, ConvInteger. kWindow: pooling, LRN, normalizations over spatial windows.
 // kDataMovement: copies elements without arithmetic (Transpose, Concat, Gather, Pad, ...).
 // kView: a reinterpretation of the same bytes (Reshape, Flatten, Squeeze, Unsqueeze,
 // Identity, inference Dropout) — no kernel. kShape: host-side shape arithmetic (Shape,
 // Size, Constant, ConstantOfShape over a known shape is not: it writes memory). kControlFlow:
 // If, Loop, Scan. kFused: an ai.fusionopt node. kOpaque: everything else (other domains but
-// onnxruntime's QuantizeLinear/DequantizeLinear, sequences, the integer contractions, random
+// onnxruntime's QuantizeLinear/DequantizeLinear, sequences, QLinearMatMul/QLinearConv, random
 // ops) — never fused, never blocks fusion elsewhere.
 #pragma once
 

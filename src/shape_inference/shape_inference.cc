@@ -29,6 +29,19 @@ std::string DescribeDim(const Dim& dim) {
   return dim.is_symbolic() ? "'" + dim.symbol + "'" : "?";
 }
 
+// ONNX's shape inference names each dim it cannot relate to the inputs "unk__N"; quantizers and
+// onnx.shape_inference write these into value_info. Such a name says only "some size", so the
+// model's own symbols (or an expression of them, "4*batch") refine it; keeping the placeholder
+// would hide from every pass that, say, a Reshape's output is [batch,4,8,sequence].
+bool IsGeneratedPlaceholder(const Dim& dim) {
+  return dim.is_symbolic() && dim.symbol.starts_with("unk__");
+}
+
+bool RefinesPlaceholder(const Dim& declared, const Dim& inferred) {
+  return IsGeneratedPlaceholder(declared) && inferred.is_symbolic() &&
+         !IsGeneratedPlaceholder(inferred);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- registry
@@ -150,7 +163,8 @@ void InferenceState::MergeShape(Value& value, const Shape& shape, const std::str
              " as " + DescribeDim(declared) + " but inference gives " + DescribeDim(inferred) +
              "; keeping " + DescribeDim(declared));
       }
-    } else if (inferred.is_known() || (!declared.is_symbolic() && inferred.is_symbolic())) {
+    } else if (inferred.is_known() || (!declared.is_symbolic() && inferred.is_symbolic()) ||
+               RefinesPlaceholder(declared, inferred)) {
       // A declared symbol names a size the exporter did not know; a proven size refines it, as
       // ONNX's own inference merges dims (TorchScript names output dims it could have known).
       // The model's declaration itself is kept as written.

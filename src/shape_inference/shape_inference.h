@@ -1,7 +1,8 @@
 // Dtype and shape inference over the graph IR, with symbolic dims.
 //
 // Inference merges into what the model already declares: it fills in an undefined dtype, an
-// unknown rank or unknown dims, and never replaces a declared known dim or declared symbol.
+// unknown rank or unknown dims, and never replaces a declared known dim or declared symbol
+// (except ONNX's generated placeholders "unk__N", which a proven size or symbol refines).
 // A disagreement (declared 5, inferred 7) keeps the declared value and becomes a warning.
 // Inference never fails: an op without a rule keeps whatever its value_info declared and is
 // listed in the report, so a caller can decide whether that matters for what it does next.

@@ -13,7 +13,7 @@ using cpu::Tolerance;
 
 // ONNX's own backend suite compares node tests with rtol 1e-3, atol 1e-5 (looser in rtol
 // than `verify`'s default, as its expected outputs come from numpy in float64).
-inline const Tolerance kNodeTestTolerance{.rtol = 1e-3, .atol = 1e-5, .quantization_steps = 0, .step = {}};
+inline const Tolerance kNodeTestTolerance{1e-3, 1e-5, /*steps=*/0};
 
 // nullopt when `actual` matches `expected`: same dtype and dims; floating-point values within
 // atol + rtol·|expected| (NaN matches NaN, an infinity only the same infinity; float16 and

@@ -140,6 +140,23 @@ def test_the_int8_weights_stay_integer(optimized, entry):
     assert path.stat().st_size <= entry.path.stat().st_size * 1.05
 
 
+DYNAMIC = [entry for entry in ENTRIES if entry.info["form"] == "dynamic"]
+
+
+@pytest.mark.parametrize("entry", [pytest.param(e, id=e.path.stem) for e in DYNAMIC])
+def test_dynamic_quantization_fuses_every_projection(optimized, entry):
+    """Every MatMulInteger/ConvInteger of a dynamically quantized export runs inside a fused integer
+    kernel at -O3, and a transformer keeps one fused attention per layer, as its float export does."""
+    _, info = optimized(entry, 3)
+    standard = info["op_histogram"].get("", {})
+    assert "MatMulInteger" not in standard and "ConvInteger" not in standard, standard
+    fused = info["op_histogram"].get("ai.fusionopt", {})
+    assert any(name.startswith("FusedDynamicQ") for name in fused), fused
+    if entry.info["kind"] in ("encoder", "decoder") and "layers" in entry.info:
+        attention = sum(count for name, count in fused.items() if name.startswith("FusedAttention"))
+        assert attention == entry.info["layers"], fused
+
+
 def test_the_manifest_records_every_fixture_and_its_form():
     assert {entry.info["form"] for entry in ENTRIES} == {"qdq", "qoperator", "dynamic", "nbits", "int4qdq"}
     for entry in ENTRIES:

@@ -140,6 +140,24 @@ TEST_CASE("declared sizes win over inferred ones, proven sizes refine declared s
   CHECK(report.values_inferred == 2);  // y got its dtype, z its dtype and a dim
 }
 
+TEST_CASE("ONNX's generated unk__ placeholders give way to the model's symbols; named symbols stay",
+          "[shape]") {
+  TestGraph g;
+  Value* x = g.Input("x", DataType::kFloat, "[batch,seq]");
+  Value* placeholder = g.Apply("Relu", {x}, "placeholder");
+  placeholder->type().shape = ParseShape("[unk__27,unk__28]");  // what onnx.shape_inference writes
+  Value* named = g.Apply("Neg", {x}, "named");
+  named->type().shape = ParseShape("[rows,unk__3]");
+  Value* unrelated = g.Apply("Neg", {g.Input("u", DataType::kFloat, "[unk__1]")}, "unrelated");
+  unrelated->type().shape = ParseShape("[unk__9]");
+  g.Infer();
+  CHECK(TypeOf(placeholder) == "float[batch,seq]");
+  // A symbol the model chose names a size it means; only the placeholder is refined.
+  CHECK(TypeOf(named) == "float[rows,seq]");
+  // A placeholder never replaces another placeholder.
+  CHECK(TypeOf(unrelated) == "float[unk__9]");
+}
+
 TEST_CASE("declared dtype and rank conflicts keep the declaration", "[shape]") {
   TestGraph g;
   Value* x = g.Input("x", DataType::kFloat, "[2,3]");

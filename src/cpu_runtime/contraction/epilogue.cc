@@ -72,11 +72,11 @@ class ChainMatcher {
  public:
   ChainMatcher(const FusedBodyInfo& info, int64_t opset) : info_(info), opset_(opset) {}
 
-  std::optional<PostOpChain> Match(const Node& contraction) {
+  std::optional<PostOpChain> Match(const Value& product, const std::vector<const Node*>& head) {
     const Graph& body = info_.body;
     if (info_.call.outputs().size() != 1 || body.outputs().size() != 1) return std::nullopt;
-    consumed_.insert(&contraction);
-    const Value* value = contraction.output(0);
+    consumed_.insert(head.begin(), head.end());
+    const Value* value = &product;
     while (value != body.outputs()[0]) {
       value = value->uses().size() == 1 ? Step(*value, *value->uses().front().node) : Composite(*value);
       if (value == nullptr) return std::nullopt;
@@ -156,7 +156,12 @@ class ChainMatcher {
 }  // namespace
 
 std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Node& contraction, int64_t opset) {
-  return ChainMatcher(info, opset).Match(contraction);
+  return ChainMatcher(info, opset).Match(*contraction.output(0), {&contraction});
+}
+
+std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Value& product,
+                                            const std::vector<const Node*>& head, int64_t opset) {
+  return ChainMatcher(info, opset).Match(product, head);
 }
 
 namespace {

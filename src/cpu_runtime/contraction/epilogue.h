@@ -57,6 +57,10 @@ struct PostOpChain {
 // the body's only output, every body node on it (or a Constant it reads), each step a post-op
 // above. nullopt otherwise.
 std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Node& contraction, int64_t opset);
+// The same from `product`, the output of a head of several nodes (a dynamically quantized
+// contraction), every one of them taken as part of the chain.
+std::optional<PostOpChain> MatchPostOpChain(const FusedBodyInfo& info, const Value& product,
+                                            const std::vector<const Node*>& head, int64_t opset);
 
 // The post-ops of a one-input activation (Relu, LeakyRelu, Elu, Sigmoid, Tanh, HardSwish,
 // HardSigmoid, Gelu, Clip with constant bounds); nullopt for anything else.

@@ -16,6 +16,11 @@ namespace fusionopt::cpu {
 // negative entry for "an 8-bit step of the reference output's range". Outputs absent from it get
 // rtol and atol alone, as every output of a float model does.
 struct Tolerance {
+  Tolerance() = default;
+  // Positional, as most callers state only rtol and atol.
+  Tolerance(double relative, double absolute, double steps = 2)
+      : rtol(relative), atol(absolute), quantization_steps(steps) {}
+
   double rtol = 1e-4;
   double atol = 1e-5;
   double quantization_steps = 2;

@@ -76,7 +76,7 @@ struct PrepareContext {
   const std::function<void(const Node& call, KernelContext& context)>* fused_output_hook = nullptr;
   // The functions whose bodies are being prepared, outermost first; the last one's opset
   // imports are in force. Empty for the main graph and its subgraphs.
-  std::vector<const Function*> calls;
+  std::vector<const Function*> calls = {};
   // Values of the graph being prepared that nodes computed from constants alone produced at
   // preparation (GraphExecutor fills it): kernels see them as constants, like initializers, so
   // a ConstantOfShape weight is packed once rather than on every run.

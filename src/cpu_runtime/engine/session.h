@@ -26,9 +26,9 @@ struct SessionOptions {
   // reference the fused kernels are checked against; see function_call.h).
   bool fused_kernels = true;
   // Which fused calls run as fused kernels (null: all); see PrepareContext::run_fused.
-  std::function<bool(const Node& call)> run_fused;
+  std::function<bool(const Node& call)> run_fused = {};
   // Test hook (null in production): PrepareContext::fused_output_hook.
-  std::function<void(const Node& call, KernelContext& context)> fused_output_hook;
+  std::function<void(const Node& call, KernelContext& context)> fused_output_hook = {};
   // Convolutions and pools hand activations to each other in their own layouts
   // (PrepareContext::conv_layouts); false keeps every value row-major, as does
   // FUSIONOPT_CPU_LAYOUTS=row-major in the environment.

@@ -43,6 +43,9 @@ std::unique_ptr<FusedBodyKernel> CreateFusedContraction(const FusedBodyInfo& inf
 // A quantized contraction unit (patterns/quantized/contraction.h): DQ → Conv/MatMul/Gemm → bias
 // → activations → Q as one int8 kernel with its epilogue as post-ops.
 std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info);
+// A dynamically quantized contraction (patterns/quantized/dynamic_contraction.h) with its bias,
+// activations and residual: one int8 kernel that quantizes its float input itself.
+std::unique_ptr<FusedBodyKernel> CreateFusedDynamicQuantized(const FusedBodyInfo& info);
 // LayerNorm, RMSNorm (with a residual-add prologue) and Softmax (with scale and mask) over
 // the last axis: one pass per row.
 std::unique_ptr<FusedBodyKernel> CreateFusedRows(const FusedBodyInfo& info);

@@ -76,6 +76,7 @@ class FunctionCallKernel final : public SubgraphKernel {
     if (outer.fused_kernels && (outer.run_fused == nullptr || (*outer.run_fused)(node_))) {
       FusedBodyInfo info{node_, *body_, inner, std::move(constants)};
       fused_ = CreateFusedQuantized(info);
+      if (!fused_) fused_ = CreateFusedDynamicQuantized(info);
       if (!fused_) fused_ = CreateFusedRows(info);
       if (!fused_) fused_ = CreateFusedElementwise(info);
       if (!fused_) fused_ = CreateFusedContraction(info);

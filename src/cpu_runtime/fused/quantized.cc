@@ -1,7 +1,12 @@
-// A quantized contraction unit (patterns/quantized/contraction.h) — DQ → Conv/MatMul/Gemm →
-// bias → activations and round trips → Q — as one integer kernel: oneDNN's int8 primitive
-// with the scales, the bias, the steps and the requantization as post-ops
-// (quantized/integer_contraction.h). The weights are the body's constant argument, packed once.
+// Quantized units as one integer kernel each: oneDNN's int8 primitive with the scales, the bias,
+// the steps and any requantization as post-ops (quantized/integer_contraction.h); the weights
+// are the body's constant argument, packed once.
+//   - the QDQ unit (patterns/quantized/contraction.h): DQ → Conv/MatMul/Gemm → bias →
+//     activations and round trips → Q;
+//   - the dynamically quantized contraction (patterns/quantized/dynamic_contraction.h) with the
+//     chain fuse-contraction-epilogues gave it: [DynamicQuantizeLinear →] MatMulInteger/
+//     ConvInteger → Cast → scale → bias → activations, residual; float out. The input is
+//     quantized inside the kernel when the body holds the DynamicQuantizeLinear.
 #include <cmath>
 
 #include "cpu_runtime/contraction/epilogue.h"
@@ -12,6 +17,8 @@
 #include "ir/constant_value.h"
 #include "patterns/matcher_support.h"
 #include "patterns/quantized/contraction.h"
+#include "patterns/quantized/dynamic_contraction.h"
+#include "cpu_runtime/quantized/kernels.h"
 
 namespace fusionopt::cpu {
 namespace {
@@ -185,6 +192,147 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
   }
   return std::make_unique<FusedQuantizedKernel>(input, residual, std::move(parameters), std::move(conv),
                                                 std::move(matmul), weights);
+}
+
+namespace {
+
+using quantized::DynamicContraction;
+
+// The integer kernel of a dynamically quantized contraction: either quantizes the float input
+// itself (DynamicQuantizeLinear's parameters, then the uint8 values) or reads them quantized.
+class FusedDynamicQuantizedKernel final : public FusedBodyKernel {
+ public:
+  struct Inputs {
+    int x = -1;  // the float input, when the kernel quantizes it; else the three below
+    int x_quantized = -1, x_scale = -1, x_zero = -1;
+    int residual = -1;  // the float residual, or -1
+  };
+
+  FusedDynamicQuantizedKernel(Inputs inputs, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
+                              std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
+      : inputs_(inputs), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
+        weights_(RtTensor::WrapConstant(weights)) {}
+
+  Result<int> Compute(KernelContext& context) override {
+    IntegerParameters parameters = parameters_;
+    RtTensor quantized;
+    const RtTensor* x = nullptr;
+    if (inputs_.x >= 0) {
+      const RtTensor& real = *context.input(static_cast<size_t>(inputs_.x));
+      if (real.dtype() != DataType::kFloat) return 0;
+      const DynamicParameters dynamic = DynamicUint8Parameters(real.data<float>(), real.NumElements());
+      quantized = context.allocator->Allocate(DataType::kUint8, real.dims());
+      FUSIONOPT_RETURN_IF_ERROR(QuantizeDynamically(real, dynamic, quantized));
+      x = &quantized;
+      parameters.runtime_scale = dynamic.scale;
+      parameters.a_zero = {dynamic.zero_point};
+    } else {
+      x = context.input(static_cast<size_t>(inputs_.x_quantized));
+      FUSIONOPT_ASSIGN_OR_RETURN(std::vector<float> scale, ScaleValues(*context.input(static_cast<size_t>(inputs_.x_scale)), "the input's scale"));
+      const RtTensor* zero = inputs_.x_zero >= 0 ? context.input(static_cast<size_t>(inputs_.x_zero)) : nullptr;
+      FUSIONOPT_ASSIGN_OR_RETURN(parameters.a_zero, ZeroPointValues(zero, "the input's zero point"));
+      if (scale.size() != 1 || parameters.a_zero.size() != 1) return 0;
+      parameters.runtime_scale = scale[0];
+    }
+    const RtTensor* residual = inputs_.residual >= 0 ? context.input(static_cast<size_t>(inputs_.residual)) : nullptr;
+    if (residual != nullptr && residual->dtype() != DataType::kFloat) return 0;
+    if (conv_) {
+      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(*x, weights_, parameters, context, 0, residual));
+    } else {
+      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(*x, weights_, parameters, context, 0, residual));
+    }
+    return 1;
+  }
+
+ private:
+  Inputs inputs_;
+  IntegerParameters parameters_;
+  std::unique_ptr<IntegerConv> conv_;
+  std::unique_ptr<IntegerMatMul> matmul_;
+  RtTensor weights_;
+};
+
+// The chain's post-ops as the integer kernel's epilogue: a constant addend first is the bias
+// (one value per channel, or one), a computed one the residual; nullopt where the chain has
+// another shape (the pass fuses only these: fuse_contraction_epilogues.h).
+std::optional<IntegerEpilogue> DynamicEpilogue(const PostOpChain& chain, const FusedBodyInfo& info,
+                                               std::vector<float>& bias, int& residual) {
+  IntegerEpilogue epilogue;
+  epilogue.output = IntegerEpilogue::Output::kFloat;
+  size_t addend = 0;
+  for (size_t i = 0; i < chain.post_ops.size(); ++i) {
+    const PostOp& step = chain.post_ops[i];
+    if (step.kind != PostOp::Kind::kAdd) {
+      epilogue.activation.push_back(step);
+      continue;
+    }
+    const size_t input = chain.addends[addend++];
+    if (const TensorPtr& constant = info.constant_inputs[input]) {
+      std::optional<std::vector<double>> values = constant->AsDoubles();
+      if (i != 0 || !values) return std::nullopt;
+      bias.assign(values->begin(), values->end());
+      continue;
+    }
+    if (residual >= 0) return std::nullopt;
+    residual = static_cast<int>(input);
+    epilogue.residual_type = DataType::kFloat;
+    epilogue.activation.push_back(step);
+  }
+  return epilogue;
+}
+
+}  // namespace
+
+std::unique_ptr<FusedBodyKernel> CreateFusedDynamicQuantized(const FusedBodyInfo& info) {
+  const Graph& body = info.body;
+  const Node* contraction = nullptr;
+  for (const auto& node : body.nodes()) {
+    if (IsDefaultDomain(*node) && (node->op_type() == "MatMulInteger" || node->op_type() == "ConvInteger")) {
+      if (contraction != nullptr) return nullptr;
+      contraction = node.get();
+    }
+  }
+  if (contraction == nullptr) return nullptr;
+  const quantized::ConstantOf constant_of = BodyConstants(info);
+  Decided<DynamicContraction> unit = quantized::MatchDynamicContraction(*contraction, constant_of);
+  if (!unit) return nullptr;
+  const int64_t opset = info.context.OpsetFor("");
+  std::optional<PostOpChain> chain = MatchPostOpChain(info, *unit->output(), unit->Nodes(), opset);
+  if (!chain) return nullptr;
+
+  FusedDynamicQuantizedKernel::Inputs inputs;
+  if (unit->quantize != nullptr) {
+    inputs.x = composite::BodyInputIndex(body, unit->quantize->input(0));
+    if (inputs.x < 0) return nullptr;
+  } else {
+    inputs.x_quantized = composite::BodyInputIndex(body, unit->x_quantized);
+    inputs.x_scale = composite::BodyInputIndex(body, unit->x_scale);
+    inputs.x_zero = unit->x_zero != nullptr ? composite::BodyInputIndex(body, unit->x_zero) : -1;
+    if (inputs.x_quantized < 0 || inputs.x_scale < 0 || (unit->x_zero != nullptr && inputs.x_zero < 0)) return nullptr;
+  }
+  IntegerParameters parameters;
+  std::optional<IntegerEpilogue> epilogue = DynamicEpilogue(*chain, info, parameters.bias, inputs.residual);
+  if (!epilogue) return nullptr;
+  const std::optional<std::vector<double>> scales = unit->weight_scale->AsDoubles();
+  if (!scales) return nullptr;
+  parameters.scale.assign(scales->begin(), scales->end());
+  if (unit->weight_zero != nullptr) {
+    const std::optional<std::vector<int64_t>> zeros = unit->weight_zero->AsInt64s();
+    if (!zeros) return nullptr;
+    parameters.b_zero.assign(zeros->begin(), zeros->end());
+  }
+
+  std::unique_ptr<IntegerConv> conv;
+  std::unique_ptr<IntegerMatMul> matmul;
+  if (unit->is_conv()) {
+    Result<WindowAttributes> attributes = ReadWindowAttributes(KernelInfo{*contraction, opset, {}});
+    if (!attributes.ok()) return nullptr;
+    conv = std::make_unique<IntegerConv>(*epilogue, *attributes, contraction->GetInt("group", 1), unit->weights);
+  } else {
+    matmul = std::make_unique<IntegerMatMul>(*epilogue, unit->weights);
+  }
+  return std::make_unique<FusedDynamicQuantizedKernel>(inputs, std::move(parameters), std::move(conv),
+                                                       std::move(matmul), unit->weights);
 }
 
 }  // namespace fusionopt::cpu

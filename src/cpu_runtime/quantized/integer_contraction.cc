@@ -142,7 +142,9 @@ std::vector<AddendLayout> ResidualLayouts(const IntegerEpilogue& epilogue) {
   layout.summed = true;
   layout.sum_scale = epilogue.residual_scale;
   layout.sum_zero = epilogue.residual_zero;
-  layout.sum_type = Int8Type(epilogue.residual_type);
+  // A float residual (a float-output kernel's) is read as dst's own type.
+  const bool quantized = epilogue.residual_type == DataType::kUint8 || epilogue.residual_type == DataType::kInt8;
+  layout.sum_type = quantized ? Int8Type(epilogue.residual_type) : memory::data_type::undef;
   return {layout};
 }
 
@@ -268,12 +270,14 @@ Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, con
     if (summed.empty()) {
       FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*activation, {&scaled}, {&scaled}));
     } else {
-      // The residual dequantized: scale · (r - zero).
+      // The residual dequantized: scale · (r - zero); a float one as it is.
       FUSIONOPT_CHECK(residual != nullptr && residual->NumElements() == count, "the residual of the output's shape");
       RtTensor real = RtTensor::Allocate(DataType::kFloat, dims);
-      const bool is_signed = residual->dtype() == DataType::kInt8;
+      const DataType type = residual->dtype();
       for (int64_t i = 0; i < count; ++i) {
-        const float r = is_signed ? residual->data<int8_t>()[i] : residual->data<uint8_t>()[i];
+        const float r = type == DataType::kInt8    ? residual->data<int8_t>()[i]
+                        : type == DataType::kUint8 ? residual->data<uint8_t>()[i]
+                                                   : residual->data<float>()[i];
         real.data<float>()[i] = epilogue.residual_scale * (r - static_cast<float>(epilogue.residual_zero));
       }
       FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*activation, {&scaled, &real}, {&scaled}));

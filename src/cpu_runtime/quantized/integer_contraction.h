@@ -39,8 +39,9 @@ struct IntegerEpilogue {
   DataType float_type = DataType::kFloat;       // kFloat: float, or float16 (computed in float)
   DataType quantized_type = DataType::kUint8;   // kQuantized: uint8 or int8
   // Float-domain steps between the bias and the requantization (a fused unit's activation):
-  // eltwise post-ops, and at most one kAdd, where a quantized residual of the output's shape is
-  // added as residual_scale · (r - residual_zero).
+  // eltwise post-ops, and at most one kAdd, where a residual of the output's shape is added as
+  // residual_scale · (r - residual_zero): an 8-bit one, or (residual_type float, scale 1,
+  // zero 0) the float residual of a float-output kernel.
   std::vector<PostOp> activation;
   float residual_scale = 1.0f;
   int32_t residual_zero = 0;

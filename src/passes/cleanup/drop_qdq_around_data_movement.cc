@@ -73,7 +73,7 @@ class Dropper {
 
  private:
   std::optional<Candidate> Match(Node& op) {
-    Candidate candidate{&op};
+    Candidate candidate{&op, {}, {}};
     std::optional<Quantization> parameters;
     for (size_t input : DataInputs(op)) {
       const Value* value = op.input(input);

@@ -271,10 +271,10 @@ Amount StandardFlops(const Node& node, const ShapeLookup& shapes) {
     case OpClass::kReduction:
       return Times(shapes.Elements(node.input(0)), ReductionWeight(op));
     case OpClass::kContraction:
-      if (op == "MatMul") return MatMulFlops(node, shapes);
+      if (op == "MatMul" || op == "MatMulInteger") return MatMulFlops(node, shapes);
       if (op == "Attention") return AttentionFlops(node, shapes);
       if (op == "Gemm") return GemmFlops(node, shapes);
-      if (op == "Conv") return ConvFlops(node, shapes);
+      if (op == "Conv" || op == "ConvInteger") return ConvFlops(node, shapes);
       if (op == "ConvTranspose") return ConvTransposeFlops(node, shapes);
       return EinsumFlops(node, shapes);
     case OpClass::kWindow:

@@ -13,6 +13,7 @@
 #include "passes/util/constant_operand.h"
 #include "passes/util/fold_rewrites.h"
 #include "passes/util/outline.h"
+#include "patterns/quantized/dynamic_contraction.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -21,8 +22,18 @@ namespace {
 // the literature puts the register-pressure knee of merged kernels at 4–6 members.
 constexpr int64_t kDefaultMaxMembers = 4;
 
+// A dynamically quantized member's head beyond the MatMulInteger
+// (patterns/quantized/dynamic_contraction.h): what the merged head is rebuilt from.
+struct DynamicHead {
+  quantized::DynamicContraction unit;
+  std::vector<double> scales;  // %ws per output column (a scalar repeated)
+};
+
 struct Member {
   Node* contraction = nullptr;
+  std::vector<Node*> head;   // the contraction and, for a dynamically quantized one, its rescale
+  DataType dtype = DataType::kUndefined;  // the product's (a dynamically quantized head's is float)
+  std::optional<DynamicHead> dynamic;
   ConstantOperand weight;
   std::optional<ConstantOperand> bias;  // Gemm's C, Conv's B
   int64_t width = 0;                     // output columns (MatMul, Gemm) or channels (Conv)
@@ -34,7 +45,7 @@ struct Member {
 
 // The axis of the weight that holds output channels, and of the output.
 int64_t WeightOutputAxis(const Node& contraction) {
-  if (contraction.op_type() == "MatMul") return 1;
+  if (contraction.op_type() == "MatMul" || contraction.op_type() == "MatMulInteger") return 1;
   if (contraction.op_type() == "Gemm") return contraction.GetInt("transB", 0) != 0 ? 0 : 1;
   return 0;  // Conv: [C_out, C_in, k...]
 }
@@ -45,9 +56,38 @@ std::optional<ConstantOperand> ConstantInput(const Node& node, size_t index, con
   return ReadConstantOperand(value, model);
 }
 
+// A MatMulInteger's dynamically quantized head as a member: int8 weights concatenate as bytes.
+WhyNot WhyNotDynamicMember(Node& node, const Model& model, Member& member) {
+  const InitializerRule rule = InitializerRuleOf(model);
+  const quantized::ConstantOf constant_of = [rule](const Value* value) -> TensorPtr {
+    return value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
+  };
+  Decided<quantized::DynamicContraction> unit = quantized::MatchDynamicContraction(node, constant_of);
+  if (!unit) return unit.why_not();
+  const Value* x = node.input(0);
+  if (!x->shape() || x->shape()->size() < 2) return "shared input has unknown rank or rank < 2";
+  if (unit->weight_zero != nullptr && unit->weight_zero->NumElements() != 1) return "per-column weight zero points";
+  member.contraction = &node;
+  for (const Node* head_node : unit->Nodes()) {
+    if (head_node != unit->quantize) member.head.push_back(const_cast<Node*>(head_node));
+  }
+  member.dtype = unit->output()->dtype();
+  member.width = unit->weights->dims()[1];
+  member.weight = ConstantOperand{node.input(1), unit->weights->dtype(), unit->weights->dims(), unit->weights};
+  const std::vector<double> scales = *unit->weight_scale->AsDoubles();
+  DynamicHead head{*unit, {}};
+  for (int64_t column = 0; column < member.width; ++column) {
+    head.scales.push_back(scales[scales.size() == 1 ? 0 : static_cast<size_t>(column)]);
+  }
+  member.dynamic = std::move(head);
+  member.tail = const_cast<Value*>(unit->output());
+  return {};
+}
+
 // Why `node` cannot be a member, or "" with `member` filled in.
 WhyNot WhyNotMember(Node& node, const Model& model, Member& member) {
   const std::string& op = node.op_type();
+  if (op == "MatMulInteger") return WhyNotDynamicMember(node, model, member);
   const Value* x = node.input(0);
   if (x == nullptr || !x->shape() || x->shape()->size() < 2) return "shared input has unknown rank or rank < 2";
   std::optional<ConstantOperand> weight = ConstantInput(node, 1, model);
@@ -56,6 +96,8 @@ WhyNot WhyNotMember(Node& node, const Model& model, Member& member) {
   if ((op == "MatMul" || op == "Gemm") && weight->dims.size() != 2) return "weight is not 2-D";
   if (op == "Conv" && (weight->dims.size() < 3 || node.GetInt("group", 1) != 1)) return "grouped or malformed Conv";
   member.contraction = &node;
+  member.head = {&node};
+  member.dtype = weight->dtype;
   member.width = weight->dims[static_cast<size_t>(WeightOutputAxis(node))];
   member.weight = std::move(*weight);
   if (node.inputs().size() > 2 && node.input(2) != nullptr) {
@@ -71,6 +113,14 @@ WhyNot WhyNotMember(Node& node, const Model& model, Member& member) {
   return {};
 }
 
+// The same input scale and zero point (one DynamicQuantizeLinear's), and weights' zero points of
+// one value.
+bool SameDynamicQuantization(const DynamicHead& a, const DynamicHead& b) {
+  auto zero = [](const TensorPtr& tensor) { return tensor != nullptr ? *tensor->AsInt64s() : std::vector<int64_t>{0}; };
+  return a.unit.x_scale == b.unit.x_scale && a.unit.x_zero == b.unit.x_zero &&
+         zero(a.unit.weight_zero) == zero(b.unit.weight_zero);
+}
+
 // Members that can share one kernel: same op and attributes, weights equal but for the
 // output axis.
 bool Compatible(const Member& a, const Member& b) {
@@ -78,6 +128,7 @@ bool Compatible(const Member& a, const Member& b) {
     return false;
   }
   if (a.weight.dtype != b.weight.dtype || a.weight.dims.size() != b.weight.dims.size()) return false;
+  if (a.dynamic && !SameDynamicQuantization(*a.dynamic, *b.dynamic)) return false;
   const size_t axis = static_cast<size_t>(WeightOutputAxis(*a.contraction));
   for (size_t i = 0; i < a.weight.dims.size(); ++i) {
     if (i != axis && a.weight.dims[i] != b.weight.dims[i]) return false;
@@ -160,7 +211,7 @@ std::optional<std::pair<Node*, ConstantOperand>> BiasAddOf(const Member& member,
   const size_t other = add->input(0) == member.tail ? 1 : 0;
   if (add->input(1 - other) != member.tail) return std::nullopt;
   std::optional<ConstantOperand> bias = ConstantInput(*add, other, model);
-  if (!bias || bias->dtype != member.weight.dtype || !PerChannelBias(*bias, member, output_rank)) return std::nullopt;
+  if (!bias || bias->dtype != member.dtype || !PerChannelBias(*bias, member, output_rank)) return std::nullopt;
   return std::pair{add, std::move(*bias)};
 }
 
@@ -361,19 +412,38 @@ struct Rewritten {
   std::vector<const Node*> removed;  // the members' operands' producers nothing reads any more
 };
 
+// A dynamically quantized head's rescale after the merged MatMulInteger (created.back()):
+// Cast, then Mul by the input's scale times every column's weight scale.
+void AddMergedRescale(Graph& graph, const std::vector<Member>& members, std::vector<Node*>& created) {
+  const quantized::DynamicContraction& unit = members[0].dynamic->unit;
+  std::vector<double> scales;
+  for (const Member& member : members) scales.insert(scales.end(), member.dynamic->scales.begin(), member.dynamic->scales.end());
+  const auto count = static_cast<int64_t>(scales.size());
+  Value* column_scales = AddInitializer(graph, unit.contraction->input(1)->name() + "_scale_horizontal",
+                                        MakeFloatingTensor(DataType::kFloat, {count}, scales));
+  Value* x_scale = const_cast<Value*>(unit.x_scale);
+  created.push_back(AddNodeLike(graph, *unit.cast, {created.back()->output(0)}, NewValue(graph, *unit.cast->output(0))));
+  Node* scales_mul = AddNodeLike(graph, *unit.scales, {x_scale, column_scales}, NewValue(graph, *unit.scales->output(0)));
+  created.push_back(scales_mul);
+  created.push_back(AddNodeLike(graph, *unit.rescale, {created[created.size() - 2]->output(0), scales_mul->output(0)},
+                                NewValue(graph, *unit.rescale->output(0))));
+}
+
 // The merged contraction, the merged epilogue and the Split, placed before the first member.
 Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, size_t output_rank) {
   const Node& first = *members[0].contraction;
   std::vector<int64_t> widths;
   for (const Member& member : members) widths.push_back(member.width);
-  const DataType dtype = members[0].weight.dtype;
+  const DataType dtype = members[0].dtype;
 
   std::vector<const ConstantOperand*> weights;
   for (const Member& member : members) weights.push_back(&member.weight);
   std::vector<Value*> inputs = {first.input(0),
                                 AddInitializer(graph, first.input(1)->name() + "_horizontal",
                                                Concatenate(weights, widths, static_cast<size_t>(WeightOutputAxis(first)),
-                                                           dtype, members[0].weight.dims))};
+                                                           members[0].weight.dtype, members[0].weight.dims))};
+  // MatMulInteger's zero points, the same for every member.
+  if (members[0].dynamic) inputs.insert(inputs.end(), first.inputs().begin() + 2, first.inputs().end());
   const bool any_bias = std::any_of(members.begin(), members.end(), [](const Member& m) { return m.bias.has_value(); });
   if (any_bias) {
     std::vector<const ConstantOperand*> biases;
@@ -382,6 +452,7 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
                                     Concatenate(biases, widths, 0, dtype, {widths[0]})));
   }
   std::vector<Node*> created = {AddNodeLike(graph, first, inputs, NewValue(graph, *first.output(0)))};
+  if (members[0].dynamic) AddMergedRescale(graph, members, created);
 
   // Each epilogue node of the first member that has one, re-created over the merged values:
   // what its nodes computed maps to what the merged nodes compute; an Add's per-channel
@@ -389,7 +460,7 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
   // is shared by every member.
   const Member& pattern = *std::find_if(members.begin(), members.end(), [](const Member& m) { return !m.zero_bias; });
   std::unordered_map<const Value*, Value*> merged_of;
-  for (const Member& member : members) merged_of[member.contraction->output(0)] = created.back()->output(0);
+  for (const Member& member : members) merged_of[member.head.back()->output(0)] = created.back()->output(0);
   for (size_t step = 0; step < pattern.epilogue.size(); ++step) {
     const Node& like = *pattern.epilogue[step];
     std::vector<Value*> step_inputs;
@@ -430,7 +501,7 @@ Rewritten Rewrite(Graph& graph, std::vector<Member>& members, int64_t opset, siz
   const Value* shared_input = first.input(0);
   for (size_t i = 0; i < members.size(); ++i) {
     graph.TransferProducer(members[i].tail, split, static_cast<int>(i));
-    std::vector<Node*> chain = {members[i].contraction};
+    std::vector<Node*> chain = members[i].head;
     chain.insert(chain.end(), members[i].epilogue.begin(), members[i].epilogue.end());
     for (Node* node : chain) {
       for (Value* input : node->inputs()) {
@@ -451,7 +522,8 @@ std::vector<Node*> ContractionsReading(const Value& x) {
   for (const auto& use : x.uses()) {
     const Node* node = use.node;
     const std::string& op = node->op_type();
-    if (use.input_index == 0 && IsDefaultDomain(*node) && (op == "MatMul" || op == "Gemm" || op == "Conv") &&
+    if (use.input_index == 0 && IsDefaultDomain(*node) &&
+        (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "MatMulInteger") &&
         std::find(readers.begin(), readers.end(), node) == readers.end()) {
       readers.push_back(use.node);
     }
@@ -489,7 +561,7 @@ bool MergeGroup(Graph& graph, std::vector<Member>& group, int64_t opset, size_t 
   if (!SinkAndDropLostEpilogues(group, context.model(), output_rank, context)) return false;
   std::vector<Node*> merged;
   for (const Member& member : group) {
-    merged.push_back(member.contraction);
+    merged.insert(merged.end(), member.head.begin(), member.head.end());
     merged.insert(merged.end(), member.epilogue.begin(), member.epilogue.end());
   }
   // The Split is costed as free: a view where the parts are contiguous (channels of one
@@ -497,7 +569,7 @@ bool MergeGroup(Graph& graph, std::vector<Member>& group, int64_t opset, size_t 
   if (!context.JudgeFusion(merged).apply()) return false;
   FusionRecord record{"", "", "", "horizontal_" + group[0].contraction->op_type(), {}};  // RecordFusion names the pass
   for (const Member& member : group) {
-    record.replaced.push_back(member.contraction->name());
+    for (const Node* node : member.head) record.replaced.push_back(node->name());
     for (const Node* node : member.epilogue) record.replaced.push_back(node->name());
   }
   context.Matched();

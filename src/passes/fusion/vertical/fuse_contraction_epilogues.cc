@@ -9,18 +9,29 @@
 #include "passes/fusion/util/epilogue_patterns.h"
 #include "passes/util/outline.h"
 #include "passes/util/shape_facts.h"
+#include "patterns/quantized/dynamic_contraction.h"
 
 namespace fusionopt::passes {
 namespace {
 
+// The head of a chain: a float contraction, or a dynamically quantized one (several nodes
+// whose float output the integer kernel scales; patterns/quantized/dynamic_contraction.h).
 struct Contraction {
-  Node* node = nullptr;
-  Shape shape;  // the output's
+  Node* node = nullptr;     // the contraction op
+  std::vector<Node*> head;  // every node of the head, `node` among them
+  Value* output = nullptr;  // the head's product, where the chain starts
+  std::string name;         // in the function name: "Conv", "DynamicQMatMul"
+  Shape shape;              // the output's
   size_t channel_axis = 0;
+  bool integer = false;     // the integer kernel computes it: fewer post-ops (WhyNotIntegerStep)
 };
 
-bool IsContraction(const Node& node) {
+bool IsFloatContraction(const Node& node) {
   return IsStandardOp(node, "Conv") || IsStandardOp(node, "Gemm") || IsStandardOp(node, "MatMul");
+}
+
+bool IsIntegerContraction(const Node& node) {
+  return IsStandardOp(node, "MatMulInteger") || IsStandardOp(node, "ConvInteger");
 }
 
 bool OneDnnPostOpType(DataType dtype) {
@@ -43,8 +54,31 @@ WhyNot AnalyzeContraction(Node& node, Contraction& contraction) {
   if (node.op_type() == "Conv" && shape->size() < 3) return "Conv output rank below 3";
   if (shape->size() < 2) return "output rank below 2";
   contraction.node = &node;
+  contraction.head = {&node};
+  contraction.output = output;
+  contraction.name = node.op_type();
   contraction.shape = *shape;
   contraction.channel_axis = node.op_type() == "Conv" ? 1 : shape->size() - 1;
+  return {};
+}
+
+// The dynamically quantized head around `node` (MatMulInteger or ConvInteger), or why not.
+WhyNot AnalyzeDynamicContraction(Node& node, Contraction& contraction) {
+  const quantized::ConstantOf constant_of = [](const Value* value) -> TensorPtr {
+    return value != nullptr ? ConstantValueOf(*value, InitializerRule::kFeedsOverride) : nullptr;
+  };
+  Decided<quantized::DynamicContraction> unit = quantized::MatchDynamicContraction(node, constant_of);
+  if (!unit) return unit.why_not();
+  Value* output = const_cast<Value*>(unit->output());
+  const Shape* shape = KnownRankShape(*output);
+  if (shape == nullptr || shape->size() < 2) return "output rank unknown or below 2";
+  contraction.node = &node;
+  for (const Node* member : unit->Nodes()) contraction.head.push_back(const_cast<Node*>(member));
+  contraction.output = output;
+  contraction.name = unit->is_conv() ? "DynamicQConv" : "DynamicQMatMul";
+  contraction.shape = *shape;
+  contraction.channel_axis = unit->is_conv() ? 1 : shape->size() - 1;
+  contraction.integer = true;
   return {};
 }
 
@@ -177,25 +211,51 @@ struct Chain {
   Contraction contraction;
   std::vector<std::vector<Node*>> steps;
   std::vector<std::string> names;
+  Value* tail = nullptr;  // the value the next step reads
+  int residuals = 0;      // steps that add a computed tensor
 };
+
+// A binary step's constant operand against `tail` (the value it extends), null otherwise.
+TensorPtr StepConstant(const Node& node, const Value& tail) {
+  const Value* operand = OtherOperand(node, tail);
+  return operand != nullptr ? ConstantValueOf(*operand, InitializerRule::kFeedsOverride) : nullptr;
+}
+
+bool IsAddStep(const Node& node) { return IsStandardOp(node, "Add") || IsStandardOp(node, "Sum"); }
+
+// The integer kernel's epilogue (quantized/integer_contraction.h) is a bias per output channel
+// first, then eltwise steps and at most one residual of the output's shape; a step beyond that
+// ends a dynamically quantized chain (a float contraction's kernel takes any binary addend).
+WhyNot WhyNotIntegerStep(const EpilogueStep& step, const Chain& chain) {
+  if (step.nodes.size() != 1) return {};  // a decomposed activation: one eltwise post-op
+  const Node& node = *step.nodes.front();
+  if (!IsAddStep(node) && !IsStandardOp(node, "Mul")) return {};  // an activation
+  const TensorPtr constant = StepConstant(node, *chain.tail);
+  if (constant != nullptr && constant->NumElements() == 1) return {};  // an eltwise linear step
+  if (!IsAddStep(node)) return "integer kernel: a product with a tensor is no post-op of it";
+  if (constant == nullptr) return chain.residuals > 0 ? "integer kernel: a second residual" : WhyNot();
+  if (!chain.steps.empty()) return "integer kernel: a per-channel addend other than the bias right after the product";
+  if (!PerChannel(constant->dims(), chain.contraction)) return "integer kernel: a constant addend not per channel";
+  return {};
+}
 
 // Why `step` cannot extend the chain as it stands, or "".
 WhyNot WhyNotAppend(const EpilogueStep& step, const Chain& chain, const ChainContext& context, int64_t max_post_ops) {
   for (const Node* node : step.nodes) {
     if (context.claimed.count(node)) return "post-op already in another contraction's chain";
   }
-  Value& output = *chain.contraction.node->output(0);
+  Value& output = *chain.contraction.output;
   if (step.result->dtype() != output.dtype()) return "post-op changes the dtype";
   if (!context.shapes.Same(*step.result, output)) return "post-op changes the output's shape";
   if (static_cast<int64_t>(chain.steps.size()) == max_post_ops) return "epilogue would exceed max-post-ops";
+  if (chain.contraction.integer) return WhyNotIntegerStep(step, chain);
   return {};
 }
 
 Chain FollowChain(const ChainContext& context, int64_t max_post_ops, PassContext& pass_context) {
-  Chain chain{context.contraction, {}, {}};
-  Value* value = context.contraction.node->output(0);
+  Chain chain{context.contraction, {}, {}, context.contraction.output, 0};
   while (true) {
-    Next next = NextStep(*value, context);
+    Next next = NextStep(*chain.tail, context);
     if (!next.step) {
       if (next.reason) pass_context.Rejected(*next.at, next.reason);
       break;
@@ -205,19 +265,23 @@ Chain FollowChain(const ChainContext& context, int64_t max_post_ops, PassContext
       pass_context.Rejected(*next.step->nodes.back(), why);
       break;
     }
+    const Node& first = *next.step->nodes.front();
+    if (next.step->nodes.size() == 1 && IsAddStep(first) && StepConstant(first, *chain.tail) == nullptr) ++chain.residuals;
     chain.steps.push_back(next.step->nodes);
     chain.names.push_back(next.step->name);
-    value = next.step->result;
+    chain.tail = next.step->result;
   }
   return chain;
 }
 
 // Outlines the longest legal prefix of the chain; whether anything was fused.
+// A dynamically quantized head is worth one kernel without any step: it is several ops.
 bool FuseLongestLegalPrefix(Graph& graph, Chain chain, PassContext& context) {
-  Node* contraction = chain.contraction.node;
-  while (!chain.steps.empty()) {
-    std::vector<Node*> members = {contraction};
-    std::string name = "Fused" + contraction->op_type();
+  const Contraction& contraction = chain.contraction;
+  const size_t fewest_steps = contraction.head.size() > 1 ? 0 : 1;
+  while (chain.steps.size() >= fewest_steps) {
+    std::vector<Node*> members = contraction.head;
+    std::string name = "Fused" + contraction.name;
     for (size_t i = 0; i < chain.steps.size(); ++i) {
       members.insert(members.end(), chain.steps[i].begin(), chain.steps[i].end());
       name += chain.names[i];
@@ -229,7 +293,8 @@ bool FuseLongestLegalPrefix(Graph& graph, Chain chain, PassContext& context) {
       context.Count("post_ops_fused", static_cast<int64_t>(chain.steps.size()));
       return true;
     }
-    if (why) context.Rejected(*chain.steps.back().front(), why);
+    if (why) context.Rejected(chain.steps.empty() ? *contraction.node : *chain.steps.back().front(), why);
+    if (chain.steps.empty()) break;
     chain.steps.pop_back();
     chain.names.pop_back();
   }
@@ -248,7 +313,7 @@ Result<bool> FuseContractionEpilogues::RunOnGraph(Graph& graph, PassContext& con
   int64_t opset = context.model().OpsetFor("").value_or(0);
   std::vector<Node*> contractions;
   for (const auto& node : graph.nodes()) {
-    if (IsContraction(*node)) contractions.push_back(node.get());
+    if (IsFloatContraction(*node) || IsIntegerContraction(*node)) contractions.push_back(node.get());
   }
   // Every chain is planned on the graph as it was (shape facts are a snapshot), then outlined.
   RuntimeShapes shapes(graph);
@@ -256,14 +321,16 @@ Result<bool> FuseContractionEpilogues::RunOnGraph(Graph& graph, PassContext& con
   std::vector<Chain> chains;
   for (Node* node : contractions) {
     Contraction contraction;
-    WhyNot why = opset < kFirstUnrestrictedOpset ? WhyNot("opset before 7") : AnalyzeContraction(*node, contraction);
+    WhyNot why = opset < kFirstUnrestrictedOpset ? WhyNot("opset before 7")
+                 : IsIntegerContraction(*node)   ? AnalyzeDynamicContraction(*node, contraction)
+                                                 : AnalyzeContraction(*node, contraction);
     if (why) {
-      // Worth a report only where a post-op was waiting.
-      if (HasPostOpReader(*node)) context.Rejected(*node, why);
+      // Worth a report only where a post-op was waiting, or the integer op left several kernels.
+      if (IsIntegerContraction(*node) || HasPostOpReader(*node)) context.Rejected(*node, why);
       continue;
     }
     Chain chain = FollowChain(ChainContext{contraction, shapes, claimed, opset}, max_post_ops, context);
-    if (chain.steps.empty()) continue;
+    if (chain.steps.empty() && contraction.head.size() == 1) continue;
     for (const auto& step : chain.steps) claimed.insert(step.begin(), step.end());
     chains.push_back(std::move(chain));
   }

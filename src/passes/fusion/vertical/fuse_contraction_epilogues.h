@@ -16,6 +16,8 @@ inline constexpr std::string_view kFuseContractionEpiloguesRewrite = R"rewrite(
 )rewrite";
 //   Relu(Add(MatMul(%a, %w), %bias[N]))              →   FusedMatMulAddRelu
 //   Gelu-as-exported(Add(MatMul(%a, %w), %bias))     →   FusedMatMulAddGelu
+//   Add(Mul(Cast(MatMulInteger(DynamicQuantizeLinear(%a), %wq)), %scales), %bias)
+//                                                    →   FusedDynamicQMatMulAdd
 //
 // The chain starts at Conv, Gemm or MatMul (default domain, opset >= 7, float/float16/bfloat16,
 // output of known rank, MatMul operands at least 2-D) and takes, in any order and as long as
@@ -41,6 +43,14 @@ inline constexpr std::string_view kFuseContractionEpiloguesRewrite = R"rewrite(
 // takes it and the other ends before it. Outlining re-checks legality (outline.h); a chain
 // it refuses is shortened from its end. (A residual operand cannot depend on the chain: every
 // value inside has the next step as its only reader.)
+//
+// A dynamically quantized contraction (onnxruntime's quantize_dynamic: DynamicQuantizeLinear →
+// MatMulInteger/ConvInteger → Cast → Mul by the product of the scales;
+// patterns/quantized/dynamic_contraction.h) heads a chain the same way, as one node even with no
+// step after it ("FusedDynamicQMatMulAddGelu"): the runtime's integer kernel quantizes the input,
+// multiplies in int8 and applies the steps as post-ops. Its epilogue is narrower than a float
+// contraction's: a per-channel constant Add only as the first step (the bias), scalar Add/Mul,
+// activations, and one residual Add of the output's shape.
 //
 // Limits: ConvTranspose and Einsum are not matched. This pass runs before fuse-composites, so
 // a GELU or SiLU after a contraction joins its chain rather than becoming a node of its own.
