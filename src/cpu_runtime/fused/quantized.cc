@@ -74,17 +74,47 @@ std::optional<std::vector<float>> BiasValues(const QuantizedContraction& unit, c
   return std::vector<float>(values.begin(), values.end());
 }
 
+// A per-tensor 8-bit grid: what a unit that starts from float quantizes its input to (its
+// QuantizeLinear's), and the grid of a quantized residual a float-output unit adds.
+struct Grid {
+  float scale = 1.0f;
+  int32_t zero = 0;
+  DataType type = DataType::kUndefined;  // undefined: none
+};
+
 class FusedQuantizedKernel final : public FusedBodyKernel {
  public:
-  FusedQuantizedKernel(int input, int residual, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
+  struct Inputs {
+    int x = -1;
+    Grid x_grid;         // set: x is float, quantized here
+    int residual = -1;   // the body input of the quantized residual, or -1
+    Grid residual_grid;  // set: the residual is dequantized here (the unit writes float)
+  };
+
+  FusedQuantizedKernel(Inputs inputs, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
                        std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
-      : input_(input), residual_(residual), parameters_(std::move(parameters)), conv_(std::move(conv)),
-        matmul_(std::move(matmul)), weights_(RtTensor::WrapConstant(weights)) {}
+      : inputs_(inputs), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
+        weights_(RtTensor::WrapConstant(weights)) {}
 
   Result<int> Compute(KernelContext& context) override {
-    const RtTensor& x = *context.input(static_cast<size_t>(input_));
+    const RtTensor* input = context.input(static_cast<size_t>(inputs_.x));
+    RtTensor quantized;
+    if (const Grid& grid = inputs_.x_grid; grid.type != DataType::kUndefined) {
+      if (input->dtype() != DataType::kFloat) return 0;
+      quantized = context.allocator->Allocate(grid.type, input->dims());
+      FUSIONOPT_RETURN_IF_ERROR(QuantizePerTensor(*input, grid.scale, grid.zero, quantized));
+      input = &quantized;
+    }
+    const RtTensor& x = *input;
     if (x.dtype() != DataType::kUint8 && x.dtype() != DataType::kInt8) return 0;
-    const RtTensor* residual = residual_ >= 0 ? context.input(static_cast<size_t>(residual_)) : nullptr;
+    const RtTensor* residual = inputs_.residual >= 0 ? context.input(static_cast<size_t>(inputs_.residual)) : nullptr;
+    RtTensor dequantized;
+    if (const Grid& grid = inputs_.residual_grid; residual != nullptr && grid.type != DataType::kUndefined) {
+      if (residual->dtype() != grid.type) return 0;
+      dequantized = context.allocator->Allocate(DataType::kFloat, residual->dims());
+      FUSIONOPT_RETURN_IF_ERROR(DequantizePerTensor(*residual, grid.scale, grid.zero, dequantized));
+      residual = &dequantized;
+    }
     // (A residual whose dims are not the output's is an error of the body the kernel reports:
     // the pass fuses a residual only where inference proved the shapes equal.)
     if (conv_) {
@@ -96,8 +126,7 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
   }
 
  private:
-  int input_;
-  int residual_;  // the body input of the quantized residual, or -1
+  Inputs inputs_;
   IntegerParameters parameters_;
   std::unique_ptr<IntegerConv> conv_;
   std::unique_ptr<IntegerMatMul> matmul_;
@@ -148,16 +177,22 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
   if (contraction == nullptr) return nullptr;
   const quantized::ConstantOf constant_of = BodyConstants(info);
   Decided<QuantizedContraction> unit = quantized::MatchQuantizedContraction(*contraction, constant_of);
-  if (!unit || unit->output->output(0) != body.outputs()[0]) return nullptr;
+  if (!unit) return nullptr;
+  // The float ends the pass gave the unit are in the body when it took them.
+  unit->input_quantize = quantized::LeadingQuantize(*unit, constant_of);
+  unit->output_dequantize = quantized::TrailingDequantize(*unit, constant_of);
+  const Node* last = unit->output_dequantize != nullptr ? unit->output_dequantize : unit->output;
+  if (last->output(0) != body.outputs()[0]) return nullptr;
   std::vector<Node*> members;
   for (const Node* member : unit->Nodes()) members.push_back(const_cast<Node*>(member));
   if (!composite::BodyIsExactly(body, members)) return nullptr;
-  const int input = composite::BodyInputIndex(body, unit->input->input(0));
-  if (input < 0) return nullptr;
-  int residual = -1;
+  const Node* first = unit->input_quantize != nullptr ? unit->input_quantize : unit->input;
+  FusedQuantizedKernel::Inputs inputs;
+  inputs.x = composite::BodyInputIndex(body, first->input(0));
+  if (inputs.x < 0) return nullptr;
   if (const EpilogueStep* step = unit->residual()) {
-    residual = composite::BodyInputIndex(body, step->dequantize->input(0));
-    if (residual < 0) return nullptr;
+    inputs.residual = composite::BodyInputIndex(body, step->dequantize->input(0));
+    if (inputs.residual < 0) return nullptr;
   }
 
   const int64_t opset = info.context.OpsetFor("");
@@ -169,6 +204,18 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
   std::optional<IntegerEpilogue> epilogue = EpilogueOf(*unit, constant_of, opset);
   if (!x || !w || !y || !bias || !epilogue) return nullptr;
   epilogue->quantized_type = y->type;
+  if (unit->output_dequantize != nullptr) {
+    epilogue->output = IntegerEpilogue::Output::kFloat;
+    AppendRoundTrip(*y, epilogue->activation);
+    // A float output sums a float residual: the kernel dequantizes the 8-bit one first.
+    if (inputs.residual >= 0) {
+      inputs.residual_grid = {epilogue->residual_scale, epilogue->residual_zero, epilogue->residual_type};
+      epilogue->residual_scale = 1.0f;
+      epilogue->residual_zero = 0;
+      epilogue->residual_type = DataType::kFloat;
+    }
+  }
+  if (unit->input_quantize != nullptr) inputs.x_grid = {x->Scales()[0], x->ZeroPoints()[0], x->type};
 
   IntegerParameters parameters;
   parameters.a_zero = x->ZeroPoints();
@@ -190,8 +237,8 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
     const bool trans_b = contraction->op_type() == "Gemm" && contraction->GetInt("transB", 0) != 0;
     matmul = std::make_unique<IntegerMatMul>(*epilogue, weights, false, trans_b);
   }
-  return std::make_unique<FusedQuantizedKernel>(input, residual, std::move(parameters), std::move(conv),
-                                                std::move(matmul), weights);
+  return std::make_unique<FusedQuantizedKernel>(inputs, std::move(parameters), std::move(conv), std::move(matmul),
+                                                weights);
 }
 
 namespace {

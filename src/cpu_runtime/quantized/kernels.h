@@ -21,5 +21,10 @@ struct DynamicParameters {
 DynamicParameters DynamicUint8Parameters(const float* values, int64_t count);
 // y (uint8, x's shape) = saturate(round(x / scale) + zero_point); all zeros for scale 0.
 Status QuantizeDynamically(const RtTensor& x, const DynamicParameters& parameters, RtTensor& y);
+// QuantizeLinear per tensor of float x into y (8-bit, x's shape; y's dtype says which): the
+// program the QuantizeLinear kernel runs, so a fused kernel rounds as the op does.
+Status QuantizePerTensor(const RtTensor& x, float scale, int32_t zero_point, RtTensor& y);
+// DequantizeLinear per tensor of 8-bit q into float y (q's shape), as the op computes it.
+Status DequantizePerTensor(const RtTensor& q, float scale, int32_t zero_point, RtTensor& y);
 
 }  // namespace fusionopt::cpu

@@ -274,17 +274,43 @@ Status QuantizeDynamically(const RtTensor& x, const DynamicParameters& parameter
     std::fill(y.data<uint8_t>(), y.data<uint8_t>() + y.NumElements(), uint8_t{0});
     return Status::Ok();
   }
-  RtTensor scale = RtTensor::Allocate(DataType::kFloat, {});
-  RtTensor zero = RtTensor::Allocate(DataType::kUint8, {});
-  scale.data<float>()[0] = parameters.scale;
-  zero.data<uint8_t>()[0] = parameters.zero_point;
+  return QuantizePerTensor(x, parameters.scale, parameters.zero_point, y);
+}
+
+namespace {
+
+// A per-tensor grid's scale and zero point as the scalar operands of a quantize program.
+std::pair<RtTensor, RtTensor> GridOperands(float scale, int32_t zero_point, DataType type) {
+  FUSIONOPT_CHECK(type == DataType::kUint8 || type == DataType::kInt8, "an 8-bit grid");
+  RtTensor scale_tensor = RtTensor::Allocate(DataType::kFloat, {});
+  RtTensor zero = RtTensor::Allocate(type, {});
+  scale_tensor.data<float>()[0] = scale;
+  if (type == DataType::kUint8) zero.data<uint8_t>()[0] = static_cast<uint8_t>(zero_point);
+  else zero.data<int8_t>()[0] = static_cast<int8_t>(zero_point);
+  return {std::move(scale_tensor), std::move(zero)};
+}
+
+}  // namespace
+
+Status QuantizePerTensor(const RtTensor& x, float scale, int32_t zero_point, RtTensor& y) {
+  const DataType type = y.dtype();
+  const auto [scale_tensor, zero] = GridOperands(scale, zero_point, type);
   static ExprPrograms programs;
-  FUSIONOPT_ASSIGN_OR_RETURN(
-      const ew::Program* quantize,
-      programs.Get({DataType::kFloat, DataType::kFloat, DataType::kUint8}, {0, 1, 2},
-                   QuantizeExpr(DataType::kUint8, IntegerRange(DataType::kUint8), DataType::kFloat),
-                   "DynamicQuantizeLinear"));
-  return ew::Evaluate(*quantize, {&x, &scale, &zero}, {&y});
+  FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* quantize,
+                             programs.Get({DataType::kFloat, DataType::kFloat, type}, {0, 1, 2},
+                                          QuantizeExpr(type, IntegerRange(type), DataType::kFloat), "QuantizeLinear"));
+  return ew::Evaluate(*quantize, {&x, &scale_tensor, &zero}, {&y});
+}
+
+Status DequantizePerTensor(const RtTensor& q, float scale, int32_t zero_point, RtTensor& y) {
+  const DataType type = q.dtype();
+  FUSIONOPT_CHECK(y.dtype() == DataType::kFloat, "a float result");
+  const auto [scale_tensor, zero] = GridOperands(scale, zero_point, type);
+  static ExprPrograms programs;
+  FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* dequantize,
+                             programs.Get({type, DataType::kFloat, type}, {0, 1, 2}, DequantizeExpr(DataType::kFloat),
+                                          "DequantizeLinear"));
+  return ew::Evaluate(*dequantize, {&q, &scale_tensor, &zero}, {&y});
 }
 
 void RegisterQuantizeLinearKernels(KernelRegistry& registry) {

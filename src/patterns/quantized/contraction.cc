@@ -284,8 +284,30 @@ bool IsEpilogueActivation(const Node& node, const ConstantOf& constant_of) {
   return std::find(kActivations.begin(), kActivations.end(), op) != kActivations.end();
 }
 
+const Node* LeadingQuantize(const QuantizedContraction& unit, const ConstantOf& constant_of) {
+  if (SoleReader(unit.input->output(0)) != unit.contraction) return nullptr;
+  const Value* quantized = unit.input->input(0);
+  const Node* quantize = quantized != nullptr ? quantized->producer() : nullptr;
+  if (quantize == nullptr || !IsQuantizeLinear(*quantize) || SoleReader(quantized) != unit.input) return nullptr;
+  Decided<Quantization> forth = ConstantQuantization(*quantize, 0, constant_of);
+  Decided<Quantization> back = ConstantQuantization(*unit.input, 0, constant_of);
+  if (!forth || !back || !SameQuantization(*forth, *back)) return nullptr;
+  return quantize;
+}
+
+const Node* TrailingDequantize(const QuantizedContraction& unit, const ConstantOf& constant_of) {
+  const Node* dequantize = SoleReader(unit.output->output(0));
+  if (dequantize == nullptr || !IsDequantizeLinear(*dequantize)) return nullptr;
+  Decided<Quantization> forth = ConstantQuantization(*unit.output, 0, constant_of);
+  Decided<Quantization> back = ConstantQuantization(*dequantize, 0, constant_of);
+  if (!forth || !back || !SameQuantization(*forth, *back)) return nullptr;
+  return dequantize;
+}
+
 std::vector<const Node*> QuantizedContraction::Nodes() const {
-  std::vector<const Node*> nodes = {input, weights};
+  std::vector<const Node*> nodes;
+  if (input_quantize != nullptr) nodes.push_back(input_quantize);
+  nodes.insert(nodes.end(), {input, weights});
   if (bias_dequantize != nullptr) nodes.push_back(bias_dequantize);
   nodes.push_back(contraction);
   if (bias_add != nullptr) nodes.push_back(bias_add);
@@ -294,6 +316,7 @@ std::vector<const Node*> QuantizedContraction::Nodes() const {
     if (step.dequantize != nullptr) nodes.push_back(step.dequantize);
   }
   nodes.push_back(output);
+  if (output_dequantize != nullptr) nodes.push_back(output_dequantize);
   return nodes;
 }
 

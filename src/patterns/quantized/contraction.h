@@ -17,6 +17,8 @@
 //         once, a residual Add(·, DequantizeLinear(%r, %rs, %rz)) of the output's shape, %r
 //         8-bit per tensor (ResNet's shortcut),
 //   %y  = QuantizeLinear(·, %ys, %yz)              per tensor, int8/uint8: the unit's end
+//   optionally %xq = QuantizeLinear(%f, %xs, %xz) before it, and DequantizeLinear(%y, %ys, %yz)
+//   after it (LeadingQuantize, TrailingDequantize): the unit then reads and writes float
 //
 // A kernel computes the unit as acc = Σ (xq - xz)(wq - wz) in int32, scaled by xs·ws, plus
 // the bias, the steps in float, and the requantization into %y: what the ops compute, to the
@@ -72,6 +74,12 @@ struct QuantizedContraction {
   const Node* bias_add = nullptr;         // MatMul's Add of the bias, or null
   std::vector<EpilogueStep> steps;
   const Node* output = nullptr;           // the QuantizeLinear that ends the unit
+  // Optional ends, each taken by the fusion pass where no other unit claims it (LeadingQuantize,
+  // TrailingDequantize): the QuantizeLinear that makes %xq from a float input (the kernel then
+  // quantizes its input itself), and the DequantizeLinear after %y (the kernel writes the round
+  // trip's float values).
+  const Node* input_quantize = nullptr;
+  const Node* output_dequantize = nullptr;
 
   std::vector<const Node*> Nodes() const;  // every member, in graph order
   const EpilogueStep* residual() const;     // the residual step, or null
@@ -82,6 +90,15 @@ struct QuantizedContraction {
 // reader and be no graph output; %x's and %w's DequantizeLinear may be shared with other
 // readers (the pass gives the unit its own copy).
 Decided<QuantizedContraction> MatchQuantizedContraction(const Node& contraction, const ConstantOf& constant_of);
+
+// The QuantizeLinear that alone feeds the unit's input DequantizeLinear, with its parameters,
+// when that DequantizeLinear feeds the contraction alone: %x = DQ(Q(%f)) is the float %f rounded
+// to the input's grid, which the kernel can do itself. Null otherwise.
+const Node* LeadingQuantize(const QuantizedContraction& unit, const ConstantOf& constant_of);
+// The DequantizeLinear that alone reads the unit's output, with its parameters: DQ(Q(·)) is the
+// round trip the kernel can end with, writing float (a residual then dequantized first). Null
+// otherwise.
+const Node* TrailingDequantize(const QuantizedContraction& unit, const ConstantOf& constant_of);
 
 // The activations an epilogue step may be (each has a post-op in both runtimes).
 bool IsEpilogueActivation(const Node& node, const ConstantOf& constant_of);

@@ -28,6 +28,14 @@ inline constexpr std::string_view kFuseQuantizedContractionsRewrite = R"rewrite(
 // by the next member only. A DequantizeLinear of %xq, %wq or a residual that other nodes read
 // too is copied, so each unit has its own (the copy costs nothing: it is inside a kernel).
 //
+// Float ends: a unit also takes the QuantizeLinear that makes %xq from a float value (ResNet's
+// first convolution, a Gemm after the pooled features) unless it ends another unit, and the
+// DequantizeLinear of %y unless it starts another unit or only elementwise ops read it (they take
+// it into their program and read 8 bits): the kernel then quantizes its input itself or writes
+// the round trip's float values, and each saves a kernel (patterns/quantized/contraction.h,
+// LeadingQuantize and TrailingDequantize). Units are matched on the graph as it is, then the ends
+// given out, then each outlined.
+//
 // Numbers: the kernel sums (xq - xz)(wq - wz) exactly in int32 where the ops sum dequantized
 // floats, and scales by xs·ws[n] once: an output may differ from the op-by-op run by a step of
 // the output's quantization where a value lies on a rounding boundary — what onnxruntime's own

@@ -42,6 +42,42 @@ graph main (uint8[1,2,3,3] %xq) -> (uint8[1,3,3,3] %y)
 })";
 }
 
+// ResNet's shortcut in QDQ form: DQ → Conv → [Q → DQ → Add(DQ(%rq)) →] Relu → Q; with
+// `float_ends`, float in and out as ResNet's first and last convolutions are quantized:
+// Q → DQ → ... → Q → DQ.
+std::string QdqConvModel(bool residual, bool float_ends) {
+  const std::string input = float_ends ? "float[1,2,3,3] %f" : "uint8[1,2,3,3] %xq";
+  const std::string output = float_ends ? "float[1,3,3,3] %out" : "uint8[1,3,3,3] %y";
+  return R"(
+ir_version 10
+opset "" 21
+graph main ()" + input + (residual ? ", uint8[1,3,3,3] %rq" : "") + ") -> (" + output + R"()
+  init float[] %xs = [0.05]
+  init uint8[] %xz = [128]
+  init int8[3,2,1,1] %wq = [12, -100, 127, 45, -128, 3]
+  init float[3] %ws = [0.01, 0.02, 0.005]
+  init int8[3] %wz = [0, 0, 0]
+  init float[] %ms = [0.07]
+  init uint8[] %mz = [100]
+  init float[] %rs = [0.03]
+  init uint8[] %rz = [90]
+  init float[] %ys = [0.1]
+  init uint8[] %yz = [0]
+{
+)" + (float_ends ? "  %xq = QuantizeLinear(%f, %xs, %xz) @q_x\n" : "") + R"(  %x = DequantizeLinear(%xq, %xs, %xz) @dq_x
+  %w = DequantizeLinear(%wq, %ws, %wz) {axis: 0} @dq_w
+  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
+)" + (residual ? R"(  %mq = QuantizeLinear(%c, %ms, %mz) @q_mid
+  %m = DequantizeLinear(%mq, %ms, %mz) @dq_mid
+  %r = DequantizeLinear(%rq, %rs, %rz) @dq_r
+  %s = Add(%m, %r) @residual
+  %a = Relu(%s) @relu
+)"
+                 : "  %a = Relu(%c) @relu\n") +
+         "  %y = QuantizeLinear(%a, %ys, %yz) @q\n" + (float_ends ? "  %out = DequantizeLinear(%y, %ys, %yz) @dq_out\n" : "") +
+         "}";
+}
+
 cpu::RtTensor Bytes(std::vector<int64_t> dims, uint32_t seed) {
   cpu::RtTensor tensor = cpu::RtTensor::Allocate(DataType::kUint8, std::move(dims));
   for (int64_t i = 0; i < tensor.NumElements(); ++i) tensor.data<uint8_t>()[i] = static_cast<uint8_t>((i * 97 + seed) % 256);
@@ -200,32 +236,7 @@ graph main (uint8[1,2,3,3] %xq, float[] %ys) -> (uint8[1,3,3,3] %y)
 
 TEST_CASE("fuse-quantized-contractions: a residual Add after the round trip joins the unit", "[passes][quantized]") {
   // ResNet's shortcut in QDQ form: Conv → Q → DQ → Add(DQ(shortcut)) → Relu → Q.
-  const std::string text = R"(
-ir_version 10
-opset "" 21
-graph main (uint8[1,2,3,3] %xq, uint8[1,3,3,3] %rq) -> (uint8[1,3,3,3] %y)
-  init float[] %xs = [0.05]
-  init uint8[] %xz = [128]
-  init int8[3,2,1,1] %wq = [12, -100, 127, 45, -128, 3]
-  init float[3] %ws = [0.01, 0.02, 0.005]
-  init int8[3] %wz = [0, 0, 0]
-  init float[] %ms = [0.07]
-  init uint8[] %mz = [100]
-  init float[] %rs = [0.03]
-  init uint8[] %rz = [90]
-  init float[] %ys = [0.1]
-  init uint8[] %yz = [0]
-{
-  %x = DequantizeLinear(%xq, %xs, %xz) @dq_x
-  %w = DequantizeLinear(%wq, %ws, %wz) {axis: 0} @dq_w
-  %c = Conv(%x, %w) {kernel_shape: [1, 1]} @conv
-  %mq = QuantizeLinear(%c, %ms, %mz) @q_mid
-  %m = DequantizeLinear(%mq, %ms, %mz) @dq_mid
-  %r = DequantizeLinear(%rq, %rs, %rz) @dq_r
-  %s = Add(%m, %r) @residual
-  %a = Relu(%s) @relu
-  %y = QuantizeLinear(%a, %ys, %yz) @q
-})";
+  const std::string text = QdqConvModel(true, false);
   Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
   const std::vector<cpu::NamedTensor> feeds = {{"xq", Bytes({1, 2, 3, 3}, 7)}, {"rq", Bytes({1, 3, 3, 3}, 11)}};
   for (const char* path : {"onednn", "float32"}) {
@@ -245,4 +256,92 @@ graph main (uint8[1,2,3,3] %xq, uint8[1,3,3,3] %rq) -> (uint8[1,3,3,3] %y)
   ExpectRewriteOps(broadcast, kPass,
                    {"ai.fusionopt::FusedQConv", "DequantizeLinear", "DequantizeLinear", "Add", "Relu", "QuantizeLinear"},
                    {.numbers = Inlined()});
+}
+
+
+TEST_CASE("fuse-quantized-contractions: the QuantizeLinear before and the DequantizeLinear after join the unit",
+          "[passes][quantized]") {
+  for (bool residual : {false, true}) {
+    INFO("residual " << residual);
+    Rewritten rewritten = ExpectRewriteOps(QdqConvModel(residual, true), kPass, {"ai.fusionopt::FusedQConvRelu"},
+                                           {.numbers = Inlined()});
+    REQUIRE(rewritten.run.fusions.size() == 1);
+    const auto& replaced = rewritten.run.fusions[0].replaced;
+    CHECK(std::count(replaced.begin(), replaced.end(), "q_x") == 1);
+    CHECK(std::count(replaced.begin(), replaced.end(), "dq_out") == 1);
+    std::vector<cpu::NamedTensor> feeds = {{"f", fused_test::Random(DataType::kFloat, {1, 2, 3, 3}, 5, -6.0f, 6.0f)}};
+    if (residual) feeds.push_back({"rq", Bytes({1, 3, 3, 3}, 11)});
+    for (const char* path : {"onednn", "float32"}) {
+      setenv("FUSIONOPT_CPU_INT8", path, 1);
+      const fused_test::Outcome fused = fused_test::Run(*rewritten.model, feeds, true);
+      const fused_test::Outcome op_by_op = fused_test::Run(*rewritten.model, feeds, false);
+      CHECK(fused.stats.kernels_launched == 1);
+      // Float on the output's grid: within one step (0.1) of the op-by-op values.
+      const cpu::RtTensor& a = fused.outputs[0].tensor;
+      const cpu::RtTensor& b = op_by_op.outputs[0].tensor;
+      REQUIRE(a.dtype() == DataType::kFloat);
+      for (int64_t i = 0; i < a.NumElements(); ++i) CHECK(std::abs(a.data<float>()[i] - b.data<float>()[i]) <= 0.1001f);
+    }
+    unsetenv("FUSIONOPT_CPU_INT8");
+  }
+}
+
+TEST_CASE("fuse-quantized-contractions: float ends other kernels would take stay outside", "[passes][quantized]") {
+  // The output's DequantizeLinear read by an Add: the elementwise program takes it and reads 8 bits.
+  std::string elementwise = QdqConvModel(false, true);
+  const std::string last = "  %out = DequantizeLinear(%y, %ys, %yz) @dq_out\n";
+  elementwise.replace(elementwise.find(last), last.size(),
+                      "  %d = DequantizeLinear(%y, %ys, %yz) @dq_out\n  %out = Add(%d, %d) @twice\n");
+  ExpectRewriteOps(elementwise, kPass, {"ai.fusionopt::FusedQConvRelu", "DequantizeLinear", "Add"},
+                   {.numbers = Inlined()});
+  // A QuantizeLinear read twice is no unit's own.
+  std::string shared = QdqConvModel(false, true);
+  const std::string output = "-> (float[1,3,3,3] %out)";
+  shared.replace(shared.find(output), output.size(), "-> (float[1,3,3,3] %out, uint8[1,2,3,3] %xq)");
+  ExpectRewriteOps(shared, kPass, {"QuantizeLinear", "ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
+}
+
+TEST_CASE("fuse-quantized-contractions: two units meeting at one residual Add: the first takes it",
+          "[passes][quantized]") {
+  // ResNet's projection block: Add(DQ(Q(conv2)), DQ(Q(downsample))) → Relu → Q.
+  const std::string text = R"(
+ir_version 10
+opset "" 21
+graph main (uint8[1,2,3,3] %xq) -> (uint8[1,3,3,3] %y)
+  init float[] %xs = [0.05]
+  init uint8[] %xz = [128]
+  init int8[3,2,1,1] %aq = [12, -100, 127, 45, -128, 3]
+  init int8[3,2,1,1] %bq = [7, 8, -9, 10, 11, -12]
+  init float[] %ws = [0.01]
+  init int8[] %wz = [0]
+  init float[] %ms = [0.07]
+  init uint8[] %mz = [100]
+  init float[] %ns = [0.04]
+  init uint8[] %nz = [120]
+  init float[] %ys = [0.1]
+  init uint8[] %yz = [0]
+{
+  %x = DequantizeLinear(%xq, %xs, %xz) @dq_x
+  %a = DequantizeLinear(%aq, %ws, %wz) @dq_a
+  %b = DequantizeLinear(%bq, %ws, %wz) @dq_b
+  %ca = Conv(%x, %a) {kernel_shape: [1, 1]} @conv_a
+  %cb = Conv(%x, %b) {kernel_shape: [1, 1]} @conv_b
+  %maq = QuantizeLinear(%ca, %ms, %mz) @q_a
+  %mbq = QuantizeLinear(%cb, %ns, %nz) @q_b
+  %ma = DequantizeLinear(%maq, %ms, %mz) @dq_ma
+  %mb = DequantizeLinear(%mbq, %ns, %nz) @dq_mb
+  %s = Add(%ma, %mb) @residual
+  %r = Relu(%s) @relu
+  %y = QuantizeLinear(%r, %ys, %yz) @q
+})";
+  Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConv", "ai.fusionopt::FusedQConvRelu"},
+                                         {.numbers = Inlined()});
+  REQUIRE(rewritten.run.fusions.size() == 2);
+  const std::vector<cpu::NamedTensor> feeds = {{"xq", Bytes({1, 2, 3, 3}, 7)}};
+  const fused_test::Outcome fused = fused_test::Run(*rewritten.model, feeds, true);
+  const fused_test::Outcome op_by_op = fused_test::Run(*rewritten.model, feeds, false);
+  CHECK(fused.stats.kernels_launched == 2);
+  const cpu::RtTensor& a = fused.outputs[0].tensor;
+  const cpu::RtTensor& b = op_by_op.outputs[0].tensor;
+  for (int64_t i = 0; i < a.NumElements(); ++i) CHECK(std::abs(int(a.data<uint8_t>()[i]) - int(b.data<uint8_t>()[i])) <= 1);
 }
