@@ -20,7 +20,14 @@ the others: what handing activations on in convolution layouts buys, with the sa
 --winograd-off-side it also runs with FUSIONOPT_CPU_WINOGRAD=off: what Winograd's F(4x4, 3x3)
 buys on the 3x3 convolutions its rule picks; with --avx2-side it also runs with
 FUSIONOPT_CPU_ELEMENTWISE=avx2: what the AVX-512 build of the runtime's own kernels buys on an
-AVX-512 host. The table is headed by the host (`fusionopt --version`'s host line).
+AVX-512 host. With --float-side, a quantized corpus (models/bench/real/quantized, made by
+models/real/quantize.py --full) also times fusionopt -O3 on the float export each model was
+quantized from (its manifest's `quantized_from`, in the folder above), alternated with the
+others: what quantization buys on this host ("float -O3 / -O3"). The table is headed by the
+host (`fusionopt --version`'s host line).
+
+    .venv/bin/python bench/cpu_corpus.py --corpus models/bench/real/quantized --levels 3 \
+        --float-side --rounds 3 --markdown quantized.md      # issue 43's table
 """
 import argparse
 import math
@@ -50,6 +57,7 @@ VARIANTS = [
     ("avx2_side", "fusionopt -O3 AVX2 kernels", {"FUSIONOPT_CPU_ELEMENTWISE": "avx2"}, "vector_isa_gain",
      "-O3 / -O3 AVX2 kernels"),
 ]
+FLOAT_SIDE = "fusionopt -O3 float source"
 SPIN = "import time, sys\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 
 
@@ -96,6 +104,11 @@ def measure_model(entry, args, work):
     for option, side, env, _, _ in VARIANTS:
         if getattr(args, option):
             sides[side] = fusionopt_side(work / f"O{max(args.levels)}.onnx", input_flags, args, env=env)
+    if args.float_side:
+        source = entry.path.parent.parent / entry.info["quantized_from"]
+        optimized = work / "float.O3.onnx"
+        fusionopt(FUSIONOPT, source, "-O3", "-q", "-o", optimized)
+        sides[FLOAT_SIDE] = fusionopt_side(optimized, input_flags, args)
     sides["ORT"] = ort_side(entry.path, feeds, args)
     loads = ["quiet", "loaded"] if args.load else ["quiet"]
     rounds = {(side, load): [] for side in sides for load in loads}
@@ -118,6 +131,8 @@ def ratios(result, levels):
     for _, side, _, key, _ in VARIANTS:
         if side in quiet:
             figures[key] = quiet[top]["p50_ms"] / quiet[side]["p50_ms"]
+    if FLOAT_SIDE in quiet:
+        figures["quantization_gain"] = quiet[FLOAT_SIDE]["p50_ms"] / quiet[top]["p50_ms"]
     if "loaded" in result:
         ours = result["loaded"][top]["p50_ms"] / quiet[top]["p50_ms"]
         theirs = result["loaded"]["ORT"]["p50_ms"] / quiet["ORT"]["p50_ms"]
@@ -133,11 +148,13 @@ def cell(summary_):
 def markdown(results, args):
     variants = [variant for variant in VARIANTS if getattr(args, variant[0])]
     sides = [f"fusionopt -O{level}" for level in args.levels] + [variant[1] for variant in variants]
+    sides += [FLOAT_SIDE] if args.float_side else []
     sides.append("ORT")
     header = ["model"] + [f"{side} p50 ms" for side in sides] + ["-O3 / ORT"]
     if 0 in args.levels:
         header.append("-O3 / -O0")
     header += [variant[4] for variant in variants]
+    header += ["float -O3 / -O3"] if args.float_side else []
     if args.load:
         header += [f"loaded {side} p50 ms" for side in ("fusionopt -O3", "ORT")]
         header += ["slowdown -O3", "slowdown ORT", "ratio"]
@@ -149,6 +166,7 @@ def markdown(results, args):
         if 0 in args.levels:
             row.append(f"{figures['o3_over_o0']:.2f}")
         row += [f"{figures[variant[3]]:.2f}" for variant in variants]
+        row += [f"{figures['quantization_gain']:.2f}"] if args.float_side else []
         if args.load:
             row += [cell(result["loaded"][side]) for side in ("fusionopt -O3", "ORT")]
             row += [f"{figures[key]:.2f}" for key in ("slowdown_fusionopt", "slowdown_ort", "slowdown_ratio")]
@@ -156,6 +174,7 @@ def markdown(results, args):
     lines.append("")
     labels = [("o3_over_ort", "-O3 / ORT"), ("o3_over_o0", "-O3 / -O0")]
     labels += [(variant[3], variant[4]) for variant in VARIANTS] + [("slowdown_ratio", "slowdown ratio")]
+    labels += [("quantization_gain", "float -O3 / -O3")]
     for key, label in labels:
         values = [r["ratios"][key] for r in results if key in r["ratios"]]
         if values:
@@ -177,6 +196,8 @@ def main():
                         help="also time the top level with FUSIONOPT_CPU_ELEMENTWISE=avx2 (the runtime's own kernels "
                              "at 8 lanes on an AVX-512 host)")
     parser.add_argument("--load-limit", type=float, default=900, help="the busy loop's upper bound, seconds")
+    parser.add_argument("--float-side", action="store_true",
+                        help="a quantized corpus: also time fusionopt -O3 on each model's float source")
     args = parser.parse_args()
     entries = corpus_models(args)
     results = []

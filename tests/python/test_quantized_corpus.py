@@ -9,7 +9,14 @@ two of each quantized tensor, and that carries to the outputs. An output may dif
 reference by QUANTIZED_STEPS steps of its 8-bit range ((max - min) / 255), or by twice what
 ORT's own int8 kernels (ORT ENABLE_ALL on the quantized original) differ, whichever is larger;
 a wrong scale, zero point or layout moves an output by a large part of its range.
+
+The same checks run on the full-size quantized corpus on request (it is not committed: made by
+models/real/quantize.py --full after export.py --full; minutes per model, so not in `make test`):
+
+    FUSIONOPT_QUANTIZED_CORPUS=models/bench/real/quantized FUSIONOPT_BIN=build/fusionopt \
+        .venv/bin/python -m pytest tests/python/test_quantized_corpus.py -k "O3 or O0"
 """
+import os
 import json
 import sys
 
@@ -23,7 +30,8 @@ import fusionopt_testlib as lib
 sys.path.insert(0, str(lib.REPO_ROOT / "models" / "real"))
 import corpus  # noqa: E402
 
-ENTRIES = corpus.load(corpus.FIXTURES / "quantized")
+ENTRIES = corpus.load(lib.REPO_ROOT / os.environ["FUSIONOPT_QUANTIZED_CORPUS"] if "FUSIONOPT_QUANTIZED_CORPUS" in os.environ
+                      else corpus.FIXTURES / "quantized")
 LEVELS = [0, 1, 2, 3]
 QUANTIZED_STEPS = 2
 
