@@ -12,15 +12,6 @@ namespace {
 
 const std::string kHeader = "ir_version 8\nopset \"\" 20\n";
 
-Outcome RunLayouts(const Model& model, const std::vector<NamedTensor>& feeds, bool conv_layouts, bool fused = true) {
-  SessionOptions options;
-  options.conv_layouts = conv_layouts;
-  options.fused_kernels = fused;
-  Outcome outcome;
-  outcome.outputs = pass_test::RunWithFeeds(model, feeds, options, &outcome.stats);
-  return outcome;
-}
-
 // `text` with each group of named nodes outlined into its own fused node.
 std::unique_ptr<Model> OutlinedGroups(const std::string& text, const std::vector<std::vector<std::string>>& groups) {
   auto model = Parse(text);

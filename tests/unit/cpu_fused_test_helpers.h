@@ -74,6 +74,24 @@ inline Outcome Run(const Model& model, const std::vector<cpu::NamedTensor>& feed
   return outcome;
 }
 
+// uint8 values of `dims` cycling through every byte (a quantized model's activations).
+inline cpu::RtTensor Bytes(std::vector<int64_t> dims, uint32_t seed) {
+  cpu::RtTensor tensor = cpu::RtTensor::Allocate(DataType::kUint8, std::move(dims));
+  for (int64_t i = 0; i < tensor.NumElements(); ++i) tensor.data<uint8_t>()[i] = static_cast<uint8_t>((i * 97 + seed) % 256);
+  return tensor;
+}
+
+// `model` run with activations handed on in convolution layouts or kept row-major, fused or op by op.
+inline Outcome RunLayouts(const Model& model, const std::vector<cpu::NamedTensor>& feeds, bool conv_layouts,
+                          bool fused = true) {
+  cpu::SessionOptions options;
+  options.conv_layouts = conv_layouts;
+  options.fused_kernels = fused;
+  Outcome outcome;
+  outcome.outputs = pass_test::RunWithFeeds(model, feeds, options, &outcome.stats);
+  return outcome;
+}
+
 inline void RequireIdentical(const std::vector<cpu::NamedTensor>& actual,
                              const std::vector<cpu::NamedTensor>& expected) {
   pass_test::RequireClose(actual, expected, 0.0, 0.0);

@@ -1,5 +1,6 @@
 // Concat and Split: every row of the outer dims (those before the axis) is a run of
 // contiguous blocks, one per input (Concat) or output (Split), so both are row-wise memcpy.
+#include "cpu_runtime/onednn/common.h"
 #include "cpu_runtime/onednn/conv_layout_views.h"
 #include "cpu_runtime/data_movement/common.h"
 #include "cpu_runtime/data_movement/kernels.h"
@@ -81,7 +82,7 @@ class ConcatKernel : public Kernel {
     // one went to (a blocked layout's channels: the block index, its lanes alike in every
     // part), where the other physical dims agree.
     std::vector<const RtTensor*> parts = context.inputs;
-    layouts::Prepared prepared = layouts::PrepareOperands(parts, *context.allocator, first.dtype() == DataType::kFloat);
+    layouts::Prepared prepared = layouts::PrepareOperands(parts, *context.allocator, onednn::TakesConvLayouts(first.dtype()));
     if (prepared.physical()) {
       const std::vector<int64_t> mapped = layouts::PhysicalAxes(static_cast<int64_t>(axis), rank, prepared.layout);
       if (JoinableOn(parts, static_cast<size_t>(mapped[0]))) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "cpu_runtime/onednn/common.h"
 #include "cpu_runtime/onednn/conv_layout_views.h"
 #include "cpu_runtime/elementwise/expr.h"
 #include "cpu_runtime/engine/kernels.h"
@@ -168,7 +169,7 @@ class ElementwiseKernel : public Kernel {
     FUSIONOPT_ASSIGN_OR_RETURN(const ew::Program* program, ProgramFor(dtypes, registers, cast_target));
     DataType out_dtype = program->register_dtypes[static_cast<size_t>(program->outputs[0])];
     const layouts::Prepared prepared =
-        layouts::PrepareOperands(present, *context.allocator, out_dtype == DataType::kFloat);
+        layouts::PrepareOperands(present, *context.allocator, onednn::TakesConvLayouts(out_dtype));
     FUSIONOPT_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ew::BroadcastDims(present));
     RtTensor& output = context.Output(0, out_dtype, dims);
     FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(*program, present, {&output}));

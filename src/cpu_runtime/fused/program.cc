@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "cpu_runtime/contraction/common.h"  // kParallelWork
+#include "cpu_runtime/onednn/common.h"
 #include "cpu_runtime/onednn/conv_layout_views.h"
 #include "ir/constant_value.h"
 
@@ -143,11 +145,20 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
   for (const RtTensor* operand : operands) dtypes.push_back(operand->dtype());
   const ew::Program* program = ProgramFor(dtypes);
   if (program == nullptr) return false;
-  // Outputs a reorder cannot take (bool, integers) are computed row-major.
-  const bool float_outputs = std::all_of(program->outputs.begin(), program->outputs.end(), [&](int output) {
-    return program->register_dtypes[static_cast<size_t>(output)] == DataType::kFloat;
+  if (const Tables* tables = TablesFor(*program, operands)) {
+    outputs.resize(std::max(outputs.size(), outputs_.size()));
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      outputs[i] = LookUp(tables->values[i], *inputs[tables->source[i]], allocator,
+                          conv_layout_output && outputs_.size() == 1);
+    }
+    return true;
+  }
+  // Views where every result may lie in the layout too (or be reordered out of it); outputs a
+  // reorder cannot take (bool, wider integers) are computed row-major.
+  const bool layout_outputs = std::all_of(program->outputs.begin(), program->outputs.end(), [&](int output) {
+    return onednn::TakesConvLayouts(program->register_dtypes[static_cast<size_t>(output)]);
   });
-  const layouts::Prepared prepared = layouts::PrepareOperands(operands, allocator, float_outputs);
+  const layouts::Prepared prepared = layouts::PrepareOperands(operands, allocator, layout_outputs);
   FUSIONOPT_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> dims, OutputDims(operands));
   if (!dims) return false;
   if (outputs.size() < outputs_.size()) outputs.resize(outputs_.size());
@@ -163,6 +174,79 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
     outputs[i] = layouts::FinishResult(std::move(outputs[i]), prepared.layout, keep_layout, allocator);
   }
   return true;
+}
+
+const FusedProgram::Tables* FusedProgram::TablesFor(const ew::Program& program,
+                                                   const std::vector<const RtTensor*>& operands) {
+  const size_t used = used_inputs_.size();
+  std::vector<size_t> source;
+  for (const std::vector<bool>& reads : reads_) {
+    if (std::count(reads.begin(), reads.begin() + static_cast<std::ptrdiff_t>(used), true) != 1) return nullptr;
+    source.push_back(static_cast<size_t>(std::find(reads.begin(), reads.end(), true) - reads.begin()));
+  }
+  for (size_t k = 0; k < used; ++k) {
+    const DataType dtype = operands[k]->dtype();
+    if (dtype != DataType::kUint8 && dtype != DataType::kInt8) return nullptr;
+  }
+  // Every constant broadcasts into the inputs' dims without raising them (scalars of rank <=).
+  for (size_t k = used; k < operands.size(); ++k) {
+    for (size_t input : source) {
+      if (operands[k]->NumElements() != 1 || operands[k]->rank() > operands[input]->rank()) return nullptr;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [built_for, tables] : tables_) {
+    if (built_for == &program) return &tables;
+  }
+  // Each output over every value its input can hold: the program run once with every input the
+  // 256 values of its type, so each table holds exactly what the pass over the tensor computes.
+  std::vector<RtTensor> ramps, scalars;
+  std::vector<const RtTensor*> table_operands;
+  ramps.reserve(used);
+  scalars.reserve(operands.size());
+  for (size_t k = 0; k < used; ++k) {
+    ramps.push_back(RtTensor::Allocate(operands[k]->dtype(), {256}));
+    for (int value = 0; value < 256; ++value) ramps.back().data<uint8_t>()[value] = static_cast<uint8_t>(value);
+    table_operands.push_back(&ramps.back());
+  }
+  for (size_t k = used; k < operands.size(); ++k) {
+    scalars.push_back(operands[k]->Reshaped({}));
+    table_operands.push_back(&scalars.back());
+  }
+  Tables tables{{}, std::move(source)};
+  std::vector<RtTensor*> targets;
+  tables.values.reserve(outputs_.size());
+  for (int output : program.outputs) {
+    tables.values.push_back(RtTensor::Allocate(program.register_dtypes[static_cast<size_t>(output)], {256}));
+    targets.push_back(&tables.values.back());
+  }
+  if (!ew::Evaluate(program, table_operands, targets).ok()) return nullptr;
+  tables_.emplace_back(&program, std::move(tables));
+  return &tables_.back().second;
+}
+
+RtTensor FusedProgram::LookUp(const RtTensor& table, const RtTensor& laid_x, Allocator& allocator, bool keep_layout) {
+  // Elementwise: the result lies as x does, where it may; else both row-major.
+  const bool in_layout = !laid_x.row_major() && keep_layout && onednn::TakesConvLayouts(table.dtype());
+  const RtTensor x = in_layout ? laid_x : onednn::RowMajor(laid_x, allocator);
+  RtTensor y = allocator.Allocate(table.dtype(), x.dims());
+  y.set_layout(x.layout());
+  const int64_t count = x.NumElements();
+  const uint8_t* index = x.data<uint8_t>();
+  auto gather = [&](auto element) {
+    using T = decltype(element);
+    const T* values = table.data<T>();
+    T* out = y.data<T>();
+#pragma omp parallel for if (count > kParallelWork)
+    for (int64_t i = 0; i < count; ++i) out[i] = values[index[i]];
+  };
+  switch (ByteSizeOf(table.dtype(), 1)) {
+    case 1: gather(uint8_t{}); break;
+    case 2: gather(uint16_t{}); break;
+    case 4: gather(uint32_t{}); break;
+    default: gather(uint64_t{}); break;
+  }
+  return y;
 }
 
 }  // namespace fusionopt::cpu

@@ -5,6 +5,7 @@
 // caller gives), then the scalar constants the body holds (read by broadcasting, so their
 // exact values and their dims — a [1] raises the rank — count as in the op-by-op run).
 // Programs depend on the input dtypes, so they are built per dtype set on first use and kept.
+// A program of one 8-bit input runs as a table lookup (TablesFor).
 #pragma once
 
 #include <memory>
@@ -44,6 +45,17 @@ class FusedProgram {
  private:
   FusedProgram() = default;
   const ew::Program* ProgramFor(const std::vector<DataType>& dtypes);
+  // Per output, the table of its 256 results over every value of the one 8-bit input it reads,
+  // when each output reads one input, every input is 8-bit and the constants are scalars that
+  // raise no dims (a quantized model's DQ → activation → Q, or several merged side by side by
+  // fuse-horizontal-elementwise, is then one lookup per element, as onnxruntime's QLinear
+  // activations are); null otherwise. Built on first use and kept.
+  struct Tables {
+    std::vector<RtTensor> values;  // per output: 256 entries of its dtype
+    std::vector<size_t> source;    // per output: the used input it looks up
+  };
+  const Tables* TablesFor(const ew::Program& program, const std::vector<const RtTensor*>& operands);
+  static RtTensor LookUp(const RtTensor& table, const RtTensor& x, Allocator& allocator, bool keep_layout);
   // Dims shared by every output, or nullopt when they differ.
   Result<std::optional<std::vector<int64_t>>> OutputDims(const std::vector<const RtTensor*>& operands) const;
 
@@ -61,6 +73,7 @@ class FusedProgram {
 
   std::mutex mutex_;
   std::vector<std::pair<std::vector<DataType>, std::optional<ew::Program>>> programs_;
+  std::vector<std::pair<const ew::Program*, Tables>> tables_;  // per program: TablesFor
 };
 
 }  // namespace fusionopt::cpu

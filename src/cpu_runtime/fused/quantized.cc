@@ -96,6 +96,9 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
       : inputs_(inputs), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
         weights_(RtTensor::WrapConstant(weights)) {}
 
+  // A convolution takes its input and residual in convolution layouts and may hand one on.
+  bool ReadsConvLayouts() const override { return conv_ != nullptr; }
+
   Result<int> Compute(KernelContext& context) override {
     const RtTensor* input = context.input(static_cast<size_t>(inputs_.x));
     RtTensor quantized;
@@ -103,6 +106,7 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
       if (input->dtype() != DataType::kFloat) return 0;
       quantized = context.allocator->Allocate(grid.type, input->dims());
       FUSIONOPT_RETURN_IF_ERROR(QuantizePerTensor(*input, grid.scale, grid.zero, quantized));
+      quantized.set_layout(input->layout());  // elementwise: the values lie as the input's did
       input = &quantized;
     }
     const RtTensor& x = *input;
@@ -113,6 +117,7 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
       if (residual->dtype() != grid.type) return 0;
       dequantized = context.allocator->Allocate(DataType::kFloat, residual->dims());
       FUSIONOPT_RETURN_IF_ERROR(DequantizePerTensor(*residual, grid.scale, grid.zero, dequantized));
+      dequantized.set_layout(residual->layout());
       residual = &dequantized;
     }
     // (A residual whose dims are not the output's is an error of the body the kernel reports:

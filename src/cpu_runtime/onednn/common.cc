@@ -45,9 +45,9 @@ dnnl::memory::desc ChannelBlockedDesc(const std::vector<int64_t>& dims) {
   return DescIn(dims, wide ? Layout::kBlocked16 : Layout::kBlocked8);
 }
 
-dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout) {
+dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout, dnnl::memory::data_type type) {
   using tag = dnnl::memory::format_tag;
-  if (layout == Layout::kRowMajor) return RowMajorDesc(dims);
+  if (layout == Layout::kRowMajor) return RowMajorDesc(dims, type);
   FUSIONOPT_CHECK(dims.size() >= 3 && dims.size() <= 5, "convolution layouts have 1 to 3 spatial axes");
   static const tag kLast[] = {tag::nwc, tag::nhwc, tag::ndhwc};
   static const tag kNarrow[] = {tag::nCw8c, tag::nChw8c, tag::nCdhw8c};
@@ -56,25 +56,49 @@ dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout) {
   const tag format = layout == Layout::kChannelsLast ? kLast[index]
                      : layout == Layout::kBlocked8   ? kNarrow[index]
                                                      : kWide[index];
-  return dnnl::memory::desc(ToDims(dims), dnnl::memory::data_type::f32, format);
+  return dnnl::memory::desc(ToDims(dims), type, format);
 }
 
 Layout LayoutOfDesc(const dnnl::memory::desc& desc) {
+  using type = dnnl::memory::data_type;
   const dnnl::memory::dims dims = desc.dims();
-  if (dims.size() < 3 || dims.size() > 5 || desc.data_type() != dnnl::memory::data_type::f32) return Layout::kRowMajor;
+  const type element = desc.data_type();
+  if (dims.size() < 3 || dims.size() > 5 || (element != type::f32 && element != type::u8 && element != type::s8)) {
+    return Layout::kRowMajor;
+  }
   const std::vector<int64_t> logical(dims.begin(), dims.end());
-  if (desc == RowMajorDesc(logical)) return Layout::kRowMajor;
-  if (desc == DescIn(logical, Layout::kChannelsLast)) return Layout::kChannelsLast;
-  if (dims[1] % 16 == 0 && desc == DescIn(logical, Layout::kBlocked16)) return Layout::kBlocked16;
-  if (dims[1] % 8 == 0 && desc == DescIn(logical, Layout::kBlocked8)) return Layout::kBlocked8;
+  if (desc == RowMajorDesc(logical, element)) return Layout::kRowMajor;
+  if (desc == DescIn(logical, Layout::kChannelsLast, element)) return Layout::kChannelsLast;
+  if (dims[1] % 16 == 0 && desc == DescIn(logical, Layout::kBlocked16, element)) return Layout::kBlocked16;
+  if (dims[1] % 8 == 0 && desc == DescIn(logical, Layout::kBlocked8, element)) return Layout::kBlocked8;
   return Layout::kRowMajor;
 }
 
-dnnl::memory::desc LayoutOf(const RtTensor& tensor) { return DescIn(tensor.dims(), tensor.layout()); }
+bool TakesConvLayouts(DataType dtype) {
+  return dtype == DataType::kFloat || dtype == DataType::kUint8 || dtype == DataType::kInt8;
+}
+
+namespace {
+
+// 8-bit tensors as they are; any other as the float32 values kernels stage it to (float16 and
+// bfloat16 operands of float kernels are converted, row-major, before oneDNN reads them).
+dnnl::memory::data_type LayoutElementType(DataType dtype) {
+  return dtype == DataType::kUint8  ? dnnl::memory::data_type::u8
+         : dtype == DataType::kInt8 ? dnnl::memory::data_type::s8
+                                    : dnnl::memory::data_type::f32;
+}
+
+}  // namespace
+
+dnnl::memory::desc LayoutOf(const RtTensor& tensor) {
+  FUSIONOPT_CHECK(tensor.row_major() || TakesConvLayouts(tensor.dtype()),
+                  "only float32 and 8-bit tensors take convolution layouts");
+  return DescIn(tensor.dims(), tensor.layout(), LayoutElementType(tensor.dtype()));
+}
 
 RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator) {
   if (tensor.layout() == layout) return tensor;
-  FUSIONOPT_CHECK(tensor.dtype() == DataType::kFloat, "only float32 tensors take convolution layouts");
+  FUSIONOPT_CHECK(TakesConvLayouts(tensor.dtype()), "only float32 and 8-bit tensors take convolution layouts");
   RtTensor copy = allocator.Allocate(tensor.dtype(), tensor.dims());
   copy.set_layout(layout);
   if (tensor.NumElements() == 0) return copy;

@@ -37,13 +37,18 @@ dnnl::memory::desc AnyLayoutDesc(const std::vector<int64_t>& dims);
 // primitives without a layout choice (pooling) run fast on; on row-major data oneDNN's
 // pooling falls back to a scalar loop an order of magnitude slower. Rank 3 to 5.
 dnnl::memory::desc ChannelBlockedDesc(const std::vector<int64_t>& dims);
-// float32 `dims` (N, C, spatial...) laid out as `layout` (rt_tensor.h).
-dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout);
+// `dims` (N, C, spatial...) of `type` laid out as `layout` (rt_tensor.h).
+dnnl::memory::desc DescIn(const std::vector<int64_t>& dims, Layout layout,
+                          dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // Which Layout `desc` is (row-major first, where a shape makes several coincide), for the
-// float32 (N, C, spatial...) descs of rank 3 to 5; kRowMajor for anything else, which the
-// caller then reorders to row-major. Blocks must hold whole channels (no padding).
+// float32 and 8-bit (N, C, spatial...) descs of rank 3 to 5; kRowMajor for anything else, which
+// the caller then reorders to row-major. Blocks must hold whole channels (no padding).
 Layout LayoutOfDesc(const dnnl::memory::desc& desc);
-// How `tensor`'s float32 elements lie.
+// Whether tensors of `dtype` may lie in a convolution layout: float32 (float convolutions) and
+// uint8/int8 (integer convolutions of a quantized model hand their activations on too).
+bool TakesConvLayouts(DataType dtype);
+// How `tensor`'s elements lie: 8-bit ones as they are, any other as float32 (what float kernels
+// stage float16 and bfloat16 operands to).
 dnnl::memory::desc LayoutOf(const RtTensor& tensor);
 // `tensor` itself when it already lies as `layout`, else a reordered copy.
 RtTensor WithLayout(const RtTensor& tensor, Layout layout, Allocator& allocator);

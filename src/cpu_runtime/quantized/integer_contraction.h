@@ -89,7 +89,9 @@ class IntegerMatMul {
   std::unique_ptr<State> state_;
 };
 
-// A convolution of quantized operands (Conv's attributes and shapes).
+// A convolution of quantized operands (Conv's attributes and shapes). x and the residual may lie
+// in a convolution layout (rt_tensor.h); output 0 stays in oneDNN's where context.conv_layout_output
+// allows it.
 class IntegerConv {
  public:
   IntegerConv(IntegerEpilogue epilogue, WindowAttributes attributes, int64_t group, TensorPtr constant_w);

@@ -1,5 +1,6 @@
 // IntegerConv (quantized/integer_contraction.h): oneDNN's int8 convolution — the layouts its
-// direct kernels run on, constant weights packed once — or float32 values on hosts without
+// direct kernels run on, constant weights packed once; activations taken and handed on in a
+// convolution layout (rt_tensor.h) where the executor allows — or float32 values on hosts without
 // VNNI and for weight zero points oneDNN's int8 convolution does not take.
 #include <cstring>
 #include <mutex>
@@ -22,6 +23,7 @@ struct Plan {
   memory::desc weights_user, weights_chosen;
   ChannelLayout layout;
   bool src_zero = false;
+  Layout dst_layout = Layout::kRowMajor;  // how the output lies: its readers' layout where they take one
 };
 
 // The convolution primitive over `shape` with the given element types, every layout chosen
@@ -54,11 +56,14 @@ struct IntegerConv::State {
   onednn::PlanCache<Plan> plans;
   onednn::PlanCache<Plan> float_plans;
 
-  Plan& PlanFor(const RtTensor& x, const ConvShape& shape, const IntegerParameters& parameters, bool float32) {
+  // `x` lies as its layout says (the float32 path reads a row-major copy); with `layout_output`
+  // the output stays in the layout oneDNN chose, where that is a convolution layout.
+  Plan& PlanFor(const RtTensor& x, const ConvShape& shape, const IntegerParameters& parameters, bool float32,
+                bool layout_output) {
     const bool src_zero = !float32 && parameters.a_zero.front() != 0;
     std::vector<int64_t> key = x.dims();
     key.insert(key.end(), shape.output_dims.begin(), shape.output_dims.end());
-    key.insert(key.end(), {static_cast<int64_t>(x.dtype()), src_zero});
+    key.insert(key.end(), {static_cast<int64_t>(x.dtype()), src_zero, static_cast<int64_t>(x.layout()), layout_output});
     const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters);
     if (!float32) key.insert(key.end(), epilogue_key.begin(), epilogue_key.end());
     onednn::PlanCache<Plan>& cache = float32 ? float_plans : plans;
@@ -73,8 +78,12 @@ struct IntegerConv::State {
     const dnnl::primitive_attr attributes =
         float32 ? dnnl::primitive_attr() : Attributes(epilogue, parameters, plan.layout, src_zero, false);
     auto chosen = Describe(shape, x.dims(), src_type, weights_type, dst_type, attributes);
-    plan.src = onednn::LayoutBridge(onednn::RowMajorDesc(x.dims(), src_type), chosen.src_desc());
-    plan.dst = onednn::LayoutBridge(onednn::RowMajorDesc(shape.output_dims, dst_type), chosen.dst_desc());
+    const memory::desc src_user = float32 || x.row_major() ? onednn::RowMajorDesc(x.dims(), src_type) : onednn::LayoutOf(x);
+    plan.dst_layout = layout_output ? onednn::LayoutOfDesc(chosen.dst_desc()) : Layout::kRowMajor;
+    const memory::desc dst_user = plan.dst_layout != Layout::kRowMajor ? chosen.dst_desc()
+                                                                       : onednn::RowMajorDesc(shape.output_dims, dst_type);
+    plan.src = onednn::LayoutBridge(src_user, chosen.src_desc());
+    plan.dst = onednn::LayoutBridge(dst_user, chosen.dst_desc());
     plan.weights_user = WeightsDesc(shape, shape.window.kernel, false, weights_type);
     plan.weights_chosen = chosen.weights_desc();
     plan.primitive = dnnl::convolution_forward(chosen);
@@ -100,9 +109,9 @@ struct IntegerConv::State {
   }
 
   Status RunOneDnn(const RtTensor& x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
-                   Allocator& allocator, RtTensor& y, const RtTensor* residual) {
+                   Allocator& allocator, RtTensor& y, const RtTensor* residual, bool layout_output) {
     std::lock_guard<std::mutex> lock(mutex);
-    Plan& plan = PlanFor(x, shape, parameters, false);
+    Plan& plan = PlanFor(x, shape, parameters, false, layout_output);
     memory weights;
     if (constant_w.defined()) {
       if (!packed_w.defined()) packed_w = onednn::PackedConstant(plan.weights_user, constant_w);
@@ -113,15 +122,21 @@ struct IntegerConv::State {
     }
     const int32_t shift = WeightsShift(w);
     RunArguments run = ArgumentsFor(epilogue, parameters, shape.out_channels, shift);
+    // The residual the sum post-op adds lies as the output does.
+    const RtTensor laid = residual != nullptr ? onednn::WithLayout(*residual, plan.dst_layout, allocator) : RtTensor();
     Execute(plan, x.raw(), weights, run.Bind(epilogue, parameters, plan.layout, plan.src_zero, false), allocator, y,
-            residual);
+            residual != nullptr ? &laid : nullptr);
+    y.set_layout(plan.dst_layout);
     return Status::Ok();
   }
 
   // x and w less their zero points as float32 (exact), convolved by oneDNN's float kernel
   // (exact while |acc| < 2^24), then the epilogue on the host.
-  Status RunFloat32(const RtTensor& x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
-                    Allocator& allocator, RtTensor& y, const RtTensor* residual) {
+  Status RunFloat32(const RtTensor& laid_x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
+                    Allocator& allocator, RtTensor& y, const RtTensor* laid_residual) {
+    const RtTensor x = onednn::RowMajor(laid_x, allocator);
+    const RtTensor row_major_residual = laid_residual != nullptr ? onednn::RowMajor(*laid_residual, allocator) : RtTensor();
+    const RtTensor* residual = laid_residual != nullptr ? &row_major_residual : nullptr;
     const RtTensor& w_source = constant_w.defined() ? constant_w : w;
     std::vector<int32_t> w_zero = parameters.b_zero;
     for (int32_t& zero : w_zero) zero -= constant_w.defined() ? constant_shift : 0;
@@ -131,7 +146,7 @@ struct IntegerConv::State {
     RtTensor acc = allocator.Allocate(DataType::kFloat, shape.output_dims);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      Plan& plan = PlanFor(x, shape, parameters, true);
+      Plan& plan = PlanFor(x, shape, parameters, true, false);
       const memory weights = plan.weights_user == plan.weights_chosen
                                  ? onednn::Wrap(plan.weights_user, w32.raw())
                                  : onednn::ReorderedCopy(plan.weights_user, w32.raw(), plan.weights_chosen);
@@ -190,7 +205,10 @@ Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParam
   const bool no_weights_zero = Uniform(parameters.b_zero) && parameters.b_zero.front() == state_->WeightsShift(w);
   const std::string what = "integer Conv " + DimsToString(x.dims()) + " * " + DimsToString(w.dims());
   if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && no_weights_zero) {
-    return onednn::Guarded(what, [&] { return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y, residual); });
+    const bool layout_output = output == 0 && context.conv_layout_output;
+    return onednn::Guarded(what, [&] {
+      return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y, residual, layout_output);
+    });
   }
   return onednn::Guarded(what, [&] { return state_->RunFloat32(x, w, shape, parameters, *context.allocator, y, residual); });
 }

@@ -78,11 +78,7 @@ graph main ()" + input + (residual ? ", uint8[1,3,3,3] %rq" : "") + ") -> (" + o
          "}";
 }
 
-cpu::RtTensor Bytes(std::vector<int64_t> dims, uint32_t seed) {
-  cpu::RtTensor tensor = cpu::RtTensor::Allocate(DataType::kUint8, std::move(dims));
-  for (int64_t i = 0; i < tensor.NumElements(); ++i) tensor.data<uint8_t>()[i] = static_cast<uint8_t>((i * 97 + seed) % 256);
-  return tensor;
-}
+using fused_test::Bytes;
 
 // The rewritten model's fused node runs as one integer kernel and agrees with its body run op by
 // op within one step of the output's quantization.
