@@ -7,13 +7,16 @@
 // zero points are packed the same way per row (uint8) or given as A's float type; without them
 // the zero point is 2^(bits - 1). The weight is dequantized a block or a panel at a time, never
 // whole: a few rows of A (decoding) go through a direct loop that reads each packed block once;
-// more rows dequantize a panel of kPanel output columns into a thread's buffer and multiply it
-// with oneDNN's float matmul.
+// more rows dequantize a panel of output columns (up to kPanelBytes of float32: a model's whole
+// weight where it is small, never more) and multiply it with oneDNN's float matmul, a wide
+// product oneDNN runs well (LLaMA-style 4-layer decoder, 2×128 tokens: 123 → 90 ms with 64-column
+// panels before, ORT's MatMulNBits 95 ms; docs/benchmarks.md).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/engine/vector_isa.h"
 #include "cpu_runtime/onednn/common.h"
 #include "cpu_runtime/quantized/kernels.h"
 
@@ -24,8 +27,10 @@ using dnnl::memory;
 
 // Rows of A up to which the direct loop runs (each packed block is unpacked once per row block).
 constexpr int64_t kDirectRows = 4;
-// Output columns dequantized together for the oneDNN path.
-constexpr int64_t kPanel = 64;
+// Output columns dequantized together for the oneDNN path: as many as kPanelBytes of float32
+// weights hold (a wide product uses oneDNN well), at least kMinPanel.
+constexpr int64_t kMinPanel = 64;
+constexpr int64_t kPanelBytes = int64_t{1} << 24;
 
 struct Layout {
   int64_t k = 0, n = 0, bits = 4, block = 32;
@@ -33,6 +38,45 @@ struct Layout {
   int64_t blob() const { return block * bits / 8; }
   int64_t zero_row_bytes() const { return (blocks() * bits + 7) / 8; }
 };
+
+// A row of 4-bit weights (`blocks` blocks of `block` values, an even count, two a byte, low bits
+// first) as floats (v - zero[b])·scale[b]: the same two roundings at every instruction set,
+// vectorized where the host has AVX2 or AVX-512 (the panel path dequantizes every weight once per
+// run, so this loop is a tenth of a 4-bit model's time).
+[[gnu::always_inline]] inline void NibbleRowLoop(const uint8_t* bytes, const float* scales, const float* zeros,
+                                                 int64_t blocks, int64_t block, float* out) {
+  const int64_t pairs = block / 2;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float scale = scales[b], zero = zeros[b];
+    const uint8_t* in = bytes + b * pairs;
+    float* to = out + b * block;
+    for (int64_t j = 0; j < pairs; ++j) {
+      const float low = static_cast<float>(in[j] & 0xF) - zero;
+      const float high = static_cast<float>(in[j] >> 4) - zero;
+      to[2 * j] = low * scale;
+      to[2 * j + 1] = high * scale;
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void NibbleRowAvx2(const uint8_t* bytes, const float* scales, const float* zeros,
+                                                    int64_t blocks, int64_t block, float* out) {
+  NibbleRowLoop(bytes, scales, zeros, blocks, block, out);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void NibbleRowAvx512(
+    const uint8_t* bytes, const float* scales, const float* zeros, int64_t blocks, int64_t block, float* out) {
+  NibbleRowLoop(bytes, scales, zeros, blocks, block, out);
+}
+
+void DequantizeNibbleRow(const uint8_t* bytes, const float* scales, const float* zeros, int64_t blocks,
+                         int64_t block, float* out) {
+  switch (ActiveVectorIsa()) {
+    case VectorIsa::kAvx512: return NibbleRowAvx512(bytes, scales, zeros, blocks, block, out);
+    case VectorIsa::kAvx2: return NibbleRowAvx2(bytes, scales, zeros, blocks, block, out);
+    case VectorIsa::kBaseline: return NibbleRowLoop(bytes, scales, zeros, blocks, block, out);
+  }
+}
 
 // The weights of one output column (row n of B), dequantized into `out` (K floats), or the
 // `count` values of block `b`.
@@ -61,18 +105,19 @@ struct Dequantizer {
     const int64_t first = b * layout.block, count = std::min(layout.block, layout.k - first);
     const float scale = scales[n * layout.blocks() + b], zero = Zero(n, b);
     const uint8_t* bytes = packed + (n * layout.blocks() + b) * layout.blob();
-    if (layout.bits == 4) {
-      for (int64_t j = 0; j + 1 < count; j += 2) {
-        out[j] = (static_cast<float>(bytes[j / 2] & 0xF) - zero) * scale;
-        out[j + 1] = (static_cast<float>(bytes[j / 2] >> 4) - zero) * scale;
-      }
-      if (count % 2) out[count - 1] = (static_cast<float>(bytes[(count - 1) / 2] & 0xF) - zero) * scale;
-      return;
-    }
+    if (layout.bits == 4 && count % 2 == 0) return DequantizeNibbleRow(bytes, &scale, &zero, 1, count, out);
     for (int64_t j = 0; j < count; ++j) out[j] = (static_cast<float>(Value(n, first + j)) - zero) * scale;
   }
 
   void Row(int64_t n, float* out) const {
+    if (block_of == nullptr && layout.bits == 4 && layout.k % layout.block == 0) {
+      // Whole blocks: the row's zero points unpacked, then one vectorized pass.
+      std::vector<float> zeros(static_cast<size_t>(layout.blocks()));
+      for (int64_t b = 0; b < layout.blocks(); ++b) zeros[static_cast<size_t>(b)] = Zero(n, b);
+      DequantizeNibbleRow(packed + n * layout.blocks() * layout.blob(), scales + n * layout.blocks(), zeros.data(),
+                          layout.blocks(), layout.block, out);
+      return;
+    }
     if (block_of == nullptr) {
       for (int64_t b = 0; b < layout.blocks(); ++b) Block(n, b, out + b * layout.block);
       return;
@@ -214,9 +259,10 @@ class MatMulNBitsKernel : public Kernel {
   // (A [rows, K] · panelᵀ into Y's columns).
   void Panels(const RtTensor& a, int64_t rows, const Dequantizer& weights, RtTensor& y, Allocator& allocator) {
     const int64_t k = layout_.k, n_total = layout_.n;
-    RtTensor panel = allocator.Allocate(DataType::kFloat, {kPanel, k});
-    for (int64_t first = 0; first < n_total; first += kPanel) {
-      const int64_t width = std::min(kPanel, n_total - first);
+    const int64_t columns = std::min(n_total, std::max(kMinPanel, kPanelBytes / (k * 4)));
+    RtTensor panel = allocator.Allocate(DataType::kFloat, {columns, k});
+    for (int64_t first = 0; first < n_total; first += columns) {
+      const int64_t width = std::min(columns, n_total - first);
 #pragma omp parallel for if (width * k > kParallelWork)
       for (int64_t j = 0; j < width; ++j) weights.Row(first + j, panel.data<float>() + j * k);
       dnnl::matmul& product = PanelProduct(rows, width);
