@@ -6,7 +6,7 @@
 // B is [N, K / block, block · bits / 8] bytes, the first value of a byte in its low bits; the
 // zero points are packed the same way per row (uint8) or given as A's float type; without them
 // the zero point is 2^(bits - 1). The weight is dequantized a block or a panel at a time, never
-// whole: a few rows of A (decoding) go through a direct loop that reads each packed block once;
+// kept: a few rows of A (decoding) go through a direct loop that reads each packed block once;
 // more rows dequantize a panel of output columns (up to kPanelBytes of float32: a model's whole
 // weight where it is small, never more) and multiply it with oneDNN's float matmul, a wide
 // product oneDNN runs well (LLaMA-style 4-layer decoder, 2×128 tokens: 123 → 90 ms with 64-column
