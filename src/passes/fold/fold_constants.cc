@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kMaxSweeps = 4;
 constexpr int64_t kDefaultMaxBytes = 1 << 20;
+constexpr int64_t kDefaultMaxDequantizeElements = 1;
 
 // What the pass does with a node that computes a constant: fold it into these tensors (one per
 // output), or leave it, saying why. A node that computes no constant gets no decision.
@@ -132,8 +133,8 @@ bool WritesGraphOutput(const Node& node) {
 
 class Folder {
  public:
-  Folder(Model& model, PassContext& context, int64_t max_bytes)
-      : model_(model), context_(context), max_bytes_(max_bytes) {}
+  Folder(Model& model, PassContext& context, int64_t max_bytes, int64_t max_dequantize_elements)
+      : model_(model), context_(context), max_bytes_(max_bytes), max_dequantize_elements_(max_dequantize_elements) {}
 
   bool FoldGraph(Graph& graph) {
     std::vector<Node*> order;
@@ -169,9 +170,21 @@ class Folder {
     if (!node.Subgraphs().empty()) return WhyNot("op with subgraphs");
     if (!IsPure(node)) return WhyNot("not a pure op (random, opaque or training mode)");
     // A quantized weight's dequantization is how the model stores it: folded, the weight would
-    // be float (four times the bytes) and the integer kernels could not read it.
-    if (node.op_type() == "DequantizeLinear") return WhyNot("a dequantized constant stays quantized");
+    // be float (four times the bytes) and the integer kernels could not read it. A scalar's
+    // is not a weight: folded, the elementwise program around it reads only 8-bit inputs and
+    // can run as a table.
+    if (node.op_type() == "DequantizeLinear" && !IsSmallDequantize(node)) {
+      return WhyNot("a dequantized constant stays quantized");
+    }
     return Evaluate(node, inputs);
+  }
+
+  bool IsSmallDequantize(const Node& node) const {
+    std::optional<std::vector<int64_t>> dims = node.output(0) ? KnownDims(*node.output(0)) : std::nullopt;
+    if (!dims) return false;
+    int64_t count = 1;
+    for (int64_t dim : *dims) count *= dim;
+    return count <= max_dequantize_elements_;
   }
 
   Decision Evaluate(const Node& node, const std::vector<TensorPtr>& inputs) const {
@@ -226,6 +239,7 @@ class Folder {
   Model& model_;
   PassContext& context_;
   int64_t max_bytes_;
+  int64_t max_dequantize_elements_;
   std::set<const Node*> reported_;  // a node left alone is reported once, not once per sweep
 };
 
@@ -233,13 +247,16 @@ class Folder {
 
 std::vector<PassOptionInfo> FoldConstants::options() const {
   return {{"max-bytes", std::to_string(kDefaultMaxBytes),
-           "largest folded result (bytes) that may be bigger than the constants it is computed from"}};
+           "largest folded result (bytes) that may be bigger than the constants it is computed from"},
+          {"max-dequantize-elements", std::to_string(kDefaultMaxDequantizeElements),
+           "largest constant DequantizeLinear result (elements) folded to float; larger ones stay quantized"}};
 }
 
 Result<bool> FoldConstants::Run(Model& model, PassContext& context) {
   FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_bytes, context.IntOption("max-bytes"));
+  FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_dequantize_elements, context.IntOption("max-dequantize-elements"));
   if (max_bytes < 0) return UsageError("option fold-constants.max-bytes must not be negative");
-  Folder folder(model, context, max_bytes);
+  Folder folder(model, context, max_bytes, max_dequantize_elements);
   bool changed = false;
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     std::vector<Graph*> graphs = GraphsInnermostFirst(*model.graph);

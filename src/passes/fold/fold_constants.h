@@ -27,8 +27,10 @@ inline constexpr std::string_view kFoldConstantsRewrite = R"rewrite(
 // initializer had to be listed as an input and is a constant (onnxruntime's and our runtime's
 // rule) — the light model-zoo models are IR 3.
 //
-// Never folded, each reported with its reason: DequantizeLinear (a quantized weight's storage
-// form, which the integer kernels read; folded it would be float, four times the size), random and other impure ops, ops with
+// Never folded, each reported with its reason: DequantizeLinear of more than
+// `max-dequantize-elements` (default 1) elements (a quantized weight's storage form, which the
+// integer kernels read; folded it would be float, four times the size — a dequantized scalar
+// such as GELU's 0.5 folds, so the program around it reads only 8-bit inputs), random and other impure ops, ops with
 // subgraphs, ops the CPU runtime cannot run, string tensors, nodes writing a graph output (an
 // initializer cannot stand for a graph output of the same graph without an Identity node, so
 // the node stays), results whose shape inference does not know statically (their size cannot

@@ -124,12 +124,16 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
 }  // namespace
 
 const std::vector<std::string>& PassesOrtRunsBetterWithout() {
-  static const std::vector<std::string> passes = {"lower-batchnorm"};
+  // ORT runs QOperator ops as its own kernels: their QDQ expansion only gives its QDQ
+  // transformers units to rebuild, and the ones they do not rebuild run op by op.
+  static const std::vector<std::string> passes = {"lower-batchnorm", "qoperator-to-qdq"};
   return passes;
 }
 
 const std::vector<OrtPassOption>& PassOptionsForOrt() {
-  static const std::vector<OrtPassOption> options = {{"fuse-horizontal-contractions", "convolutions", "0"}};
+  // ORT's QDQ transformers fuse a binary op only with a DequantizeLinear on each input.
+  static const std::vector<OrtPassOption> options = {{"fuse-horizontal-contractions", "convolutions", "0"},
+                                                     {"fold-constants", "max-dequantize-elements", "0"}};
   return options;
 }
 

@@ -102,10 +102,18 @@ bool ReadersFuseIt(const Node& dequantize) {
                      [](const Use& use) { return ClassifyOp(*use.node) == OpClass::kElementwise; });
 }
 
+// A QuantizeLinear whose producer is elementwise: the producer's program takes it and hands on
+// 8-bit values (a table lookup where it reads one 8-bit input), a quarter of the float bytes.
+bool ProducerFusesIt(const Node& quantize) {
+  const Value* input = quantize.input(0);
+  const Node* producer = input != nullptr ? input->producer() : nullptr;
+  return producer != nullptr && ClassifyOp(*producer) == OpClass::kElementwise;
+}
+
 // Each unit's float ends where no other unit claims them: the QuantizeLinear before its input
-// (unless it ends another unit) and the DequantizeLinear after its output (unless another unit
-// reads it as its input or residual, or elementwise readers would take it anyway). Either saves
-// a kernel of its own.
+// (unless it ends another unit, or an elementwise producer would take it anyway) and the
+// DequantizeLinear after its output (unless another unit reads it as its input or residual, or
+// elementwise readers would take it anyway). Either saves a kernel of its own.
 void TakeFloatEnds(std::vector<QuantizedContraction>& units, const quantized::ConstantOf& constant_of) {
   std::unordered_set<const Node*> unit_inputs, unit_outputs;
   for (const QuantizedContraction& unit : units) {
@@ -115,7 +123,7 @@ void TakeFloatEnds(std::vector<QuantizedContraction>& units, const quantized::Co
   }
   for (QuantizedContraction& unit : units) {
     const Node* leading = quantized::LeadingQuantize(unit, constant_of);
-    if (leading != nullptr && !unit_outputs.count(leading)) unit.input_quantize = leading;
+    if (leading != nullptr && !unit_outputs.count(leading) && !ProducerFusesIt(*leading)) unit.input_quantize = leading;
     const Node* trailing = quantized::TrailingDequantize(unit, constant_of);
     if (trailing != nullptr && !unit_inputs.count(trailing) && !ReadersFuseIt(*trailing)) unit.output_dequantize = trailing;
   }

@@ -380,3 +380,43 @@ graph main (string[2] %x) -> (bool[2] %y)
 )",
                   kPass, "string tensors");
 }
+
+TEST_CASE("fold-constants folds a dequantized scalar but keeps a dequantized weight quantized", "[passes]") {
+  // GELU's 0.5 stored as DQ(uint8 128, scale 1/256, zero point 0) folds to float 0.5; the
+  // three-element weight's DequantizeLinear stays, which the integer kernels read.
+  const std::string text = R"(
+ir_version 8
+opset "" 17
+graph main (float[3] %x) -> (float[3] %y)
+  init uint8[] %half_q = [128]
+  init float[] %half_scale = [0.00390625]
+  init uint8[] %zero = [0]
+  init uint8[3] %w_q = [1, 2, 3]
+  init float[] %w_scale = [0.5]
+{
+  %half = DequantizeLinear(%half_q, %half_scale, %zero) @half
+  %w = DequantizeLinear(%w_q, %w_scale, %zero) @w
+  %a = Mul(%x, %half) @mul
+  %y = Add(%a, %w) @add
+}
+)";
+  auto statistics = ExpectRewrite(text, kPass, R"(
+ir_version 8
+opset "" 17
+graph main (float[3] %x) -> (float[3] %y)
+  init uint8[] %zero = [0]
+  init uint8[3] %w_q = [1, 2, 3]
+  init float[] %w_scale = [0.5]
+  init float[] %half = [0.5]
+{
+  %w = DequantizeLinear(%w_q, %w_scale, %zero) @w
+  %a = Mul(%x, %half) @mul
+  %y = Add(%a, %w) @add
+}
+)");
+  CHECK(statistics.Rejections("a dequantized constant stays quantized") == 1);
+
+  // --runtime ort sets max-dequantize-elements to 0: ORT's QDQ selectors want a
+  // DequantizeLinear on every input of a binary op.
+  ExpectUnchanged(text, kPass, "a dequantized constant stays quantized", {.options = {{"max-dequantize-elements", "0"}}});
+}
