@@ -30,6 +30,7 @@
 #include "passes/fusion/horizontal/fuse_horizontal_elementwise.h"
 #include "passes/fusion/vertical/lower_batchnorm.h"
 #include "passes/conversion/ort/lower_for_ort.h"
+#include "passes/conversion/qoperator_to_qdq.h"
 #include "passes/fold/matmul_add_to_gemm.h"
 #include "passes/layout/merge_reshapes.h"
 #include "passes/fold/merge_summed_contractions.h"
@@ -112,6 +113,8 @@ const std::vector<std::string>& LevelOne() {
 
 const std::vector<std::string>& LevelTwo() {
   static const std::vector<std::string> passes = {
+      // QOperator ops become the QDQ units the quantized fusions below take.
+      "qoperator-to-qdq",
       // Quantized units first: a contraction between DequantizeLinear and QuantizeLinear is one
       // integer kernel, which the float epilogue pass would otherwise take as a float one.
       "fuse-quantized-contractions",
@@ -181,6 +184,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<MatMulAddToGemm>(1),
       Describe<ShareDuplicateInitializers>(1),
       Describe<EliminateCommonSubexpressions>(1),
+      Describe<QOperatorToQdq>(2),
       Describe<FuseQuantizedContractions>(2),
       Describe<FuseContractionEpilogues>(2),
       Describe<FuseComposites>(2),
