@@ -57,5 +57,7 @@ std::optional<DataType> ParseDataType(std::string_view name);
 
 bool IsFloatingPoint(DataType type);
 bool IsInteger(DataType type);
+// uint8 or int8: the types 8-bit quantized tensors and the integer kernels take.
+inline bool IsEightBitInteger(DataType type) { return type == DataType::kUint8 || type == DataType::kInt8; }
 
 }  // namespace fusionopt

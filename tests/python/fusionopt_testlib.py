@@ -478,6 +478,13 @@ def fusionopt_outputs(fusionopt, model_path, input_args, out_dir, *extra):
     return outputs
 
 
+def fusionopt_arrays(fusionopt, model_path, feeds, folder, *extra):
+    """`fusionopt run` on `feeds` ({name: array}, written under `folder`): the output arrays in
+    graph-output order."""
+    arguments = write_inputs(feeds, folder / "inputs")
+    return [array for _, array in fusionopt_outputs(fusionopt, model_path, arguments, folder / "out", *extra)]
+
+
 def onnxruntime_outputs(model_path, inputs):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

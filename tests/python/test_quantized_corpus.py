@@ -106,30 +106,14 @@ def optimized(fusionopt, tmp_path_factory):
     return optimize
 
 
-def fusionopt_outputs(fusionopt, path, feeds, folder):
-    (folder / "out").mkdir(parents=True, exist_ok=True)
-    arguments = []
-    for name, value in feeds.items():
-        np.save(folder / f"{name}.npy", value)
-        arguments += ["--input", f"{name}={folder / f'{name}.npy'}"]
-    rc, _, stderr = fusionopt("run", path, *arguments, "--output-dir", folder / "out", "--threads", "2", timeout=300)
-    assert rc == lib.EXIT_OK, f"fusionopt run {path.name} failed ({rc}): {stderr}"
-    outputs = []
-    for index in range(len(list((folder / "out").glob("output_*.pb")))):
-        tensor = onnx.TensorProto()
-        tensor.ParseFromString((folder / "out" / f"output_{index}.pb").read_bytes())
-        outputs.append(onnx.numpy_helper.to_array(tensor))
-    return outputs
-
-
 @pytest.mark.parametrize("level", LEVELS, ids=[f"O{level}" for level in LEVELS])
 @pytest.mark.parametrize("entry", params())
 def test_quantized_export_optimizes_and_runs_like_ort(optimized, reference, fusionopt, tmp_path, entry, level):
     path, _ = optimized(entry, level)
     onnx.checker.check_model(str(path), full_check=True)
     feeds, expected, ort_int8 = reference(entry)
-    assert_within_quantization(fusionopt_outputs(fusionopt, path, feeds, tmp_path), expected, ort_int8,
-                               f"fusionopt's runtime on -O{level}")
+    actual = lib.fusionopt_arrays(fusionopt, path, feeds, tmp_path, "--threads", "2")
+    assert_within_quantization(actual, expected, ort_int8, f"fusionopt's runtime on -O{level}")
     assert_within_quantization(session(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds), expected,
                                ort_int8, f"ORT on -O{level}")
 

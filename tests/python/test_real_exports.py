@@ -203,22 +203,6 @@ def reference():
     return outputs
 
 
-def fusionopt_outputs(fusionopt, path, feeds, folder):
-    (folder / "out").mkdir(parents=True, exist_ok=True)
-    arguments = []
-    for name, value in feeds.items():
-        np.save(folder / f"{name}.npy", value)
-        arguments += ["--input", f"{name}={folder / f'{name}.npy'}"]
-    rc, _, stderr = fusionopt("run", path, *arguments, "--output-dir", folder / "out", "--threads", "2", timeout=300)
-    assert rc == lib.EXIT_OK, f"fusionopt run {path.name} failed ({rc}): {stderr}"
-    outputs = []
-    for index in range(len(list((folder / "out").glob("output_*.pb")))):
-        tensor = onnx.TensorProto()
-        tensor.ParseFromString((folder / "out" / f"output_{index}.pb").read_bytes())
-        outputs.append(onnx.numpy_helper.to_array(tensor))
-    return outputs
-
-
 @pytest.mark.parametrize("level", LEVELS, ids=[f"O{level}" for level in LEVELS])
 @pytest.mark.parametrize("entry", params())
 def test_optimized_export_is_valid_and_equals_ort(optimized, reference, fusionopt, tmp_path, entry, level):
@@ -227,7 +211,7 @@ def test_optimized_export_is_valid_and_equals_ort(optimized, reference, fusionop
     feeds, expected = reference(entry)
     assert_close(session(result.path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL).run(None, feeds), expected, entry,
                  f"ORT on -O{level}")
-    assert_close(fusionopt_outputs(fusionopt, result.path, feeds, tmp_path), expected, entry,
+    assert_close(lib.fusionopt_arrays(fusionopt, result.path, feeds, tmp_path, "--threads", "2"), expected, entry,
                  f"fusionopt's runtime on -O{level}")
 
 

@@ -282,7 +282,7 @@ graph g (float[2,2] %a, int8[2,2] %b) -> (int32 %y) {
 })"),
                               {{"a", Floats({2, 2}, {1, 2, 3, 4})}, {"b", Make<int8_t>(DataType::kInt8, {2, 2}, {1, 2, 3, 4})}});
   REQUIRE_FALSE(float_operand.ok());
-  CHECK_THAT(float_operand.status().message(), Catch::Contains("uint8 or int8 operands, not float"));
+  CHECK_THAT(float_operand.status().message(), Catch::Contains("an integer matrix product takes uint8 or int8 tensors, not float"));
   auto scales = TryRun(QuantizedModel(R"(
 graph g (int8[2,2] %a) -> (int8 %y)
   init float[] %s = [1.0]

@@ -82,6 +82,41 @@ struct Grid {
   DataType type = DataType::kUndefined;  // undefined: none
 };
 
+// A unit's integer product by the body's constant weights: a convolution (Conv's or
+// ConvInteger's window attributes) or a matrix product (Gemm's transB; the matchers refuse
+// transA). Both kernels below run one.
+class IntegerProduct {
+ public:
+  static std::optional<IntegerProduct> Of(const Node& contraction, const IntegerEpilogue& epilogue, TensorPtr weights,
+                                          int64_t opset) {
+    IntegerProduct product;
+    product.weights_ = RtTensor::WrapConstant(weights);
+    const std::string& op = contraction.op_type();
+    if (op == "Conv" || op == "ConvInteger") {
+      Result<WindowAttributes> attributes = ReadWindowAttributes(KernelInfo{contraction, opset, {}});
+      if (!attributes.ok()) return std::nullopt;
+      product.conv_ = std::make_unique<IntegerConv>(epilogue, *attributes, contraction.GetInt("group", 1), weights);
+    } else {
+      const bool trans_b = op == "Gemm" && contraction.GetInt("transB", 0) != 0;
+      product.matmul_ = std::make_unique<IntegerMatMul>(epilogue, weights, false, trans_b);
+    }
+    return product;
+  }
+
+  bool is_conv() const { return conv_ != nullptr; }
+
+  Status Run(const RtTensor& x, const IntegerParameters& parameters, KernelContext& context,
+             const RtTensor* residual) const {
+    if (conv_) return conv_->Run(x, weights_, parameters, context, 0, residual);
+    return matmul_->Run(x, weights_, parameters, context, 0, residual);
+  }
+
+ private:
+  std::unique_ptr<IntegerConv> conv_;
+  std::unique_ptr<IntegerMatMul> matmul_;
+  RtTensor weights_;
+};
+
 class FusedQuantizedKernel final : public FusedBodyKernel {
  public:
   struct Inputs {
@@ -91,13 +126,11 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
     Grid residual_grid;  // set: the residual is dequantized here (the unit writes float)
   };
 
-  FusedQuantizedKernel(Inputs inputs, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
-                       std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
-      : inputs_(inputs), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
-        weights_(RtTensor::WrapConstant(weights)) {}
+  FusedQuantizedKernel(Inputs inputs, IntegerParameters parameters, IntegerProduct product)
+      : inputs_(inputs), parameters_(std::move(parameters)), product_(std::move(product)) {}
 
   // A convolution takes its input and residual in convolution layouts and may hand one on.
-  bool ReadsConvLayouts() const override { return conv_ != nullptr; }
+  bool ReadsConvLayouts() const override { return product_.is_conv(); }
 
   Result<int> Compute(KernelContext& context) override {
     const RtTensor* input = context.input(static_cast<size_t>(inputs_.x));
@@ -122,20 +155,14 @@ class FusedQuantizedKernel final : public FusedBodyKernel {
     }
     // (A residual whose dims are not the output's is an error of the body the kernel reports:
     // the pass fuses a residual only where inference proved the shapes equal.)
-    if (conv_) {
-      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(x, weights_, parameters_, context, 0, residual));
-    } else {
-      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(x, weights_, parameters_, context, 0, residual));
-    }
+    FUSIONOPT_RETURN_IF_ERROR(product_.Run(x, parameters_, context, residual));
     return 1;
   }
 
  private:
   Inputs inputs_;
   IntegerParameters parameters_;
-  std::unique_ptr<IntegerConv> conv_;
-  std::unique_ptr<IntegerMatMul> matmul_;
-  RtTensor weights_;
+  IntegerProduct product_;
 };
 
 // The epilogue's post-ops and output type; nullopt where a step has no post-op here.
@@ -232,18 +259,9 @@ std::unique_ptr<FusedBodyKernel> CreateFusedQuantized(const FusedBodyInfo& info)
   parameters.y_scale = y->Scales()[0];
   parameters.y_zero = y->ZeroPoints()[0];
 
-  std::unique_ptr<IntegerConv> conv;
-  std::unique_ptr<IntegerMatMul> matmul;
-  if (contraction->op_type() == "Conv") {
-    Result<WindowAttributes> attributes = ReadWindowAttributes(KernelInfo{*contraction, opset, {}});
-    if (!attributes.ok()) return nullptr;
-    conv = std::make_unique<IntegerConv>(*epilogue, *attributes, contraction->GetInt("group", 1), weights);
-  } else {
-    const bool trans_b = contraction->op_type() == "Gemm" && contraction->GetInt("transB", 0) != 0;
-    matmul = std::make_unique<IntegerMatMul>(*epilogue, weights, false, trans_b);
-  }
-  return std::make_unique<FusedQuantizedKernel>(inputs, std::move(parameters), std::move(conv), std::move(matmul),
-                                                weights);
+  std::optional<IntegerProduct> product = IntegerProduct::Of(*contraction, *epilogue, weights, opset);
+  if (!product) return nullptr;
+  return std::make_unique<FusedQuantizedKernel>(inputs, std::move(parameters), std::move(*product));
 }
 
 namespace {
@@ -260,10 +278,8 @@ class FusedDynamicQuantizedKernel final : public FusedBodyKernel {
     int residual = -1;  // the float residual, or -1
   };
 
-  FusedDynamicQuantizedKernel(Inputs inputs, IntegerParameters parameters, std::unique_ptr<IntegerConv> conv,
-                              std::unique_ptr<IntegerMatMul> matmul, TensorPtr weights)
-      : inputs_(inputs), parameters_(std::move(parameters)), conv_(std::move(conv)), matmul_(std::move(matmul)),
-        weights_(RtTensor::WrapConstant(weights)) {}
+  FusedDynamicQuantizedKernel(Inputs inputs, IntegerParameters parameters, IntegerProduct product)
+      : inputs_(inputs), parameters_(std::move(parameters)), product_(std::move(product)) {}
 
   Result<int> Compute(KernelContext& context) override {
     IntegerParameters parameters = parameters_;
@@ -288,20 +304,14 @@ class FusedDynamicQuantizedKernel final : public FusedBodyKernel {
     }
     const RtTensor* residual = inputs_.residual >= 0 ? context.input(static_cast<size_t>(inputs_.residual)) : nullptr;
     if (residual != nullptr && residual->dtype() != DataType::kFloat) return 0;
-    if (conv_) {
-      FUSIONOPT_RETURN_IF_ERROR(conv_->Run(*x, weights_, parameters, context, 0, residual));
-    } else {
-      FUSIONOPT_RETURN_IF_ERROR(matmul_->Run(*x, weights_, parameters, context, 0, residual));
-    }
+    FUSIONOPT_RETURN_IF_ERROR(product_.Run(*x, parameters, context, residual));
     return 1;
   }
 
  private:
   Inputs inputs_;
   IntegerParameters parameters_;
-  std::unique_ptr<IntegerConv> conv_;
-  std::unique_ptr<IntegerMatMul> matmul_;
-  RtTensor weights_;
+  IntegerProduct product_;
 };
 
 // The chain's post-ops as the integer kernel's epilogue: a constant addend first is the bias
@@ -374,17 +384,9 @@ std::unique_ptr<FusedBodyKernel> CreateFusedDynamicQuantized(const FusedBodyInfo
     parameters.b_zero.assign(zeros->begin(), zeros->end());
   }
 
-  std::unique_ptr<IntegerConv> conv;
-  std::unique_ptr<IntegerMatMul> matmul;
-  if (unit->is_conv()) {
-    Result<WindowAttributes> attributes = ReadWindowAttributes(KernelInfo{*contraction, opset, {}});
-    if (!attributes.ok()) return nullptr;
-    conv = std::make_unique<IntegerConv>(*epilogue, *attributes, contraction->GetInt("group", 1), unit->weights);
-  } else {
-    matmul = std::make_unique<IntegerMatMul>(*epilogue, unit->weights);
-  }
-  return std::make_unique<FusedDynamicQuantizedKernel>(inputs, std::move(parameters), std::move(conv),
-                                                       std::move(matmul), unit->weights);
+  std::optional<IntegerProduct> product = IntegerProduct::Of(*contraction, *epilogue, unit->weights, opset);
+  if (!product) return nullptr;
+  return std::make_unique<FusedDynamicQuantizedKernel>(inputs, std::move(parameters), std::move(*product));
 }
 
 }  // namespace fusionopt::cpu

@@ -75,7 +75,7 @@ Layout LayoutOfDesc(const dnnl::memory::desc& desc) {
 }
 
 bool TakesConvLayouts(DataType dtype) {
-  return dtype == DataType::kFloat || dtype == DataType::kUint8 || dtype == DataType::kInt8;
+  return dtype == DataType::kFloat || IsEightBitInteger(dtype);
 }
 
 namespace {

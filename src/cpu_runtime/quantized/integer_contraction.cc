@@ -27,6 +27,13 @@ Int8Path Int8PathOnThisHost() {
   return CpuHasVnni() ? Int8Path::kOneDnn : Int8Path::kFloat32;
 }
 
+Status CheckQuantizedOperand(const RtTensor& x, const std::string& op) {
+  if (!IsEightBitInteger(x.dtype())) {
+    return InvalidModel(op + " takes uint8 or int8 tensors, not " + std::string(NameOf(x.dtype())));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<int32_t>> ZeroPointValues(const RtTensor* zero_point, const char* what) {
   if (zero_point == nullptr || !zero_point->defined()) return std::vector<int32_t>{0};
   if (zero_point->rank() > 1) {
@@ -143,7 +150,7 @@ std::vector<AddendLayout> ResidualLayouts(const IntegerEpilogue& epilogue) {
   layout.sum_scale = epilogue.residual_scale;
   layout.sum_zero = epilogue.residual_zero;
   // A float residual (a float-output kernel's) is read as dst's own type.
-  const bool quantized = epilogue.residual_type == DataType::kUint8 || epilogue.residual_type == DataType::kInt8;
+  const bool quantized = IsEightBitInteger(epilogue.residual_type);
   layout.sum_type = quantized ? Int8Type(epilogue.residual_type) : memory::data_type::undef;
   return {layout};
 }

@@ -107,6 +107,8 @@ class IntegerConv {
 
 // ---- reading quantization parameters from a node's inputs
 
+// An error unless `x` is uint8 or int8 ("`op` takes uint8 or int8 tensors, not float").
+Status CheckQuantizedOperand(const RtTensor& x, const std::string& op);
 // A zero point (int8/uint8/int32, scalar or 1-D) as int32 values; {0} when absent.
 Result<std::vector<int32_t>> ZeroPointValues(const RtTensor* zero_point, const char* what);
 // A scale (float or float16, scalar or 1-D) as float values.

@@ -166,7 +166,7 @@ IntegerConv::IntegerConv(IntegerEpilogue epilogue, WindowAttributes attributes, 
   state_->epilogue = std::move(epilogue);
   state_->attributes = std::move(attributes);
   state_->group = group;
-  if (constant_w != nullptr && (constant_w->dtype() == DataType::kUint8 || constant_w->dtype() == DataType::kInt8)) {
+  if (constant_w != nullptr && IsEightBitInteger(constant_w->dtype())) {
     RtTensor wrapped = RtTensor::WrapConstant(constant_w);
     state_->constant_shift = constant_w->dtype() == DataType::kUint8 ? 128 : 0;
     state_->constant_w = state_->constant_shift ? ShiftedToInt8(wrapped, nullptr) : wrapped;
@@ -177,12 +177,8 @@ IntegerConv::~IntegerConv() = default;
 
 Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParameters& parameters,
                         KernelContext& context, size_t output, const RtTensor* residual) {
-  for (const RtTensor* operand : {&x, &w}) {
-    if (operand->dtype() != DataType::kUint8 && operand->dtype() != DataType::kInt8) {
-      return InvalidModel("integer convolutions take uint8 or int8 operands, not " +
-                          std::string(NameOf(operand->dtype())));
-    }
-  }
+  FUSIONOPT_RETURN_IF_ERROR(CheckQuantizedOperand(x, "an integer convolution"));
+  FUSIONOPT_RETURN_IF_ERROR(CheckQuantizedOperand(w, "an integer convolution"));
   if (x.rank() > 5) return Unsupported("integer convolutions of 1 to 3 spatial axes, got " + DimsToString(x.dims()));
   FUSIONOPT_ASSIGN_OR_RETURN(ConvShape shape, ResolveConvShape(state_->attributes, state_->group, false, x, w, nullptr));
   if (parameters.a_zero.size() != 1) return InvalidModel("the input's zero point must be a scalar");

@@ -181,7 +181,7 @@ IntegerMatMul::IntegerMatMul(IntegerEpilogue epilogue, TensorPtr constant_b, boo
   state_->epilogue = std::move(epilogue);
   state_->trans_a = trans_a;
   state_->trans_b = trans_b;
-  if (constant_b != nullptr && (constant_b->dtype() == DataType::kUint8 || constant_b->dtype() == DataType::kInt8)) {
+  if (constant_b != nullptr && IsEightBitInteger(constant_b->dtype())) {
     RtTensor wrapped = RtTensor::WrapConstant(constant_b);
     if (constant_b->dtype() == DataType::kUint8) {
       state_->constant_b = ShiftedToInt8(wrapped, nullptr);
@@ -200,12 +200,8 @@ IntegerMatMul::~IntegerMatMul() = default;
 
 Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerParameters& parameters,
                           KernelContext& context, size_t output, const RtTensor* residual) {
-  for (const RtTensor* operand : {&a, &b}) {
-    if (operand->dtype() != DataType::kUint8 && operand->dtype() != DataType::kInt8) {
-      return InvalidModel("integer matrix products take uint8 or int8 operands, not " +
-                          std::string(NameOf(operand->dtype())));
-    }
-  }
+  FUSIONOPT_RETURN_IF_ERROR(CheckQuantizedOperand(a, "an integer matrix product"));
+  FUSIONOPT_RETURN_IF_ERROR(CheckQuantizedOperand(b, "an integer matrix product"));
   const bool gemm = state_->trans_a || state_->trans_b;
   if (gemm && (a.rank() != 2 || b.rank() != 2)) {
     return InvalidModel("Gemm operands must be 2-D, got " + DimsToString(a.dims()) + " and " + DimsToString(b.dims()));

@@ -47,7 +47,7 @@ Result<int32_t> ScalarZero(const RtTensor* zero, const char* what) {
 // The requantization's output type: the output zero point's, uint8 without one.
 Result<DataType> QuantizedType(const RtTensor* zero, const std::string& op) {
   const DataType type = zero != nullptr ? zero->dtype() : DataType::kUint8;
-  if (type != DataType::kUint8 && type != DataType::kInt8) {
+  if (!IsEightBitInteger(type)) {
     return InvalidModel(op + "'s output zero point must be uint8 or int8, not " + std::string(NameOf(type)));
   }
   return type;

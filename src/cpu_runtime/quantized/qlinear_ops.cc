@@ -39,13 +39,6 @@ ExprBuilder WrappedExpr(size_t operands, Op op, float alpha) {
   };
 }
 
-Status CheckQuantizedOperand(const RtTensor& x, const std::string& op) {
-  if (x.dtype() != DataType::kUint8 && x.dtype() != DataType::kInt8) {
-    return InvalidModel(op + " takes uint8 or int8 tensors, not " + std::string(NameOf(x.dtype())));
-  }
-  return Status::Ok();
-}
-
 // QLinearAdd, QLinearMul (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
 // C_zero_point) and QLinearSigmoid, QLinearLeakyRelu (X, X_scale, X_zero_point, Y_scale,
 // Y_zero_point): one program, numpy broadcasting.

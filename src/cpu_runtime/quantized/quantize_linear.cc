@@ -281,7 +281,7 @@ namespace {
 
 // A per-tensor grid's scale and zero point as the scalar operands of a quantize program.
 std::pair<RtTensor, RtTensor> GridOperands(float scale, int32_t zero_point, DataType type) {
-  FUSIONOPT_CHECK(type == DataType::kUint8 || type == DataType::kInt8, "an 8-bit grid");
+  FUSIONOPT_CHECK(IsEightBitInteger(type), "an 8-bit grid");
   RtTensor scale_tensor = RtTensor::Allocate(DataType::kFloat, {});
   RtTensor zero = RtTensor::Allocate(type, {});
   scale_tensor.data<float>()[0] = scale;

@@ -38,7 +38,6 @@ bool SameParameters(const Quantization& a, const Quantization& b) {
          a.ZeroPoints() == b.ZeroPoints();
 }
 
-bool IsEightBit(DataType type) { return type == DataType::kUint8 || type == DataType::kInt8; }
 
 struct Candidate {
   Node* op = nullptr;
@@ -80,7 +79,7 @@ class Dropper {
       Node* dequantize = value != nullptr ? value->producer() : nullptr;
       if (dequantize == nullptr || !quantized::IsDequantizeLinear(*dequantize)) return std::nullopt;
       Decided<Quantization> read = quantized::ConstantQuantization(*dequantize, 0, constant_of_);
-      if (!read || !read->per_tensor() || !IsEightBit(read->type)) return std::nullopt;
+      if (!read || !read->per_tensor() || !IsEightBitInteger(read->type)) return std::nullopt;
       if (parameters && !SameParameters(*parameters, *read)) return std::nullopt;
       parameters = *read;
       candidate.dequantizes.push_back(dequantize);

@@ -13,7 +13,6 @@ bool InDomains(const Node& node, std::string_view op_type) {
   return node.op_type() == op_type && (IsDefaultDomain(node) || node.domain() == "com.microsoft");
 }
 
-bool IsEightBit(DataType type) { return type == DataType::kUint8 || type == DataType::kInt8; }
 
 using composite::SoleReader;
 
@@ -78,11 +77,11 @@ class Matcher {
     const std::optional<size_t> x_rank = x != nullptr && x->shape() ? std::optional<size_t>(x->shape()->size()) : std::nullopt;
     Decided<Quantization> input = ConstantQuantization(*unit_.input, x_rank.value_or(0), constant_of_);
     if (!input) return input.why_not().Prefixed("the input's quantization");
-    if (!input->per_tensor() || !IsEightBit(input->type)) return "the input is not quantized per tensor to 8 bits (" + std::string(NameOf(input->type)) + (input->per_tensor() ? ")" : ", per axis)");
+    if (!input->per_tensor() || !IsEightBitInteger(input->type)) return "the input is not quantized per tensor to 8 bits (" + std::string(NameOf(input->type)) + (input->per_tensor() ? ")" : ", per axis)");
     const Value* w = unit_.weights->input(0);
     const TensorPtr weights = w != nullptr ? constant_of_(w) : nullptr;
     if (weights == nullptr) return "the weights are not a constant";
-    if (!IsEightBit(weights->dtype())) return "the weights are not 8-bit integers";
+    if (!IsEightBitInteger(weights->dtype())) return "the weights are not 8-bit integers";
     if (op != "Conv" && weights->dims().size() != 2) return "the weights are not a matrix";
     Decided<Quantization> quantization = ConstantQuantization(*unit_.weights, weights->dims().size(), constant_of_);
     if (!quantization) return quantization.why_not().Prefixed("the weights' quantization");
@@ -136,7 +135,7 @@ class Matcher {
       if (IsQuantizeLinear(*next)) {
         Decided<Quantization> output = ConstantQuantization(*next, 0, constant_of_);
         if (!output) return output.why_not().Prefixed("the output's quantization");
-        if (!output->per_tensor() || !IsEightBit(output->type)) return "the output is not quantized per tensor to 8 bits";
+        if (!output->per_tensor() || !IsEightBitInteger(output->type)) return "the output is not quantized per tensor to 8 bits";
         // Q → DQ → more epilogue → Q: a round trip inside the unit; else the unit ends here.
         if (const Node* dequantize = SoleReader(next->output(0)); dequantize != nullptr && IsDequantizeLinear(*dequantize)) {
           Decided<Quantization> back = ConstantQuantization(*dequantize, 0, constant_of_);
@@ -173,7 +172,7 @@ class Matcher {
     const Node* dequantize = DequantizeProducing(other);
     if (dequantize == nullptr || dequantize == unit_.input) return nullptr;
     Decided<Quantization> quantization = ConstantQuantization(*dequantize, 0, constant_of_);
-    if (!quantization || !quantization->per_tensor() || !IsEightBit(quantization->type)) return nullptr;
+    if (!quantization || !quantization->per_tensor() || !IsEightBitInteger(quantization->type)) return nullptr;
     // In a graph both shapes are known (shape inference) and must be the same; an outlined body's
     // values have none, and the kernel checks the residual's dims when it runs.
     if (other->shape().has_value() != value->shape().has_value()) return nullptr;

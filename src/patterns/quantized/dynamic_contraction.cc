@@ -8,7 +8,6 @@ namespace {
 using composite::OtherOperand;
 using composite::SoleReader;
 
-bool IsEightBit(DataType type) { return type == DataType::kUint8 || type == DataType::kInt8; }
 
 // Read by `reader` alone, once, and no graph output.
 bool OnlyReadBy(const Value* value, const Node* reader) {
@@ -50,7 +49,7 @@ class Matcher {
   WhyNot MatchWeights(const Node& contraction) {
     unit_.weights = constant_of_(contraction.input(1));
     if (unit_.weights == nullptr) return "the weights are not a constant";
-    if (!IsEightBit(unit_.weights->dtype())) return "the weights are not 8-bit integers";
+    if (!IsEightBitInteger(unit_.weights->dtype())) return "the weights are not 8-bit integers";
     const size_t rank = unit_.weights->dims().size();
     if (contraction.op_type() == "MatMulInteger" ? rank != 2 : rank < 3) return "the weights have an unexpected rank";
     if (contraction.inputs().size() > 3 && contraction.input(3) != nullptr) {
