@@ -307,3 +307,57 @@ TEST_CASE("The host's int8 path follows VNNI unless overridden", "[cpu][quantize
     CHECK(Int8PathOnThisHost() == (CpuHasVnni() ? Int8Path::kOneDnn : Int8Path::kFloat32));
   }
 }
+
+TEST_CASE("MatMulInteger by a constant 1-D or batched B", "[cpu][quantized]") {
+  // A 1-D B is a vector the product contracts with; a [1, K, N] B broadcasts over A's batch.
+  // Neither is the one [K, N] matrix the kernel packs: both are read as they lie.
+  const std::string text = QuantizedModel(R"(
+graph g (uint8[2,3] %a, uint8[2,2,3] %c) -> (int32 %v, int32 %m)
+  init int8[3] %vector = [1, -2, 3]
+  init int8[1,3,2] %batched = [1, 2, -3, 4, 5, -6]
+  init uint8[] %zero = [1]
+{
+  %v = MatMulInteger(%a, %vector, %zero)
+  %m = MatMulInteger(%c, %batched, %zero)
+})");
+  for (const char* path : kPaths) {
+    ScopedEnv env("FUSIONOPT_CPU_INT8", path);
+    INFO("path " << path);
+    auto outputs = Run(text, {{"a", Make<uint8_t>(DataType::kUint8, {2, 3}, {2, 3, 4, 1, 1, 255})},
+                              {"c", Make<uint8_t>(DataType::kUint8, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 255, 1, 2, 3, 4, 5})}});
+    // (a - 1) = [[1, 2, 3], [0, 0, 254]] · [1, -2, 3] = [6, 762].
+    CHECK(outputs[0].tensor.dims() == std::vector<int64_t>{2});
+    CHECK(Int32Values(outputs[0].tensor) == std::vector<int64_t>{6, 762});
+    // (c - 1) rows [0,1,2], [3,4,5], [254,0,1], [2,3,4] · [[1, 2], [-3, 4], [5, -6]].
+    CHECK(outputs[1].tensor.dims() == std::vector<int64_t>{2, 2, 2});
+    CHECK(Int32Values(outputs[1].tensor) == std::vector<int64_t>{7, -8, 16, -8, 259, 502, 13, -8});
+  }
+}
+
+TEST_CASE("int32 products beyond float32's exact range stay exact on both paths", "[cpu][quantized]") {
+  // 1023 products of 255 · 127: 33,129,855, odd and above 2^24, where float32 holds only even
+  // integers; every partial sum past 2^24 would round on the float32 path.
+  const std::string text = QuantizedModel(R"(
+graph g (uint8[2,1023] %a, int8[1023,2] %b) -> (int32 %y) {
+  %y = MatMulInteger(%a, %b)
+})");
+  for (const char* path : kPaths) {
+    ScopedEnv env("FUSIONOPT_CPU_INT8", path);
+    INFO("path " << path);
+    auto outputs = Run(text, {{"a", Make<uint8_t>(DataType::kUint8, {2, 1023}, std::vector<uint8_t>(2046, 255))},
+                              {"b", Make<int8_t>(DataType::kInt8, {1023, 2}, std::vector<int8_t>(2046, 127))}});
+    CHECK(Int32Values(outputs[0].tensor) == std::vector<int64_t>(4, 33129855));
+  }
+  // The same sum as a 1x1 ConvInteger over 1023 channels.
+  const std::string conv = QuantizedModel(R"(
+graph g (uint8[1,1023,1,2] %x, int8[2,1023,1,1] %w) -> (int32 %y) {
+  %y = ConvInteger(%x, %w)
+})");
+  for (const char* path : kPaths) {
+    ScopedEnv env("FUSIONOPT_CPU_INT8", path);
+    INFO("path " << path);
+    auto outputs = Run(conv, {{"x", Make<uint8_t>(DataType::kUint8, {1, 1023, 1, 2}, std::vector<uint8_t>(2046, 255))},
+                              {"w", Make<int8_t>(DataType::kInt8, {2, 1023, 1, 1}, std::vector<int8_t>(2046, 127))}});
+    CHECK(Int32Values(outputs[0].tensor) == std::vector<int64_t>(4, 33129855));
+  }
+}

@@ -24,27 +24,6 @@ bool IsIntegerMatMulType(DataType dtype) {
          dtype == DataType::kUint64;
 }
 
-// Direct loops for the types oneDNN does not compute (double, integers).
-template <typename T>
-void ReferenceMatMul(const T* a, const T* b, T* c, const MatMulShape& shape) {
-  const std::vector<int64_t> a_offsets = BatchOffsets(shape.a_batch, shape.batch, shape.m * shape.k);
-  const std::vector<int64_t> b_offsets = BatchOffsets(shape.b_batch, shape.batch, shape.k * shape.n);
-  const int64_t rows = static_cast<int64_t>(a_offsets.size()) * shape.m;
-  const int64_t m = shape.m, k = shape.k, n = shape.n;
-#pragma omp parallel for if (rows * k * n > kParallelWork)
-  for (int64_t row = 0; row < rows; ++row) {
-    const T* a_row = a + a_offsets[row / m] + (row % m) * k;
-    const T* b_matrix = b + b_offsets[row / m];
-    T* c_row = c + row * n;
-    std::fill(c_row, c_row + n, T(0));
-    for (int64_t inner = 0; inner < k; ++inner) {
-      const T scale = a_row[inner];
-      const T* b_row = b_matrix + inner * n;
-      for (int64_t column = 0; column < n; ++column) c_row[column] += scale * b_row[column];
-    }
-  }
-}
-
 template <typename Fn>
 Status DispatchDirectType(DataType dtype, const char* op, Fn&& fn) {
   switch (dtype) {

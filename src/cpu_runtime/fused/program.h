@@ -8,6 +8,7 @@
 // A program of one 8-bit input runs as a table lookup (TablesFor).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,8 +73,10 @@ class FusedProgram {
   std::string label_;
 
   std::mutex mutex_;
-  std::vector<std::pair<std::vector<DataType>, std::optional<ew::Program>>> programs_;
-  std::vector<std::pair<const ew::Program*, Tables>> tables_;  // per program: TablesFor
+  // Deques: a run holds a program (and its tables) by address while another dtype set or
+  // program adds its own, which must not move them.
+  std::deque<std::pair<std::vector<DataType>, std::optional<ew::Program>>> programs_;
+  std::deque<std::pair<const ew::Program*, Tables>> tables_;  // per program: TablesFor
 };
 
 }  // namespace fusionopt::cpu

@@ -113,6 +113,8 @@ memory::data_type DstType(const IntegerEpilogue& epilogue) {
   return memory::data_type::undef;
 }
 
+bool OneDnnWritesOutput(const IntegerEpilogue& epilogue) { return OutputType(epilogue) != DataType::kFloat16; }
+
 DataType OutputType(const IntegerEpilogue& epilogue) {
   switch (epilogue.output) {
     case IntegerEpilogue::Output::kInt32: return DataType::kInt32;
@@ -249,6 +251,31 @@ RtTensor CenteredFloat32(const RtTensor& values, const std::vector<int32_t>& zer
   return out;
 }
 
+namespace {
+
+float LargestMagnitude(const RtTensor& values) {
+  float largest = 0.0f;
+  const float* data = values.data<float>();
+  for (int64_t i = 0; i < values.NumElements(); ++i) largest = std::max(largest, std::abs(data[i]));
+  return largest;
+}
+
+}  // namespace
+
+bool ExactInFloat32(const RtTensor& a32, const RtTensor& b32, int64_t k) {
+  const double largest = static_cast<double>(LargestMagnitude(a32)) * LargestMagnitude(b32) * static_cast<double>(k);
+  return largest < 16777216.0;  // 2^24
+}
+
+std::vector<double> Widened(const RtTensor& f32) {
+  return std::vector<double>(f32.data<float>(), f32.data<float>() + f32.NumElements());
+}
+
+void StoreInt32(const std::vector<double>& values, RtTensor& y) {
+  int32_t* out = y.data<int32_t>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<int32_t>(values[i]);
+}
+
 Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, const IntegerParameters& parameters,
                        size_t channel_axis, RtTensor& y, const RtTensor* residual) {
   const std::vector<int64_t>& dims = acc.dims();
@@ -295,9 +322,9 @@ Status FinishFromFloat(const RtTensor& acc, const IntegerEpilogue& epilogue, con
     return Status::Ok();
   }
   const QuantRange range = *IntegerRange(epilogue.quantized_type);
-  const float reciprocal = 1.0f / parameters.y_scale;
   for (int64_t i = 0; i < count; ++i) {
-    const float q = std::clamp(std::nearbyint(result[i] * reciprocal) + static_cast<float>(parameters.y_zero),
+    // Divided, as QuantizeLinear does (a reciprocal's product can round a tie the other way).
+    const float q = std::clamp(std::nearbyint(result[i] / parameters.y_scale) + static_cast<float>(parameters.y_zero),
                                static_cast<float>(range.lo), static_cast<float>(range.hi));
     if (epilogue.quantized_type == DataType::kUint8) {
       y.data<uint8_t>()[i] = static_cast<uint8_t>(q);

@@ -14,12 +14,13 @@
 // the bias and activation as post-ops and the requantization in its store (VNNI and AMX where
 // the host has them). uint8 weights become int8 once (b - 128, zero point - 128). A per-row zero
 // point of A, per-column zero points of B that differ, or weights zero points of a convolution
-// run the exact reference loops instead (no exporter writes those; ONNX's tests do).
+// run on the float32 path below instead (no exporter writes those; ONNX's tests do).
 //
 // Hosts without VNNI multiply u8·s8 pairs with an instruction that saturates the sum of two
 // products at int16; oneDNN then computes a wrong accumulator for weights beyond ±63 (the
 // reason onnxruntime's quantizer has reduce_range). There the kernel runs on float32 values
-// instead, exact while |acc| < 2^24 and within one float rounding beyond (CpuHasVnni()).
+// instead, exact while |acc| < 2^24 and within one float rounding beyond (CpuHasVnni()); an int32
+// output (MatMulInteger, ConvInteger), whose every bit counts, is summed in double beyond that.
 #pragma once
 
 #include <memory>

@@ -2,10 +2,12 @@
 // direct kernels run on, constant weights packed once; activations taken and handed on in a
 // convolution layout (rt_tensor.h) where the executor allows — or float32 values on hosts without
 // VNNI and for weight zero points oneDNN's int8 convolution does not take.
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/contraction/conv_reference.h"
 #include "cpu_runtime/contraction/conv_shape.h"
 #include "cpu_runtime/onednn/common.h"
 #include "cpu_runtime/quantized/integer_internal.h"
@@ -47,6 +49,7 @@ dnnl::convolution_forward::primitive_desc Describe(const ConvShape& shape, const
 struct IntegerConv::State {
   IntegerEpilogue epilogue;
   Int8Path path = Int8PathOnThisHost();
+  std::atomic<bool> onednn_refused = false;  // oneDNN rejected a primitive: the float32 path
   WindowAttributes attributes;
   int64_t group = 1;
   RtTensor constant_w;  // int8 (uint8 shifted by 128)
@@ -63,6 +66,11 @@ struct IntegerConv::State {
     const bool src_zero = !float32 && parameters.a_zero.front() != 0;
     std::vector<int64_t> key = x.dims();
     key.insert(key.end(), shape.output_dims.begin(), shape.output_dims.end());
+    // The window too: a computed w of another kernel, padding or stride can give the same dims.
+    for (const std::vector<int64_t>* part : {&shape.window.kernel, &shape.window.stride, &shape.window.dilation,
+                                             &shape.window.pad_begin, &shape.window.pad_end}) {
+      key.insert(key.end(), part->begin(), part->end());
+    }
     key.insert(key.end(), {static_cast<int64_t>(x.dtype()), src_zero, static_cast<int64_t>(x.layout()), layout_output});
     const std::vector<int64_t> epilogue_key = EpilogueKey(epilogue, parameters);
     if (!float32) key.insert(key.end(), epilogue_key.begin(), epilogue_key.end());
@@ -131,7 +139,8 @@ struct IntegerConv::State {
   }
 
   // x and w less their zero points as float32 (exact), convolved by oneDNN's float kernel
-  // (exact while |acc| < 2^24), then the epilogue on the host.
+  // (exact while |acc| < 2^24; an int32 output beyond that by the double reference loops),
+  // then the epilogue on the host.
   Status RunFloat32(const RtTensor& laid_x, const RtTensor& w, const ConvShape& shape, const IntegerParameters& parameters,
                     Allocator& allocator, RtTensor& y, const RtTensor* laid_residual) {
     const RtTensor x = onednn::RowMajor(laid_x, allocator);
@@ -143,6 +152,13 @@ struct IntegerConv::State {
     const RtTensor x32 = CenteredFloat32(x, parameters.a_zero, 1, 1, x.NumElements(), allocator);
     const RtTensor w32 = CenteredFloat32(w_source, w_zero, 1, shape.out_channels,
                                          w_source.NumElements() / shape.out_channels, allocator);
+    if (epilogue.output == IntegerEpilogue::Output::kInt32 &&
+        !ExactInFloat32(x32, w32, w32.NumElements() / shape.out_channels)) {
+      std::vector<double> sums(static_cast<size_t>(y.NumElements()));
+      ReferenceConv(Widened(x32).data(), Widened(w32).data(), nullptr, sums.data(), shape);
+      StoreInt32(sums, y);
+      return Status::Ok();
+    }
     RtTensor acc = allocator.Allocate(DataType::kFloat, shape.output_dims);
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -200,11 +216,15 @@ Status IntegerConv::Run(const RtTensor& x, const RtTensor& w, const IntegerParam
   // oneDNN's int8 convolution takes no weight zero point.
   const bool no_weights_zero = Uniform(parameters.b_zero) && parameters.b_zero.front() == state_->WeightsShift(w);
   const std::string what = "integer Conv " + DimsToString(x.dims()) + " * " + DimsToString(w.dims());
-  if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && no_weights_zero) {
+  if (state_->path == Int8Path::kOneDnn && !state_->onednn_refused && integer::OneDnnWritesOutput(state_->epilogue) &&
+      integer::EltwiseSteps(state_->epilogue, parameters) && no_weights_zero) {
     const bool layout_output = output == 0 && context.conv_layout_output;
-    return onednn::Guarded(what, [&] {
+    Status status = onednn::Guarded(what, [&] {
       return state_->RunOneDnn(x, w, shape, parameters, *context.allocator, y, residual, layout_output);
     });
+    // A primitive oneDNN refuses runs on the float32 path from then on, as the unfused ops would.
+    if (status.code() != ErrorCode::kUnsupported) return status;
+    state_->onednn_refused = true;
   }
   return onednn::Guarded(what, [&] { return state_->RunFloat32(x, w, shape, parameters, *context.allocator, y, residual); });
 }

@@ -62,6 +62,10 @@ struct RunArguments {
 RunArguments ArgumentsFor(const IntegerEpilogue& epilogue, const IntegerParameters& parameters, int64_t channels,
                           int32_t weights_zero_shift);
 
+// Whether oneDNN's int8 primitive may write the epilogue's output: every output type but
+// float16, which its dst (f32) is not; those take the float32 path, which converts.
+bool OneDnnWritesOutput(const IntegerEpilogue& epilogue);
+
 // The dst type oneDNN writes for the epilogue.
 dnnl::memory::data_type DstType(const IntegerEpilogue& epilogue);
 DataType OutputType(const IntegerEpilogue& epilogue);
@@ -74,6 +78,15 @@ RtTensor ShiftedToInt8(const RtTensor& values, Allocator* allocator);
 // index of `axis`'s position in (outer, axis, inner) order.
 RtTensor CenteredFloat32(const RtTensor& values, const std::vector<int32_t>& zero, int64_t outer, int64_t axis,
                          int64_t inner, Allocator& allocator);
+
+// Whether oneDNN's float32 product of centered operands is exact: its largest partial sum, k
+// products of max|a|·max|b|, stays below 2^24. An int32 output that would not be is computed in
+// double (exact to 2^53) by the reference loops instead.
+bool ExactInFloat32(const RtTensor& a32, const RtTensor& b32, int64_t k);
+// float32 values widened to double (exactly).
+std::vector<double> Widened(const RtTensor& f32);
+// Integer-valued doubles into an int32 tensor of as many elements.
+void StoreInt32(const std::vector<double>& values, RtTensor& y);
 
 // The float32 path's epilogue: `acc` (float32, exact integer values, the output's dims) becomes
 // `y` through the scale, the bias, the activation and the requantization, with the channel

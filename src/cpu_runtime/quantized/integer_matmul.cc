@@ -1,5 +1,6 @@
 // IntegerMatMul (quantized/integer_contraction.h): oneDNN's int8 matmul, or float32 values on
 // hosts without VNNI and for zero points the int8 primitive does not take.
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -58,7 +59,6 @@ struct Plan {
   memory::desc src, weights_user, weights_chosen, dst;
   ChannelLayout layout;
   bool src_zero = false, weights_zero = false;
-  onednn::LayoutBridge bridge;  // weights that are not constant, reordered per run when chosen differs
 };
 
 }  // namespace
@@ -66,6 +66,7 @@ struct Plan {
 struct IntegerMatMul::State {
   IntegerEpilogue epilogue;
   Int8Path path = Int8PathOnThisHost();
+  std::atomic<bool> onednn_refused = false;  // oneDNN rejected a primitive: the float32 path
   bool trans_a = false, trans_b = false;
   // A constant B: as int8 (uint8 shifted by 128), packed per chosen layout; and as float32
   // for the float path, by zero point.
@@ -103,7 +104,7 @@ struct IntegerMatMul::State {
     // A constant B goes into the layout oneDNN picks (packed once); a computed one is read as it lies.
     const memory::desc weights_any(onednn::ToDims(dims.weights), memory::data_type::s8, memory::format_tag::any);
     const dnnl::primitive_attr attributes = Attributes(epilogue, parameters, plan.layout, src_zero, weights_zero);
-    dnnl::matmul::desc description(plan.src, constant_b.defined() ? weights_any : plan.weights_user, plan.dst);
+    dnnl::matmul::desc description(plan.src, packed_b.defined() ? weights_any : plan.weights_user, plan.dst);
     dnnl::matmul::primitive_desc chosen(description, attributes, onednn::Engine());
     plan.weights_chosen = chosen.weights_desc();
     plan.primitive = dnnl::matmul(chosen);
@@ -117,8 +118,10 @@ struct IntegerMatMul::State {
     Plan& plan = PlanFor(a, shape, b_type, parameters);
     memory weights;
     RtTensor shifted;
-    if (constant_b.defined()) {
+    if (packed_b.defined()) {
       weights = packed_b.In(plan.weights_chosen);
+    } else if (constant_b.defined()) {
+      weights = onednn::Wrap(plan.weights_user, constant_b.raw());  // shifted to int8 once
     } else {
       shifted = b.dtype() == DataType::kUint8 ? ShiftedToInt8(b, &allocator) : b;
       weights = onednn::Wrap(plan.weights_user, shifted.raw());
@@ -136,7 +139,8 @@ struct IntegerMatMul::State {
   }
 
   // Both operands less their zero points as float32 (exact), multiplied by oneDNN's float
-  // matmul (exact while |acc| < 2^24), then the epilogue on the host.
+  // matmul (exact while |acc| < 2^24; an int32 output beyond that by the double reference
+  // loops), then the epilogue on the host.
   Status RunFloat32(const RtTensor& a, const RtTensor& b, const MatMulShape& shape, const IntegerParameters& parameters,
                     Allocator& allocator, RtTensor& y, const RtTensor* residual) {
     if (parameters.a_zero.size() != 1 && parameters.a_zero.size() != static_cast<size_t>(shape.m)) {
@@ -155,6 +159,12 @@ struct IntegerMatMul::State {
     const RtTensor b32 = trans_b ? CenteredFloat32(b_source, b_zero, 1, b_source.dim(0), b_source.dim(1), allocator)
                                  : CenteredFloat32(b_source, b_zero, b_source.NumElements() / shape.n, shape.n, 1,
                                                    allocator);
+    if (epilogue.output == IntegerEpilogue::Output::kInt32 && !trans_a && !trans_b && !ExactInFloat32(a32, b32, shape.k)) {
+      std::vector<double> product(static_cast<size_t>(y.NumElements()));
+      ReferenceMatMul(Widened(a32).data(), Widened(b32).data(), product.data(), shape);
+      StoreInt32(product, y);
+      return Status::Ok();
+    }
     const ProductDims dims = DimsOf(shape);
     RtTensor acc = allocator.Allocate(DataType::kFloat, shape.output);
     std::vector<int64_t> key = a.dims();
@@ -189,8 +199,10 @@ IntegerMatMul::IntegerMatMul(IntegerEpilogue epilogue, TensorPtr constant_b, boo
     } else {
       state_->constant_b = wrapped;
     }
+    // Packed where oneDNN reads it as one [K, N] matrix for every batch (a 2-D B); a 1-D or
+    // batched B is read as it lies.
     const std::vector<int64_t> logical = State::Logical(state_->constant_b.dims(), trans_b);
-    if (logical.size() >= 2) {
+    if (logical.size() == 2) {
       state_->packed_b = onednn::PackedConstant(OperandDesc(logical, memory::data_type::s8, trans_b), state_->constant_b);
     }
   }
@@ -228,16 +240,18 @@ Status IntegerMatMul::Run(const RtTensor& a, const RtTensor& b, const IntegerPar
   }
   const bool one_zero_point = parameters.a_zero.size() == 1 && Uniform(parameters.b_zero);
   const bool within_onednn = shape.output.size() <= 12;
-  if (state_->path == Int8Path::kOneDnn && integer::EltwiseSteps(state_->epilogue, parameters) && one_zero_point && within_onednn) {
+  const std::string what = "integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims());
+  if (state_->path == Int8Path::kOneDnn && !state_->onednn_refused && integer::OneDnnWritesOutput(state_->epilogue) &&
+      integer::EltwiseSteps(state_->epilogue, parameters) && one_zero_point && within_onednn) {
     IntegerParameters uniform = parameters;
     uniform.b_zero.resize(1);
-    return onednn::Guarded("integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims()), [&] {
-      return state_->RunOneDnn(a, b, shape, uniform, *context.allocator, y, residual);
-    });
+    Status status = onednn::Guarded(what, [&] { return state_->RunOneDnn(a, b, shape, uniform, *context.allocator, y, residual); });
+    // A primitive oneDNN refuses (a post-op chain its int8 kernels lack) runs on the float32
+    // path from then on, as the unfused ops would run.
+    if (status.code() != ErrorCode::kUnsupported) return status;
+    state_->onednn_refused = true;
   }
-  return onednn::Guarded("integer MatMul " + DimsToString(a.dims()) + " x " + DimsToString(b.dims()), [&] {
-    return state_->RunFloat32(a, b, shape, parameters, *context.allocator, y, residual);
-  });
+  return onednn::Guarded(what, [&] { return state_->RunFloat32(a, b, shape, parameters, *context.allocator, y, residual); });
 }
 
 }  // namespace fusionopt::cpu

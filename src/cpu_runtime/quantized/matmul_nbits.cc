@@ -265,7 +265,7 @@ class MatMulNBitsKernel : public Kernel {
       const int64_t width = std::min(columns, n_total - first);
 #pragma omp parallel for if (width * k > kParallelWork)
       for (int64_t j = 0; j < width; ++j) weights.Row(first + j, panel.data<float>() + j * k);
-      dnnl::matmul& product = PanelProduct(rows, width);
+      const dnnl::matmul product = PanelProduct(rows, width);
       const memory::desc src = onednn::RowMajorDesc({rows, k});
       const memory::desc weights_desc = onednn::ColumnMajorDesc(k, width);
       const memory::desc dst({rows, width}, memory::data_type::f32, memory::dims{n_total, 1});
@@ -276,7 +276,8 @@ class MatMulNBitsKernel : public Kernel {
     }
   }
 
-  dnnl::matmul& PanelProduct(int64_t rows, int64_t width) {
+  // By value (a handle): the cache may drop its entries once the lock is released.
+  dnnl::matmul PanelProduct(int64_t rows, int64_t width) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::vector<int64_t> key = {rows, width};
     if (dnnl::matmul* found = products_.Find(key)) return *found;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/data_movement/common.h"
 #include "cpu_runtime/engine/kernel.h"
 #include "cpu_runtime/quantized/integer_contraction.h"
 #include "cpu_runtime/quantized/kernels.h"
@@ -248,8 +249,8 @@ class QLinearConcatKernel : public Kernel {
       parts.push_back(std::move(part));
     }
     RtTensor& y = context.Output(0, first.dtype(), dims);
-    const int64_t outer = Product({dims.begin(), dims.begin() + *axis});
-    const int64_t inner = Product({dims.begin() + *axis + 1, dims.end()});
+    const int64_t outer = data_movement::Product(dims, 0, static_cast<size_t>(*axis));
+    const int64_t inner = data_movement::Product(dims, static_cast<size_t>(*axis) + 1);
     const int64_t row = dims[static_cast<size_t>(*axis)] * inner;
     int64_t offset = 0;
     for (const RtTensor& part : parts) {
@@ -263,11 +264,6 @@ class QLinearConcatKernel : public Kernel {
   }
 
  private:
-  static int64_t Product(const std::vector<int64_t>& dims) {
-    int64_t product = 1;
-    for (int64_t dim : dims) product *= dim;
-    return product;
-  }
 
   // x in the output's quantization: x itself where the parameters are the same.
   Result<RtTensor> Requantized(const RtTensor& x, const RtTensor& x_scale, const RtTensor* x_zero,

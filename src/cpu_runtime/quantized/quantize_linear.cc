@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/data_movement/common.h"
 #include "cpu_runtime/quantized/kernels.h"
 #include "cpu_runtime/quantized/quantize_expr.h"
 #include "ir/minifloat.h"
@@ -21,11 +22,7 @@
 namespace fusionopt::cpu {
 namespace {
 
-int64_t Product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t product = 1;
-  for (size_t i = begin; i < end; ++i) product *= dims[i];
-  return product;
-}
+using data_movement::Product;
 
 // How x and the quantization parameters are viewed for the engine.
 struct ParameterViews {
