@@ -36,12 +36,13 @@ TEST_CASE("MatMul + bias + Relu runs as one kernel with post-ops", "[cpu][fused]
 TEST_CASE("an activation repeated with other parameters runs right: oneDNN's post-ops would not", "[cpu][fused]") {
   // Two Clips of different bounds and two scalings around a Relu on a pointwise Conv over a 4x4
   // image (oneDNN's brgemm 1x1 convolution, whose injectors keep one parameter set per algorithm).
+  // The second Clip's bounds [8, 10] cut inside the range (3·[2.5, 3.5]) so each step shows.
   const std::string text = kHeader + "graph main (float[1,16,4,4] %x) -> (float[1,32,4,4] %y)\n" +
                            Init("float[32,16,1,1]", "w", 512, 31) + R"(
   init float[] %lo = [-1.0]
   init float[] %hi = [1.0]
-  init float[] %lo2 = [0.0]
-  init float[] %hi2 = [0.25]
+  init float[] %lo2 = [8.0]
+  init float[] %hi2 = [10.0]
   init float[] %half = [0.5]
   init float[] %three = [3.0]
 {

@@ -3,6 +3,7 @@
 // tensors in oneDNN's layout, and a one-input 8-bit program runs as a table lookup — with the
 // same numbers as a run that keeps every value row-major and as the ops run one by one.
 #include "cpu_fused_test_helpers.h"
+#include "scoped_env.h"
 
 using namespace fusionopt;
 using namespace fusionopt::cpu;
@@ -70,7 +71,7 @@ TEST_CASE("8-bit activations pass between integer convolutions, the pool and a t
   const std::vector<NamedTensor> feeds = {{"xq", Bytes({2, 16, 10, 10}, 3)}};
   for (const char* path : {"onednn", "float32"}) {
     INFO("int8 path " << path);
-    setenv("FUSIONOPT_CPU_INT8", path, 1);
+    const test_support::ScopedEnv env("FUSIONOPT_CPU_INT8", path);
     Outcome handed_on = RunLayouts(*model, feeds, true);
     Outcome row_major = RunLayouts(*model, feeds, false);
     // The first unit and the pool hand their uint8 outputs on in oneDNN's layout (the int8
@@ -83,7 +84,6 @@ TEST_CASE("8-bit activations pass between integer convolutions, the pool and a t
     Outcome op_by_op = RunLayouts(*model, feeds, true, false);
     pass_test::RequireClose(handed_on.outputs, op_by_op.outputs, 0.0, 0.2501);
   }
-  unsetenv("FUSIONOPT_CPU_INT8");
 }
 
 TEST_CASE("an 8-bit MaxPool on oneDNN's int8 pooling equals the direct loop", "[cpu][quantized]") {

@@ -29,13 +29,13 @@ bool MovesData(const Node& node, int64_t opset) {
   if (!IsDefaultDomain(node)) return false;
   const std::string& op = node.op_type();
   if (op == "MaxPool") return opset >= 12 && (node.outputs().size() < 2 || node.output(1) == nullptr);
-  if (op == "Resize") return opset >= 11 && node.GetString("mode", "nearest") == "nearest";
+  // tf_crop_and_resize fills outside the crop with a float extrapolation_value, which is no
+  // move of the quantized values.
+  if (op == "Resize") {
+    return opset >= 11 && node.GetString("mode", "nearest") == "nearest" &&
+           node.GetString("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize";
+  }
   return std::find(kOps.begin(), kOps.end(), op) != kOps.end();
-}
-
-bool SameParameters(const Quantization& a, const Quantization& b) {
-  return a.per_tensor() && b.per_tensor() && a.type == b.type && a.Scales() == b.Scales() &&
-         a.ZeroPoints() == b.ZeroPoints();
 }
 
 
@@ -80,7 +80,7 @@ class Dropper {
       if (dequantize == nullptr || !quantized::IsDequantizeLinear(*dequantize)) return std::nullopt;
       Decided<Quantization> read = quantized::ConstantQuantization(*dequantize, 0, constant_of_);
       if (!read || !read->per_tensor() || !IsEightBitInteger(read->type)) return std::nullopt;
-      if (parameters && !SameParameters(*parameters, *read)) return std::nullopt;
+      if (parameters && !quantized::SameQuantization(*parameters, *read)) return std::nullopt;
       parameters = *read;
       candidate.dequantizes.push_back(dequantize);
     }
@@ -90,7 +90,7 @@ class Dropper {
       Node* quantize = output->uses().front().node;
       if (!quantized::IsQuantizeLinear(*quantize) || quantize->input(0) != output) return std::nullopt;
       Decided<Quantization> read = quantized::ConstantQuantization(*quantize, 0, constant_of_);
-      if (!read || !SameParameters(*parameters, *read)) return std::nullopt;
+      if (!read || !quantized::SameQuantization(*parameters, *read)) return std::nullopt;
       candidate.quantizes.push_back(quantize);
     }
     if (candidate.quantizes.empty()) return std::nullopt;

@@ -22,7 +22,8 @@ inline constexpr std::string_view kDropQdqAroundDataMovementRewrite = R"rewrite(
 // drops the same pairs (its QDQ "drop" rules). The ops: Reshape, Flatten, Squeeze, Unsqueeze,
 // Transpose, Identity, Slice, Gather and GatherElements (their data input), Split, Concat,
 // Expand, Tile, DepthToSpace, SpaceToDepth, MaxPool (no Indices output; opset 12 or later, which
-// takes 8-bit types), and Resize in nearest mode; each must read 8-bit values at the model's opset.
+// takes 8-bit types), and Resize in nearest mode (not tf_crop_and_resize, whose fill is a float); each must read 8-bit
+// values at the model's opset.
 //
 // Conditions: both parameter sets constants a feed cannot replace, per tensor, equal value for
 // value; each DequantizeLinear read by this op alone (else it stays for its other readers and

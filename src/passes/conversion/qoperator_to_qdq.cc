@@ -79,8 +79,10 @@ class Expander {
     const TensorPtr scale = Constant(node.input(form.operands[index].scale));
     if (scale == nullptr || scale->NumElements() == 1) return std::nullopt;
     if (form.float_op == "Conv") return 0;
-    if (form.float_op == "Gemm" && node.GetInt("transB", 0) != 0) return 0;
-    return 1;  // MatMul's and Gemm's B per column
+    if (form.float_op == "Gemm") return node.GetInt("transB", 0) != 0 ? 0 : 1;
+    // MatMul's B per column: its last axis, whatever batch axes come before.
+    const TensorPtr values = Constant(node.input(form.operands[index].value));
+    return values != nullptr ? static_cast<int64_t>(values->dims().size()) - 1 : 1;
   }
 
   WhyNot WhyNotExpandable(const Node& node, const Form& form) const {

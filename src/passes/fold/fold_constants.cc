@@ -256,6 +256,9 @@ Result<bool> FoldConstants::Run(Model& model, PassContext& context) {
   FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_bytes, context.IntOption("max-bytes"));
   FUSIONOPT_ASSIGN_OR_RETURN(int64_t max_dequantize_elements, context.IntOption("max-dequantize-elements"));
   if (max_bytes < 0) return UsageError("option fold-constants.max-bytes must not be negative");
+  if (max_dequantize_elements < 0) {
+    return UsageError("option fold-constants.max-dequantize-elements must not be negative");
+  }
   Folder folder(model, context, max_bytes, max_dequantize_elements);
   bool changed = false;
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {

@@ -32,11 +32,6 @@ bool ClipBoundsConstant(const Node& clip, const ConstantOf& constant_of) {
   return true;
 }
 
-// Two per-tensor parameter sets equal value for value (a round trip's Q and DQ).
-bool SameQuantization(const Quantization& a, const Quantization& b) {
-  return a.per_tensor() && b.per_tensor() && a.type == b.type && a.Scales() == b.Scales() &&
-         a.ZeroPoints() == b.ZeroPoints();
-}
 
 // The axis of the weights that holds the output channels.
 std::optional<int64_t> OutputChannelAxis(const Node& contraction) {
@@ -209,6 +204,11 @@ class Matcher {
 
 }  // namespace
 
+bool SameQuantization(const Quantization& a, const Quantization& b) {
+  return a.per_tensor() && b.per_tensor() && a.type == b.type && a.Scales() == b.Scales() &&
+         a.ZeroPoints() == b.ZeroPoints();
+}
+
 bool IsQuantizeLinear(const Node& node) { return InDomains(node, "QuantizeLinear"); }
 bool IsDequantizeLinear(const Node& node) { return InDomains(node, "DequantizeLinear"); }
 
@@ -290,7 +290,7 @@ const Node* LeadingQuantize(const QuantizedContraction& unit, const ConstantOf& 
   if (quantize == nullptr || !IsQuantizeLinear(*quantize) || SoleReader(quantized) != unit.input) return nullptr;
   Decided<Quantization> forth = ConstantQuantization(*quantize, 0, constant_of);
   Decided<Quantization> back = ConstantQuantization(*unit.input, 0, constant_of);
-  if (!forth || !back || !SameQuantization(*forth, *back)) return nullptr;
+  if (!forth || !back || !SameQuantization(*forth, *back) || forth->scale->dtype() != DataType::kFloat) return nullptr;
   return quantize;
 }
 
@@ -299,7 +299,7 @@ const Node* TrailingDequantize(const QuantizedContraction& unit, const ConstantO
   if (dequantize == nullptr || !IsDequantizeLinear(*dequantize)) return nullptr;
   Decided<Quantization> forth = ConstantQuantization(*unit.output, 0, constant_of);
   Decided<Quantization> back = ConstantQuantization(*dequantize, 0, constant_of);
-  if (!forth || !back || !SameQuantization(*forth, *back)) return nullptr;
+  if (!forth || !back || !SameQuantization(*forth, *back) || back->scale->dtype() != DataType::kFloat) return nullptr;
   return dequantize;
 }
 

@@ -54,6 +54,10 @@ struct Quantization {
   std::vector<int32_t> ZeroPoints() const;    // {0} when omitted
 };
 
+// Two per-tensor parameter sets equal value for value (a round trip's Q and DQ; the DQ and Q
+// around data movement).
+bool SameQuantization(const Quantization& a, const Quantization& b);
+
 // The parameters of `node` when they are constants, not blocked, of a float scale and a zero
 // point of the quantized type; `rank` is the rank of the quantized tensor (for the axis).
 Decided<Quantization> ConstantQuantization(const Node& node, size_t rank, const ConstantOf& constant_of);
@@ -93,11 +97,12 @@ Decided<QuantizedContraction> MatchQuantizedContraction(const Node& contraction,
 
 // The QuantizeLinear that alone feeds the unit's input DequantizeLinear, with its parameters,
 // when that DequantizeLinear feeds the contraction alone: %x = DQ(Q(%f)) is the float %f rounded
-// to the input's grid, which the kernel can do itself. Null otherwise.
+// to the input's grid, which the kernel can do itself. Null otherwise, and for a float16 or
+// bfloat16 %f (the kernels quantize and write float32 only).
 const Node* LeadingQuantize(const QuantizedContraction& unit, const ConstantOf& constant_of);
 // The DequantizeLinear that alone reads the unit's output, with its parameters: DQ(Q(·)) is the
 // round trip the kernel can end with, writing float (a residual then dequantized first). Null
-// otherwise.
+// otherwise, and where its scale (the float it writes) is not float32.
 const Node* TrailingDequantize(const QuantizedContraction& unit, const ConstantOf& constant_of);
 
 // The activations an epilogue step may be (each has a post-op in both runtimes).

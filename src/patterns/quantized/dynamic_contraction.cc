@@ -10,9 +10,8 @@ using composite::SoleReader;
 
 
 // Read by `reader` alone, once, and no graph output.
-bool OnlyReadBy(const Value* value, const Node* reader) {
-  return value == nullptr || (value->uses().size() == 1 && value->uses().front().node == reader && !value->is_graph_output());
-}
+// An absent optional output counts as read by `reader` alone.
+bool OnlyReadBy(const Value* value, const Node* reader) { return value == nullptr || SoleReader(value) == reader; }
 
 // One value per output column or channel, or one for all: the shapes in which %ws broadcasts
 // onto the product without mixing channels. A Conv's product has the weights' rank, channels

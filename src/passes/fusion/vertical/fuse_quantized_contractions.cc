@@ -149,19 +149,27 @@ Result<bool> FuseQuantizedContractions::RunOnGraph(Graph& graph, PassContext& co
     for (const Node* member : unit.Nodes()) members.push_back(const_cast<Node*>(member));
     if (!context.JudgeFusion(members).apply()) continue;
     Node* contraction = const_cast<Node*>(unit.contraction);
-    // The operands' dequantizations become the unit's own before it is outlined.
+    // The operands' dequantizations become the unit's own before it is outlined (a shared one
+    // would make the group write it for its other readers); a refused unit gives them back.
+    std::vector<std::pair<Node*, Node*>> copies;  // (copy, original)
     auto own = [&](const Node* dequantize, Node& reader) {
-      Node* copy = OwnDequantize(graph, *const_cast<Node*>(dequantize), reader);
-      std::replace(members.begin(), members.end(), const_cast<Node*>(dequantize), copy);
+      Node* original = const_cast<Node*>(dequantize);
+      Node* copy = OwnDequantize(graph, *original, reader);
+      if (copy != original) copies.emplace_back(copy, original);
+      std::replace(members.begin(), members.end(), original, copy);
     };
     own(unit.input, *contraction);
     own(unit.weights, *contraction);
     if (const quantized::EpilogueStep* residual = unit.residual()) own(residual->dequantize, *const_cast<Node*>(residual->node));
-    changed = true;
     if (WhyNot why = WhyNotOutlinable(members)) {
+      for (auto& [copy, original] : copies) {
+        graph.ReplaceAllUses(copy->output(0), original->output(0));
+        graph.RemoveNode(copy);
+      }
       context.Rejected(*contraction, why.Prefixed("quantized contraction"));
       continue;
     }
+    changed = true;
     FusionGroup group{members, "quantized_contraction", name};
     group.copy_scalar_constants = false;
     OutlineGroup(graph, group, context);

@@ -67,6 +67,14 @@ TEST_CASE("drop-qdq-around-data-movement: different parameters, float readers an
                         "  %y = QuantizeLinear(%p, %s, %z)",
                         "  init float[4] %scales = [1, 1, 2, 2]\n"),
                   kPass);
+  // Nearest, but cropping: outside the crop it writes a float extrapolation value.
+  ExpectUnchanged(QdqModel("uint8[1,2,4,4] %q) -> (uint8[1,2,8,8] %y",
+                        "  %x = DequantizeLinear(%q, %s, %z)\n"
+                        "  %p = Resize(%x, %roi, %scales) {mode: \"nearest\", coordinate_transformation_mode: "
+                        "\"tf_crop_and_resize\", extrapolation_value: 0.3}\n"
+                        "  %y = QuantizeLinear(%p, %s, %z)",
+                        "  init float[4] %scales = [1, 1, 2, 2]\n  init float[8] %roi = [0, 0, -0.5, -0.5, 1, 1, 1.5, 1.5]\n"),
+                  kPass);
 }
 
 TEST_CASE("drop-qdq-around-data-movement: a DequantizeLinear other nodes read stays for them", "[passes][quantized]") {

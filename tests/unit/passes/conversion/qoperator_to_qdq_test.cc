@@ -76,11 +76,16 @@ graph g (uint8[2,3] %a, int8[2,2] %m) -> (float[2,2] %f, uint8[2,2] %q, int8[2,2
   %p = com.microsoft::QLinearMul(%m, %ms, , %m, %ms, , %ps, ) @mul
 }
 )");
-  ExpectRewriteOps(text, kPass,
-                   {"DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm", "DequantizeLinear",
-                    "DequantizeLinear", "DequantizeLinear", "Gemm", "QuantizeLinear", "DequantizeLinear",
-                    "DequantizeLinear", "Mul", "QuantizeLinear"},
-                   {.numbers = {.dims = kEveryOpenDimOne, .tolerance = {1e-5, 1.0}}});
+  const std::vector<std::string> expanded = {"DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm",
+                                            "DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm",
+                                            "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "Mul",
+                                            "QuantizeLinear"};
+  // The 8-bit outputs within one step; the float one as a float Gemm computes it.
+  ExpectRewriteOps(text, kPass, expanded, {.numbers = WithinOneStep()});
+  std::string float_only = text;
+  const std::string outputs = "-> (float[2,2] %f, uint8[2,2] %q, int8[2,2] %p)";
+  float_only.replace(float_only.find(outputs), outputs.size(), "-> (float[2,2] %f)");
+  ExpectRewriteOps(float_only, kPass, expanded, {.numbers = {.dims = kEveryOpenDimOne, .tolerance = {1e-5, 1e-5}}});
 }
 
 TEST_CASE("qoperator-to-qdq: a product of two activations and a computed scale stay, with their reasons",
@@ -102,4 +107,58 @@ graph g (uint8[2,3] %a, float[] %s) -> (uint8[2,3] %y)
 }
 )"),
                   kPass, "a scale is not a constant");
+}
+
+TEST_CASE("qoperator-to-qdq: QLinearMatMul by batched per-column weights, and QLinearLeakyRelu", "[passes][quantized]") {
+  // B [2, 3, 2] with one scale per column: the DequantizeLinear's axis is B's last (2), not 1.
+  const std::string text = QOperatorModel(R"(
+graph g (uint8[2,4,3] %a) -> (uint8[2,4,2] %y)
+  init float[] %as = [0.05]
+  init uint8[] %az = [128]
+  init int8[2,3,2] %b = [10, -20, 30, 40, -50, 60, 70, -80, 90, 100, -110, 120]
+  init float[2] %bs = [0.01, 0.03]
+  init int8[2] %bz = [0, 0]
+  init float[] %ms = [0.2]
+  init uint8[] %mz = [100]
+  init float[] %ys = [0.15]
+  init uint8[] %yz = [90]
+{
+  %m = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %ms, %mz) @matmul
+  %y = com.microsoft::QLinearLeakyRelu(%m, %ms, %mz, %ys, %yz) {alpha: 0.1} @leaky
+}
+)");
+  Rewritten rewritten = ExpectRewriteOps(text, kPass,
+                                         {"DequantizeLinear", "DequantizeLinear", "MatMul", "QuantizeLinear",
+                                          "DequantizeLinear", "LeakyRelu", "QuantizeLinear"},
+                                         {.numbers = WithinOneStep()});
+  const Node& weights = **std::next(rewritten.model->graph->nodes().begin());
+  CHECK(weights.GetInt("axis", -1) == 2);
+}
+
+TEST_CASE("qoperator-to-qdq: a per-axis activation scale, and per-channel weights below opset 13, stay",
+          "[passes][quantized]") {
+  ExpectUnchanged(QOperatorModel(R"(
+graph g (uint8[2,3] %a, uint8[2,3] %b) -> (uint8[2,3] %y)
+  init float[3] %s = [0.5, 0.25, 0.125]
+  init float[] %t = [0.5]
+  init uint8[] %z = [128]
+{
+  %y = com.microsoft::QLinearAdd(%a, %s, %z, %b, %t, %z, %t, %z)
+}
+)"),
+                  kPass, "a per-axis activation scale");
+  ExpectUnchanged(R"(
+ir_version 7
+opset "" 12
+graph g (uint8[2,3] %a) -> (uint8[2,2] %y)
+  init float[] %as = [0.5]
+  init uint8[] %az = [128]
+  init int8[3,2] %b = [1, -2, 3, 4, 5, -6]
+  init float[2] %bs = [0.25, 0.125]
+  init int8[2] %bz = [0, 0]
+{
+  %y = QLinearMatMul(%a, %as, %az, %b, %bs, %bz, %as, %az)
+}
+)",
+                  kPass, "a per-channel scale needs opset 13 (DequantizeLinear's axis)");
 }

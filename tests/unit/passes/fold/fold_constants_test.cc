@@ -256,7 +256,7 @@ graph main (float[2,3] %x) -> (float[2,3] %y)
   CHECK(model->graph->initializers().size() == 2);
 }
 
-TEST_CASE("fold-constants rejects a negative max-bytes", "[passes]") {
+TEST_CASE("fold-constants rejects a negative max-bytes or max-dequantize-elements", "[passes]") {
   auto model = ParseInferred("ir_version 8\nopset \"\" 17\ngraph main (float[1] %x) -> (float[1] %x) {\n}\n");
   passes::PipelineOptions pipeline;
   pipeline.level = 1;
@@ -265,6 +265,12 @@ TEST_CASE("fold-constants rejects a negative max-bytes", "[passes]") {
   auto report = passes::RunPipeline(*model, pipeline);
   REQUIRE_FALSE(report.ok());
   CHECK(report.status().code() == ErrorCode::kUsage);
+  passes::PipelineOptions dequantize = pipeline;
+  dequantize.pass_options = {};
+  dequantize.pass_options.Set(kPass, "max-dequantize-elements", "-1");
+  auto refused = passes::RunPipeline(*model, dequantize);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == ErrorCode::kUsage);
 }
 
 TEST_CASE("fold-constants never folds a node writing a graph output", "[passes]") {

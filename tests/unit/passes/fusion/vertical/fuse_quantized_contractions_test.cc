@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cpu_fused_test_helpers.h"
+#include "scoped_env.h"
 #include "pass_harness.h"
 
 using namespace fusionopt;
@@ -113,6 +114,19 @@ TEST_CASE("fuse-quantized-contractions: DQ + Conv + int32 bias + Relu + Q is one
   // Scales and zero points are arguments, so units that differ only in them share a function.
   CHECK(rewritten.model->functions.size() == 1);
   CHECK(rewritten.model->graph->nodes().front()->inputs().size() > 3);
+}
+
+TEST_CASE("fuse-quantized-contractions: zero points omitted (uint8 by default) still make one kernel",
+          "[passes][quantized]") {
+  // ONNX's DequantizeLinear and QuantizeLinear default the zero point to a uint8 0; the body's
+  // formals carry no types, so the kernel must know the unit's 8-bit types without them.
+  std::string text = ConvModel(R"(
+  %r = Relu(%c) @relu
+  %y = QuantizeLinear(%r, %ys) @q)");
+  const std::string input = "%x = DequantizeLinear(%xq, %xs, %xz)";
+  text.replace(text.find(input), input.size(), "%x = DequantizeLinear(%xq, %xs)");
+  Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
+  ExpectOneKernelWithinAStep(*rewritten.model, "xq", {1, 2, 3, 3});
 }
 
 TEST_CASE("fuse-quantized-contractions: a round trip Q → DQ and an activation inside the unit", "[passes][quantized]") {
@@ -236,7 +250,7 @@ TEST_CASE("fuse-quantized-contractions: a residual Add after the round trip join
   Rewritten rewritten = ExpectRewriteOps(text, kPass, {"ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
   const std::vector<cpu::NamedTensor> feeds = {{"xq", Bytes({1, 2, 3, 3}, 7)}, {"rq", Bytes({1, 3, 3, 3}, 11)}};
   for (const char* path : {"onednn", "float32"}) {
-    setenv("FUSIONOPT_CPU_INT8", path, 1);
+    const test_support::ScopedEnv env("FUSIONOPT_CPU_INT8", path);
     fused_test::Outcome fused = fused_test::Run(*rewritten.model, feeds, true);
     fused_test::Outcome op_by_op = fused_test::Run(*rewritten.model, feeds, false);
     CHECK(fused.stats.kernels_launched == 1);
@@ -244,7 +258,6 @@ TEST_CASE("fuse-quantized-contractions: a residual Add after the round trip join
     const cpu::RtTensor& b = op_by_op.outputs[0].tensor;
     for (int64_t i = 0; i < a.NumElements(); ++i) CHECK(std::abs(int(a.data<uint8_t>()[i]) - int(b.data<uint8_t>()[i])) <= 1);
   }
-  unsetenv("FUSIONOPT_CPU_INT8");
   // A residual that broadcasts (one value per channel) is no sum of the output: the unit ends
   // at the round trip's QuantizeLinear, and the Add stays outside.
   std::string broadcast = text;
@@ -268,7 +281,7 @@ TEST_CASE("fuse-quantized-contractions: the QuantizeLinear before and the Dequan
     std::vector<cpu::NamedTensor> feeds = {{"f", fused_test::Random(DataType::kFloat, {1, 2, 3, 3}, 5, -6.0f, 6.0f)}};
     if (residual) feeds.push_back({"rq", Bytes({1, 3, 3, 3}, 11)});
     for (const char* path : {"onednn", "float32"}) {
-      setenv("FUSIONOPT_CPU_INT8", path, 1);
+      const test_support::ScopedEnv env("FUSIONOPT_CPU_INT8", path);
       const fused_test::Outcome fused = fused_test::Run(*rewritten.model, feeds, true);
       const fused_test::Outcome op_by_op = fused_test::Run(*rewritten.model, feeds, false);
       CHECK(fused.stats.kernels_launched == 1);
@@ -278,7 +291,6 @@ TEST_CASE("fuse-quantized-contractions: the QuantizeLinear before and the Dequan
       REQUIRE(a.dtype() == DataType::kFloat);
       for (int64_t i = 0; i < a.NumElements(); ++i) CHECK(std::abs(a.data<float>()[i] - b.data<float>()[i]) <= 0.1001f);
     }
-    unsetenv("FUSIONOPT_CPU_INT8");
   }
 }
 
@@ -295,6 +307,28 @@ TEST_CASE("fuse-quantized-contractions: float ends other kernels would take stay
   const std::string output = "-> (float[1,3,3,3] %out)";
   shared.replace(shared.find(output), output.size(), "-> (float[1,3,3,3] %out, uint8[1,2,3,3] %xq)");
   ExpectRewriteOps(shared, kPass, {"QuantizeLinear", "ai.fusionopt::FusedQConvRelu"}, {.numbers = Inlined()});
+  // The input's QuantizeLinear after an elementwise op (SiLU's Mul): the op's program takes it
+  // and hands on 8 bits.
+  std::string after_elementwise = QdqConvModel(false, true);
+  const std::string quantize = "  %xq = QuantizeLinear(%f, %xs, %xz) @q_x\n";
+  after_elementwise.replace(after_elementwise.find(quantize), quantize.size(),
+                            "  %g = Sigmoid(%f) @sigmoid\n  %h = Mul(%f, %g) @silu\n"
+                            "  %xq = QuantizeLinear(%h, %xs, %xz) @q_x\n");
+  ExpectRewriteOps(after_elementwise, kPass, {"Sigmoid", "Mul", "QuantizeLinear", "ai.fusionopt::FusedQConvRelu"},
+                   {.numbers = Inlined()});
+  // float16 ends: the kernels quantize and write float32 only.
+  std::string half = QdqConvModel(false, true);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"float[1,2,3,3] %f", "float16[1,2,3,3] %f"},
+           {"float[1,3,3,3] %out", "float16[1,3,3,3] %out"},
+           {"init float[] %xs = [0.05]", "init float16[] %xs = [0.05]"},
+           {"init float[] %ys = [0.1]", "init float16[] %ys = [0.1]"},
+           {"init float[3] %ws", "init float16[3] %ws"}}) {
+    REQUIRE(half.find(from) != std::string::npos);
+    half.replace(half.find(from), from.size(), to);
+  }
+  ExpectRewriteOps(half, kPass, {"QuantizeLinear", "ai.fusionopt::FusedQConvRelu", "DequantizeLinear"},
+                   {.numbers = Inlined()});
 }
 
 TEST_CASE("fuse-quantized-contractions: two units meeting at one residual Add: the first takes it",
