@@ -5,20 +5,23 @@
 namespace fusionopt::verify {
 namespace {
 
-bool IsQuantizationOp(const Node& node) {
+// An op that rounds activations to a grid at run time: where two correct engines may land a
+// value on either side of a boundary. A DequantizeLinear (a weight's storage form), MatMulNBits
+// and the integer products of values already quantized round nothing new: a model with only
+// those keeps the plain tolerance, so a fusion that moves its numbers shows.
+bool RoundsActivations(const Node& node) {
   const std::string& op = node.op_type();
-  return op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear" ||
-         op == "MatMulInteger" || op == "ConvInteger" || op.rfind("QLinear", 0) == 0 || op == "QGemm" ||
-         op == "MatMulNBits" || op == "MatMulIntegerToFloat" || op == "DynamicQuantizeMatMul";
+  return op == "QuantizeLinear" || op == "DynamicQuantizeLinear" || op.rfind("QLinear", 0) == 0 || op == "QGemm" ||
+         op == "DynamicQuantizeMatMul";
 }
 
 bool HasQuantizationOps(const Model& model) {
   for (const auto& node : model.graph->nodes()) {
-    if (IsQuantizationOp(*node)) return true;
+    if (RoundsActivations(*node)) return true;
   }
   for (const auto& function : model.functions) {
     for (const auto& node : function->body->nodes()) {
-      if (IsQuantizationOp(*node)) return true;
+      if (RoundsActivations(*node)) return true;
     }
   }
   return false;
@@ -31,11 +34,14 @@ std::map<std::string, double> QuantizationSteps(const Model& model) {
   if (!HasQuantizationOps(model)) return steps;
   const InitializerRule rule = InitializerRuleOf(model);
   for (const Value* output : model.graph->outputs()) {
-    double step = -1;
+    const Node* producer = output->producer();
     if (IsInteger(output->dtype())) {
-      step = 1;
-    } else if (const Node* producer = output->producer();
-               producer != nullptr && producer->op_type() == "DequantizeLinear" && producer->inputs().size() > 1) {
+      // A quantized tensor moves by whole values; other integers (indices, ids, shapes) not at all.
+      if (producer != nullptr && RoundsActivations(*producer)) steps[output->name()] = 1;
+      continue;
+    }
+    double step = -1;
+    if (producer != nullptr && producer->op_type() == "DequantizeLinear" && producer->inputs().size() > 1) {
       if (std::optional<double> scale = ConstantScalar(producer->input(1), rule); scale && *scale > 0) step = *scale;
     }
     steps[output->name()] = step;

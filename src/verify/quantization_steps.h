@@ -13,13 +13,15 @@
 
 namespace fusionopt::verify {
 
-// The size of one step of each output of `model`, when it has quantization ops (QuantizeLinear,
-// DequantizeLinear, DynamicQuantizeLinear, the integer contractions, the QLinear ops):
-//   an integer output (a quantized tensor)                                  1
+// The size of one step of each output of `model`, when it has ops that round activations at
+// run time (QuantizeLinear, DynamicQuantizeLinear, the QLinear ops, QGemm, DynamicQuantizeMatMul):
+//   an integer output such an op writes (a quantized tensor)                1
+//   another integer output (indices, ids)                                   none: exact
 //   a float output a DequantizeLinear writes with a constant scalar scale   that scale
-//   any other output                                                        -1: an 8-bit step of
+//   any other float output                                                  -1: an 8-bit step of
 //                                                                           the reference's range
-// Empty for a model without them.
+// Empty for a model without them: weight-only quantization (DequantizeLinear of constants,
+// MatMulNBits) rounds no activation, so its outputs keep the plain tolerance.
 std::map<std::string, double> QuantizationSteps(const Model& model);
 
 // `tolerance` with the steps of `reference`'s outputs.

@@ -31,6 +31,32 @@ graph g (float[4] %x) -> (float %y) {
   %y = Relu(%x)
 })");
   CHECK(verify::QuantizationSteps(*float_model).empty());
+  // Weights stored quantized round no activation: the plain tolerance.
+  auto weight_only = Parse(R"(
+ir_version 10
+opset "" 21
+graph g (float[2,4] %x) -> (float %y)
+  init int8[4,3] %wq = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+  init float[] %s = [0.25]
+{
+  %w = DequantizeLinear(%wq, %s)
+  %y = MatMul(%x, %w)
+})");
+  CHECK(verify::QuantizationSteps(*weight_only).empty());
+  // An integer output no quantization writes (an argmax) is exact.
+  auto indices = Parse(R"(
+ir_version 10
+opset "" 21
+graph g (float[4] %x) -> (uint8 %q, int64 %i)
+  init float[] %s = [0.25]
+  init uint8[] %z = [3]
+{
+  %q = QuantizeLinear(%x, %s, %z)
+  %i = ArgMax(%x)
+})");
+  const std::map<std::string, double> index_steps = verify::QuantizationSteps(*indices);
+  CHECK(index_steps.at("q") == 1.0);
+  CHECK(index_steps.count("i") == 0);
 }
 
 TEST_CASE("Compare allows the output's quantization steps besides atol", "[verify][quantized]") {
