@@ -178,10 +178,14 @@ def test_dynamic_quantize_matmul_and_matmul_integer_to_float_like_onnxruntime(b_
                      [init("b", b), init("bs", (RNG.random(n) * 0.02).astype(np.float32)), init("bz", zero),
                       init("bias", RNG.standard_normal(n).astype(np.float32)), init("as", np.float32(0.04)),
                       init("az", np.uint8(125))])
-    assert elem in (TensorProto.INT8, TensorProto.UINT8)
+    # The weights and their zero points are the 8-bit type this case is about.
+    weights = {tensor.name: tensor.data_type for tensor in model.graph.initializer}
+    assert (weights["b"], weights["bz"]) == (elem, elem), (weights["b"], weights["bz"], elem)
     feeds = {"x": RNG.standard_normal((3, 4, k)).astype(np.float32), "a": uint8((3, 4, k))}
     actual, expected = run_both(model, feeds)
+    assert len(actual) == len(expected) == 2, (len(actual), len(expected))
     for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype == np.float32 and got.shape == want.shape == (3, 4, n), (got.dtype, got.shape)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -284,17 +288,33 @@ def onnx_node_cases():
     return cases
 
 
+ONNX_NODE_CASES = onnx_node_cases()
+# onnx 1.23's generators give 42 such cases (QuantizeLinear and DequantizeLinear in every form,
+# DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv); fewer means the
+# collection lost some, which an empty or shorter parametrization would not say.
+MIN_ONNX_NODE_CASES = 42
+
+
+def test_the_onnx_node_cases_cover_every_quantization_op():
+    assert len(ONNX_NODE_CASES) >= MIN_ONNX_NODE_CASES, [param.id for param in ONNX_NODE_CASES]
+    covered = {node.op_type for param in ONNX_NODE_CASES for node in param.values[0].model.graph.node}
+    assert QUANTIZATION_OPS <= covered, QUANTIZATION_OPS - covered
+
+
 def as_array(value):
     """A data set's value: the test generators give exotic types as TensorProtos."""
     return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
-@pytest.mark.parametrize("case", onnx_node_cases())
+@pytest.mark.parametrize("case", ONNX_NODE_CASES)
 def test_onnx_node_cases_match_the_reference(case):
     model = case.model
+    assert case.data_sets, case.name
     for inputs, outputs in case.data_sets:
+        assert len(inputs) == len(model.graph.input), (len(inputs), len(model.graph.input))
         feeds = {value.name: as_array(array) for value, array in zip(model.graph.input, inputs)}
         actual = fusionopt.InferenceSession(model.SerializeToString()).run(None, feeds)
+        assert len(actual) == len(outputs) == len(model.graph.output), (len(actual), len(outputs))
         for got, want in zip(actual, outputs):
             want = as_array(want)
             assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)

@@ -586,6 +586,82 @@ def test_passes_that_cost_ort_time_are_left_out(fusionopt, tmp_path):
     assert batch_norms(out) == batch_norms(model) > 0
 
 
+QUANTIZED = corpus.load(corpus.FIXTURES / "quantized")
+
+
+def quantized_entry_named(name):
+    """A committed quantized fixture (models/real/fixtures/quantized) by its stem."""
+    matches = [entry for entry in QUANTIZED if entry.name == name]
+    assert matches, f"{name} is missing from models/real/fixtures/quantized"
+    return matches[0]
+
+
+def optimize_portable(fusionopt, entry, tmp_path):
+    out, report = tmp_path / f"{entry.name}.portable.onnx", tmp_path / "portable.json"
+    rc, _, stderr = fusionopt(entry.path, "-O3", "-o", out, "--report", report, timeout=300)
+    assert rc == 0, stderr
+    return out, {one["pass"]: one for one in json.loads(report.read_text())["passes"]}
+
+
+def test_qoperator_ops_stay_ort_kernels(fusionopt, tmp_path):
+    """MobileNetV3's QOperator export: -O3 rewrites every QLinearConv (and QGemm, QLinearAdd,
+    QLinearMul) into the QDQ units its own quantized fusions take (qoperator-to-qdq); under
+    --runtime ort that pass is left out, so each stays the QOperator node ORT runs as one kernel."""
+    entry = quantized_entry_named("mobilenet_v3_dynamo18.qoperator")
+    qoperator = {("", "QLinearConv"), ("com.microsoft", "QGemm"), ("com.microsoft", "QLinearAdd"),
+                 ("com.microsoft", "QLinearMul")}
+
+    def counts(path):
+        ops = collections.Counter((node.domain, node.op_type) for node in onnx.load(str(path)).graph.node)
+        return {op: ops[op] for op in qoperator}
+
+    original = counts(entry.path)
+    assert original[("", "QLinearConv")] > 0, original
+    portable, passes = optimize_portable(fusionopt, entry, tmp_path)
+    assert counts(portable) == dict.fromkeys(qoperator, 0)
+    assert passes["qoperator-to-qdq"]["counters"]["expanded_Conv"] == original[("", "QLinearConv")]
+    (tmp_path / "ort").mkdir()
+    out, _ = optimize_for_ort(fusionopt, entry, tmp_path / "ort")
+    assert counts(out) == original
+    report = json.loads((tmp_path / "ort" / "report.json").read_text())
+    assert "qoperator-to-qdq" not in [one["pass"] for one in report["passes"]]
+
+
+def scalar_dequantizations(path):
+    """The DequantizeLinear nodes of a scalar (one-element) constant: in the main graph (of an
+    initializer) and in the fused functions' bodies (of a Constant)."""
+    model = onnx.load(str(path))
+    sizes = {tensor.name: int(np.prod(tensor.dims)) for tensor in model.graph.initializer}
+    found = [node.output[0] for node in model.graph.node
+             if node.op_type == "DequantizeLinear" and sizes.get(node.input[0]) == 1]
+    for function in model.functions:
+        constants = {node.output[0]: int(np.prod(node.attribute[0].t.dims)) for node in function.node
+                     if node.op_type == "Constant" and node.attribute[0].name == "value"}
+        found += [f"{function.name}/{node.output[0]}" for node in function.node
+                  if node.op_type == "DequantizeLinear" and constants.get(node.input[0]) == 1]
+    return found
+
+
+def test_scalar_constants_stay_dequantized_for_ort(fusionopt, tmp_path):
+    """GPT-2's QDQ export dequantizes scalar constants (GELU's 0.5, 0.044715, ...): plain -O3 folds
+    them (fold-constants.max-dequantize-elements, default 1), so GELU's program reads only 8-bit
+    values; --runtime ort sets it to 0 and keeps each DequantizeLinear of a one-element constant,
+    the QDQ form ORT's own fusions match."""
+    entry = quantized_entry_named("gpt2_dynamo18_sdpa.qdq")
+    original = scalar_dequantizations(entry.path)
+    assert len(original) > 0
+    portable, _ = optimize_portable(fusionopt, entry, tmp_path)
+    assert scalar_dequantizations(portable) == []
+    out, _ = optimize_for_ort(fusionopt, entry, tmp_path)
+    assert sorted(scalar_dequantizations(out)) == sorted(original)
+    # Each keeps a one-element output: its scale and zero point are per tensor.
+    graph = onnx.load(str(out)).graph
+    sizes = {tensor.name: int(np.prod(tensor.dims)) for tensor in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] in original:
+            assert all(sizes.get(name, 1) == 1 for name in node.input[1:] if name), node.output[0]
+
+
 def test_a_mask_of_unknown_dims_is_expanded_to_the_scores(fusionopt, tmp_path):
     """TorchScript BERT's extended mask has no known dims: it is expanded to [., ., Sq, Sk] per
     layer from Q's and K's run-time shapes (ORT's attention_bias needs exactly those)."""
