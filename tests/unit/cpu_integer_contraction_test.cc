@@ -361,3 +361,29 @@ graph g (uint8[1,1023,1,2] %x, int8[2,1023,1,1] %w) -> (int32 %y) {
     CHECK(Int32Values(outputs[0].tensor) == std::vector<int64_t>(4, 33129855));
   }
 }
+
+TEST_CASE("MatMulIntegerToFloat with float16 scales writes float16 on both paths", "[cpu][quantized]") {
+  // oneDNN's int8 primitive writes float32: a float16 output is computed on the float32 path
+  // and converted, never written four bytes an element into a two-byte buffer.
+  const std::string text = QuantizedModel(R"(
+graph g (uint8[64,2] %a) -> (float16 %y)
+  init int8[2,2] %b = [1, 2, 3, 4]
+  init float16[] %a_scale = [0.5]
+  init float16[2] %b_scale = [1.0, 0.25]
+  init uint8[] %a_zero = [1]
+{
+  %y = com.microsoft::MatMulIntegerToFloat(%a, %b, %a_scale, %b_scale, %a_zero)
+})");
+  std::vector<uint8_t> a;
+  for (int row = 0; row < 64; ++row) a.insert(a.end(), {3, 5});
+  for (const char* path : kPaths) {
+    ScopedEnv env("FUSIONOPT_CPU_INT8", path);
+    INFO("path " << path);
+    auto outputs = Run(text, {{"a", Make<uint8_t>(DataType::kUint8, {64, 2}, a)}});
+    REQUIRE(outputs[0].tensor.dtype() == DataType::kFloat16);
+    // Each row: (a - 1) · b = [14, 20]; · 0.5 · [1, 0.25] = [7, 2.5].
+    std::vector<double> expected;
+    for (int row = 0; row < 64; ++row) expected.insert(expected.end(), {7.0, 2.5});
+    CheckClose(outputs[0].tensor, {64, 2}, expected);
+  }
+}
