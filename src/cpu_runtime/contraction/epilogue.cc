@@ -441,7 +441,7 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
 
 void RejectSlowImplementation(const char* implementation, bool sums_residual) {
   if (implementation != nullptr && std::strncmp(implementation, "ref", 3) == 0) {
-    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation takes these post-ops");
+    throw dnnl::error(dnnl_unimplemented, "oneDNN offers only its reference implementation here");
   }
   // oneDNN 2.6's GEMM-based convolution (grouped convs on AVX2) applies a sum post-op about
   // 10x slower than the convolution itself (DNNL_VERBOSE on light ShuffleNet: 0.67 ms per

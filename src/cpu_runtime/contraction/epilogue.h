@@ -127,8 +127,9 @@ void BindAddends(const std::vector<PostOp>& post_ops, const PostOpAddends& adden
                  std::unordered_map<int, dnnl::memory>& arguments, size_t first_index = 0);
 
 // Throws dnnl::error when oneDNN fell back to its reference implementation — orders of
-// magnitude slower than the unfused primitive plus an elementwise pass — or, for a summed
-// residual, to its GEMM-based convolution, whose sum post-op is slow.
+// magnitude slower than the unfused primitive plus an elementwise pass (or, for the int8
+// contractions and pooling, than their float32 path and direct loop, where the refusal sends
+// them) — or, for a summed residual, to its GEMM-based convolution, whose sum post-op is slow.
 void RejectSlowImplementation(const char* implementation, bool sums_residual = false);
 
 // Whether SiLU x·sigmoid(αx) runs in the engine after the contraction rather than as oneDNN's

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cpu_runtime/contraction/common.h"
+#include "cpu_runtime/contraction/epilogue.h"
 #include "cpu_runtime/contraction/window.h"
 #include "cpu_runtime/onednn/common.h"
 #include "ir/legacy_opsets.h"
@@ -303,9 +304,7 @@ class PoolKernel : public Kernel {
                                                kernel, dilation, pad_begin, pad_end);
     dnnl::pooling_v2_forward::primitive_desc chosen(description, onednn::Engine());
     // An int8 layout without a fast kernel runs oneDNN's reference loop: the direct loop is faster.
-    if (integer && std::string(chosen.impl_info_str()).find("ref") != std::string::npos) {
-      throw dnnl::error(dnnl_unimplemented, "no fast int8 pooling for this layout");
-    }
+    if (integer) RejectSlowImplementation(chosen.impl_info_str());
     PoolPlan plan;
     plan.primitive = dnnl::pooling_v2_forward(chosen);
     plan.dst_layout = layout_output ? onednn::LayoutOfDesc(chosen.dst_desc()) : Layout::kRowMajor;

@@ -86,6 +86,8 @@ struct IntegerConv::State {
     const dnnl::primitive_attr attributes =
         float32 ? dnnl::primitive_attr() : Attributes(epilogue, parameters, plan.layout, src_zero, false);
     auto chosen = Describe(shape, x.dims(), src_type, weights_type, dst_type, attributes);
+    // oneDNN's reference kernel is far slower than the float32 path the refusal sends it to.
+    if (!float32) RejectSlowImplementation(chosen.impl_info_str());
     const memory::desc src_user = float32 || x.row_major() ? onednn::RowMajorDesc(x.dims(), src_type) : onednn::LayoutOf(x);
     plan.dst_layout = layout_output ? onednn::LayoutOfDesc(chosen.dst_desc()) : Layout::kRowMajor;
     const memory::desc dst_user = plan.dst_layout != Layout::kRowMajor ? chosen.dst_desc()

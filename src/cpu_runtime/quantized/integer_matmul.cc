@@ -106,6 +106,8 @@ struct IntegerMatMul::State {
     const dnnl::primitive_attr attributes = Attributes(epilogue, parameters, plan.layout, src_zero, weights_zero);
     dnnl::matmul::desc description(plan.src, packed_b.defined() ? weights_any : plan.weights_user, plan.dst);
     dnnl::matmul::primitive_desc chosen(description, attributes, onednn::Engine());
+    // oneDNN's reference kernel is far slower than the float32 path the refusal sends it to.
+    RejectSlowImplementation(chosen.impl_info_str());
     plan.weights_chosen = chosen.weights_desc();
     plan.primitive = dnnl::matmul(chosen);
     return plans.Insert(std::move(key), std::move(plan));
