@@ -1,6 +1,8 @@
 // ProgramBuilder: turns ops into a register program, checking every op against its operand
 // types so that evaluation never meets an unsupported combination.
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <string>
 
 #include "cpu_runtime/elementwise/internal.h"
@@ -92,6 +94,21 @@ Result<int> ProgramBuilder::Fill(double value, DataType dtype) {
   int dst = NewRegister(dtype);
   Instr instr{Op::kFill, dst};
   instr.value = value;
+  program_.code.push_back(instr);
+  return dst;
+}
+
+Result<int> ProgramBuilder::Lookup(int index, DataType dtype, const RtTensor& table) {
+  FUSIONOPT_CHECK(this->dtype(index) == DataType::kUint8 || this->dtype(index) == DataType::kInt8,
+                  "a lookup is indexed by an 8-bit integer register");
+  FUSIONOPT_CHECK(table.dtype() == LaneStorage(dtype) && table.NumElements() == 256 && table.row_major(),
+                  "a lookup table holds 256 values as the result's lane stores them");
+  auto values = std::make_shared<std::vector<uint64_t>>(256);
+  std::memcpy(values->data(), table.raw(), ByteSizeOf(table.dtype(), 256));
+  const int dst = NewRegister(dtype);
+  Instr instr{Op::kLookup, dst, index};
+  instr.table = values->data();
+  program_.tables.push_back(std::move(values));
   program_.code.push_back(instr);
   return dst;
 }

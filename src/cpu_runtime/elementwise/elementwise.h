@@ -46,6 +46,10 @@ enum class Op : uint8_t {
   kQuantize,
   kConvert, // to the destination register's dtype (Cast); rounds to float16/bfloat16
   kFill,    // the constant `value` (inlined scalars, defaults of omitted inputs)
+  // (index) on an 8-bit integer register: entry `index` (its byte) of `table`, 256 values in the
+  // destination's lane representation. A program's tail that depends on one 8-bit value only
+  // (what follows a QuantizeLinear) runs as one lookup per element (fused/program.h).
+  kLookup,
 };
 
 struct Instr {
@@ -54,6 +58,7 @@ struct Instr {
   int a = -1, b = -1, c = -1;
   float alpha = 0.0f, beta = 0.0f;
   double value = 0.0;  // kFill
+  const void* table = nullptr;  // kLookup: owned by the program's `tables`
 };
 
 struct Program {
@@ -63,6 +68,7 @@ struct Program {
   // engine keeps input tiles and constants in registers across tiles.
   std::vector<Instr> code;
   std::vector<int> outputs;               // registers stored to the outputs, in order
+  std::vector<std::shared_ptr<const std::vector<uint64_t>>> tables;  // what kLookup reads
   // Short description for errors and traces: "Add", "fused(Mul,Add,Relu)".
   std::string label;
 };
@@ -80,6 +86,9 @@ class ProgramBuilder {
   Result<int> Emit(Op op, const std::vector<int>& operands, float alpha = 0.0f, float beta = 0.0f);
   Result<int> Convert(int reg, DataType to);
   Result<int> Fill(double value, DataType dtype);
+  // kLookup of `index` (a uint8 or int8 register) into `table`: 256 values of
+  // LaneStorage(dtype), the result a register of `dtype`.
+  Result<int> Lookup(int index, DataType dtype, const RtTensor& table);
   void AddOutput(int reg) { program_.outputs.push_back(reg); }
   Program Finish(std::string label);
 
@@ -90,6 +99,10 @@ class ProgramBuilder {
 
 // Whether registers can hold values of `dtype` (not strings, complex, 4-bit or float8).
 bool Computes(DataType dtype);
+
+// The dtype stored exactly as registers of `dtype` hold their values while computing: float for
+// float16 and bfloat16, int64 for every integer type. `dtype` must be one Computes accepts.
+DataType LaneStorage(DataType dtype);
 
 // Output dims of numpy broadcasting; an error names the two incompatible shapes.
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<const RtTensor*>& inputs);

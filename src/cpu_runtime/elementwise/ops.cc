@@ -445,10 +445,22 @@ void Fill(const TileRegisters& regs, const Instr& in, int n) {
   RoundToStorage(regs.dtype(in.dst), d, n);
 }
 
+void LookUp(const TileRegisters& regs, const Instr& in, int n) {
+  const int64_t* index = regs.at<int64_t>(in.a);
+  DispatchLane(regs.lane(in.dst), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = regs.at<T>(in.dst);
+    const T* table = static_cast<const T*>(in.table);
+    for (int i = 0; i < n; ++i) d[i] = table[static_cast<uint8_t>(index[i])];
+    return true;
+  });
+}
+
 }  // namespace
 
 void FUSIONOPT_EW_EXECUTE(const TileRegisters& regs, const Instr& in, int n) {
   if (in.op == Op::kConvert) return Convert(regs, in, n);
+  if (in.op == Op::kLookup) return LookUp(regs, in, n);
   if (in.op == Op::kFill) return Fill(regs, in, n);
   Lane dst = regs.lane(in.dst);
   if (in.op == Op::kQuantize) {
@@ -484,6 +496,7 @@ bool Supports(Op op, Lane operand, Lane result) {
   // unsupported combination is an error at prepare time, never a failed check at run time.
   switch (op) {
     case Op::kConvert: case Op::kWhere: case Op::kClip: case Op::kFill: return true;
+    case Op::kLookup: return operand == Lane::kI64;
     case Op::kQuantize: return operand == Lane::kF32 && result == Lane::kF32;
     case Op::kEqual: case Op::kLess: case Op::kLessOrEqual: case Op::kGreater: case Op::kGreaterOrEqual:
       return true;

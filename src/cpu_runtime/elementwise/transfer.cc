@@ -21,6 +21,16 @@ std::optional<Lane> LaneOf(DataType dtype) {
   }
 }
 
+DataType LaneStorage(DataType dtype) {
+  switch (*LaneOf(dtype)) {
+    case Lane::kF32: return DataType::kFloat;
+    case Lane::kF64: return DataType::kDouble;
+    case Lane::kI64: return DataType::kInt64;
+    case Lane::kBool: return DataType::kBool;
+  }
+  return dtype;
+}
+
 bool StoredAsLane(DataType dtype, Lane lane) {
   switch (dtype) {
     case DataType::kFloat: return lane == Lane::kF32;

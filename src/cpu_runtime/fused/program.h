@@ -5,13 +5,18 @@
 // caller gives), then the scalar constants the body holds (read by broadcasting, so their
 // exact values and their dims — a [1] raises the rank — count as in the op-by-op run).
 // Programs depend on the input dtypes, so they are built per dtype set on first use and kept.
-// A program of one 8-bit input runs as a table lookup (TablesFor).
+// A program of one 8-bit input runs as a table lookup (TablesFor); an output that depends on its
+// inputs only through one 8-bit step inside the program (a QuantizeLinear, with work after it)
+// reads that step's table instead of computing the tail (TableCuts): GELU after a quantized
+// bias add is one rounding and one lookup per element, where it was an erf and four roundings.
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "cpu_runtime/elementwise/expr.h"
@@ -34,6 +39,9 @@ class FusedProgram {
 
   // Builds the program for these dtypes of the used inputs; false when the ops reject them.
   bool Accepts(const std::vector<DataType>& dtypes);
+  // The program Run evaluates for these dtypes of the used inputs, built on first use; null
+  // when the ops reject them (tests read its instructions).
+  const ew::Program* Compiled(const std::vector<DataType>& dtypes);
 
   // Evaluates the program over the used inputs into freshly allocated outputs, in one pass.
   // Returns false, with nothing written, when the ops reject these dtypes or an output's
@@ -46,6 +54,19 @@ class FusedProgram {
  private:
   FusedProgram() = default;
   const ew::Program* ProgramFor(const std::vector<DataType>& dtypes);
+  Result<ew::Program> Build(const std::vector<DataType>& dtypes) const;
+  // Emits the steps `emit` flags, in order, reading and extending `registers`.
+  Status EmitSteps(ew::ProgramBuilder& builder, std::unordered_map<const Value*, int>& registers,
+                   const std::vector<bool>& emit) const;
+  // Per step: whether its result depends on nothing but step `cut`'s result and the constants.
+  std::vector<bool> BoundTo(size_t cut) const;
+  // Per output, the earliest step with an 8-bit result that the output depends on alone, where
+  // the tail after it holds enough work to be worth a lookup; nullopt where none.
+  std::vector<std::optional<size_t>> TableCuts(const std::function<DataType(const Value*)>& dtype_of) const;
+  // The 256 values of `output` over every value of step `cut`'s result, as ew::LaneStorage of
+  // `output_dtype`: the tail run once over a ramp, so each entry is what the program computes.
+  Result<RtTensor> TailTable(size_t cut, const Value* output, const std::vector<DataType>& dtypes,
+                             DataType cut_dtype, DataType output_dtype) const;
   // Per output, the table of its 256 results over every value of the one 8-bit input it reads,
   // when each output reads one input, every input is 8-bit and the constants are scalars that
   // raise no dims (a quantized model's DQ → activation → Q, or several merged side by side by

@@ -424,5 +424,5 @@ graph main (float[3] %x) -> (float[3] %y)
 
   // --runtime ort sets max-dequantize-elements to 0: ORT's QDQ selectors want a
   // DequantizeLinear on every input of a binary op.
-  ExpectUnchanged(text, kPass, "a dequantized constant stays quantized", {.options = {{"max-dequantize-elements", "0"}}});
+  ExpectUnchanged(text, kPass, "a dequantized constant stays quantized", {{"max-dequantize-elements", "0"}});
 }
