@@ -15,6 +15,7 @@
 #include "passes/cleanup/eliminate_common_subexpressions.h"
 #include "passes/cleanup/eliminate_dead_code.h"
 #include "passes/cleanup/drop_qdq_around_data_movement.h"
+#include "passes/cleanup/quantize_concat_inputs.h"
 #include "passes/cleanup/eliminate_no_ops.h"
 #include "passes/fold/fold_batchnorm.h"
 #include "passes/fold/fold_constants.h"
@@ -69,6 +70,8 @@ const std::vector<std::string>& LevelOne() {
       // A quantized model's data movement (MaxPool, Reshape, Concat, Resize) runs on its
       // quantized values, before the layout passes below meet it between a DQ and a Q.
       "drop-qdq-around-data-movement",
+      // Then a Concat of differently quantized inputs joins them requantized (YOLOv8's C2f).
+      "quantize-concat-inputs",
       // Indexing by a constant list of consecutive indices (Falcon's fused_qkv[..., [-2], :]) is a
       // Slice, and Slices of a Transpose slice its input, so that the pieces meet below.
       "gathers-to-slices",
@@ -171,6 +174,7 @@ const std::vector<PassInfo>& AllPasses() {
       Describe<FoldConstants>(1),
       Describe<EliminateNoOps>(1),
       Describe<DropQdqAroundDataMovement>(1),
+      Describe<QuantizeConcatInputs>(1),
       Describe<GathersToSlices>(1),
       Describe<SlicesToSplit>(1),
       Describe<SinkViews>(1),

@@ -125,8 +125,9 @@ Outcome LowerCall(Model& model, Graph& graph, Node& call, SharedValues& shared_v
 
 const std::vector<std::string>& PassesOrtRunsBetterWithout() {
   // ORT runs QOperator ops as its own kernels: their QDQ expansion only gives its QDQ
-  // transformers units to rebuild, and the ones they do not rebuild run op by op.
-  static const std::vector<std::string> passes = {"lower-batchnorm", "qoperator-to-qdq"};
+  // transformers units to rebuild, and the ones they do not rebuild run op by op. Its QDQ
+  // selectors run DQ → Concat → Q as one QLinearConcat, which quantized inputs would hide.
+  static const std::vector<std::string> passes = {"lower-batchnorm", "qoperator-to-qdq", "quantize-concat-inputs"};
   return passes;
 }
 
