@@ -9,7 +9,9 @@
 #include "ir/op_class.h"
 #include "passes/fusion/util/elementwise_support.h"
 #include "passes/util/outline.h"
+#include "passes/util/reader_copy.h"
 #include "passes/util/shape_facts.h"
+#include "patterns/quantized/contraction.h"
 
 namespace fusionopt::passes {
 namespace {
@@ -44,6 +46,7 @@ class Grouper {
     }
     std::sort(result.begin(), result.end(),
               [&](const auto& a, const auto& b) { return position_.at(a.front()) < position_.at(b.front()); });
+    HandOnQuantized(result);
     return result;
   }
 
@@ -94,6 +97,77 @@ class Grouper {
     std::sort(joined.begin(), joined.end(), [&](Node* a, Node* b) { return position_.at(a) < position_.at(b); });
     for (Node* member : joined) group_of_[member] = id;
     groups_.push_back(std::move(joined));
+  }
+
+  // A group that dequantizes an 8-bit value it hands on anyway, for readers in other groups,
+  // hands on the 8-bit value alone: each reader's group dequantizes it itself with a copy of the
+  // DequantizeLinear (one byte an element read instead of four written and read; YOLOv8's
+  // residual stream, whose sum feeds the next bottleneck's Add and, quantized, its convolution).
+  // Only where the value is already read outside the group (no output is added) and each
+  // reader's group stays legal with the copy.
+  void HandOnQuantized(std::vector<std::vector<Node*>>& groups) {
+    std::unordered_map<const Node*, size_t> group_index;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (const Node* member : groups[g]) group_index[member] = g;
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (Node* dequantize : std::vector<Node*>(groups[g])) {
+        if (!HandsOnQuantized(*dequantize, groups[g], group_index)) continue;
+        Value* real = dequantize->output(0);
+        std::vector<Node*> readers;
+        for (const Use& use : real->uses()) {
+          if (!group_index.count(use.node) || group_index.at(use.node) == g) continue;
+          if (std::find(readers.begin(), readers.end(), use.node) == readers.end()) readers.push_back(use.node);
+        }
+        for (Node* reader : readers) CopyInto(*dequantize, *reader, groups[group_index.at(reader)], group_index);
+        if (real->uses().empty()) {
+          groups[g].erase(std::find(groups[g].begin(), groups[g].end(), dequantize));
+          group_index.erase(dequantize);
+          graph_.RemoveNode(dequantize);
+        }
+      }
+    }
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& group) { return group.size() < 2; }),
+                 groups.end());
+  }
+
+  // Whether `dequantize`, a member of `group`, dequantizes an 8-bit value read outside the group
+  // anyway with constant parameters, and its result is read outside only by other groups.
+  bool HandsOnQuantized(const Node& dequantize, const std::vector<Node*>& group,
+                        const std::unordered_map<const Node*, size_t>& group_index) const {
+    if (!IsDefaultDomain(dequantize) || !quantized::IsDequantizeLinear(dequantize)) return false;
+    const Value* quantized = dequantize.input(0);
+    if (quantized == nullptr || !IsEightBitInteger(quantized->dtype())) return false;
+    for (size_t i = 1; i < dequantize.inputs().size(); ++i) {
+      if (dequantize.input(i) != nullptr && InlinableConstant(*dequantize.input(i)) == nullptr) return false;
+    }
+    const std::unordered_set<const Node*> members(group.begin(), group.end());
+    const bool made_inside = quantized->producer() != nullptr && members.count(quantized->producer()) > 0;
+    if (made_inside && !quantized->is_graph_output() && !ReadOutside(*quantized, members)) return false;
+    const Value* real = dequantize.output(0);
+    if (real->is_graph_output() || !ReadOutside(*real, members)) return false;
+    return std::all_of(real->uses().begin(), real->uses().end(), [&](const Use& use) {
+      return members.count(use.node) > 0 || group_index.count(use.node) > 0;
+    });
+  }
+
+  // `reader` (a member of `group`) reads a copy of `dequantize` placed in its group, where the
+  // group stays legal with it.
+  void CopyInto(Node& dequantize, Node& reader, std::vector<Node*>& group,
+                std::unordered_map<const Node*, size_t>& group_index) {
+    Value* real = dequantize.output(0);
+    Node* clone = CopyForReader(graph_, dequantize, reader);
+    position_[clone] = position_.at(&reader);
+    std::vector<Node*> candidate = group;
+    candidate.insert(std::find(candidate.begin(), candidate.end(), &reader), clone);
+    if (WhyIllegal(candidate)) {
+      graph_.ReplaceAllUses(clone->output(0), real);
+      graph_.RemoveNode(clone);
+      return;
+    }
+    group = std::move(candidate);
+    group_index[clone] = group_index.at(&reader);
+    context_.Count("dequantizations_moved_to_readers");
   }
 
   // Why `members` may not be one fused node as the graph stands, or "".

@@ -33,6 +33,9 @@ inline constexpr std::string_view kFuseElementwiseRewrite = R"rewrite(
 // plus a launch and a read back, and recomputing it helps only an outside reader that is itself
 // a fused group that could not take the producer — so the extra output is never worse, and the
 // group is cut only when the value's shape is not S or the max-outputs cap is reached.
+// The exception is a dequantized 8-bit value whose bytes the group hands on anyway: readers in
+// other groups dequantize the bytes themselves with a copy of the DequantizeLinear (one byte an
+// element read instead of four written and read), where their groups stay legal.
 //
 // Growth: nodes are visited in graph order; each joins its producers' groups — all of them at
 // once when the union is legal, else one at a time in input order — and a union is legal when

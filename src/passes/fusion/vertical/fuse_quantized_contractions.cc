@@ -7,6 +7,7 @@
 #include "ir/constant_value.h"
 #include "ir/op_class.h"
 #include "passes/util/outline.h"
+#include "passes/util/reader_copy.h"
 #include "patterns/quantized/contraction.h"
 
 namespace fusionopt::passes {
@@ -31,18 +32,9 @@ std::string FunctionName(const QuantizedContraction& unit) {
 // `dequantize`'s output read by `reader` alone: `dequantize` itself, or a copy of it that only
 // `reader` reads (the original keeps its other readers).
 Node* OwnDequantize(Graph& graph, Node& dequantize, Node& reader) {
-  Value* output = dequantize.output(0);
+  const Value* output = dequantize.output(0);
   if (output->uses().size() == 1 && !output->is_graph_output()) return &dequantize;
-  Value* copy = graph.CreateValue(graph.UniqueName(output->name()));
-  copy->type() = output->type();
-  Node* clone = graph.CreateNode(dequantize.op_type(), dequantize.domain(), dequantize.inputs(), {copy},
-                                 UniqueNodeName(graph, dequantize.name().empty() ? "DequantizeLinear" : dequantize.name()));
-  for (const Attribute& attribute : dequantize.attributes()) clone->SetAttribute(attribute.CopyWithoutGraphs());
-  graph.MoveBefore(clone, &reader);
-  for (size_t i = 0; i < reader.inputs().size(); ++i) {
-    if (reader.input(i) == output) reader.ReplaceInput(static_cast<int>(i), copy);
-  }
-  return clone;
+  return CopyForReader(graph, dequantize, reader);
 }
 
 // Every contraction's unit, matched on the graph as it is; the others reported where they read a

@@ -568,3 +568,52 @@ graph g (uint8[2,8] %a, uint8[2,8] %b) -> (uint8[2,8] %y)
   CHECK(OpTypes(*partial.model->graph).size() == 2);
   ExpectSameNumbers(*partial.original, *partial.model, SameNumbers{.bit_for_bit = true});
 }
+
+TEST_CASE("fuse-elementwise: a group hands on the 8-bit value, each reader's group dequantizes it itself",
+          "[passes][quantized]") {
+  // The first group quantizes Tanh(x) and dequantizes it for the Add of the second group, which
+  // cannot join it (the MatMulInteger between them reads the 8-bit value). The second group
+  // gets its own DequantizeLinear: the first writes only the uint8 tensor.
+  auto model_text = [](const std::string& outputs) {
+    return R"(
+ir_version 10
+opset "" 21
+graph g (uint8[2,8] %a) -> ()" + outputs + R"()
+  init float[] %s = [0.05]
+  init float[] %s1 = [0.01]
+  init float[] %s2 = [0.2]
+  init uint8[] %z = [128]
+  init uint8[8,8] %w = )" + std::string("[") + [] {
+      std::string values;
+      for (int i = 0; i < 64; ++i) values += (i ? ", " : "") + std::to_string(i * 7 % 256);
+      return values;
+    }() + R"(]
+{
+  %x = DequantizeLinear(%a, %s, %z) @dq_a
+  %t = Tanh(%x) @tanh
+  %q1 = QuantizeLinear(%t, %s1, %z) @q1
+  %d = DequantizeLinear(%q1, %s1, %z) @dq_q1
+  %m = MatMulInteger(%q1, %w) @mmi
+  %mf = Cast(%m) {to: 1} @cast
+  %e = Sigmoid(%mf) @sigmoid
+  %r = Add(%d, %e) @add
+  %q2 = QuantizeLinear(%r, %s2, %z) @q2
+}
+)";
+  };
+  Rewritten moved = ExpectRewriteOps(model_text("uint8[2,8] %q2"), kPass,
+                                     {"ai.fusionopt::FusedElementwise_DequantizeLinear_Tanh_QuantizeLinear", "MatMulInteger",
+                                      "ai.fusionopt::FusedElementwise_Cast_Sigmoid_DequantizeLinear_Add_1more"},
+                                     {.numbers = Inlined()});
+  CHECK(moved.Counter("dequantizations_moved_to_readers") == 1);
+  ExpectSameNumbers(*moved.original, *moved.model, SameNumbers{.bit_for_bit = true});
+  // The first group's one output is the uint8 value.
+  const Node& first = *moved.model->graph->nodes().front();
+  REQUIRE(first.outputs().size() == 1);
+  CHECK(first.output(0)->name() == "q1");
+
+  // The dequantized value is a graph output too: the first group writes it, and the Add reads it.
+  Rewritten kept = Rewrite(model_text("uint8[2,8] %q2, float[2,8] %d"), kPass);
+  CHECK(kept.Counter("dequantizations_moved_to_readers") == 0);
+  ExpectSameNumbers(*kept.original, *kept.model, SameNumbers{.bit_for_bit = true});
+}
