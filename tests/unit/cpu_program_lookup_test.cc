@@ -1,7 +1,7 @@
-// An elementwise program's tail that depends on one 8-bit step alone (what follows a
-// QuantizeLinear inside the program) runs as a lookup of that step's value (fused/program.h):
-// the program holds kLookup instead of the tail's ops, and its results are bit for bit those
-// of the ops run one by one.
+// A value inside an elementwise program that depends on one 8-bit register alone (an input, or
+// what a QuantizeLinear inside the program rounds) is read from that register's table
+// (fused/program.h): the program holds kLookup instead of the ops, and its results are bit for
+// bit those of the ops run one by one.
 #include <algorithm>
 
 #include "cpu_fused_test_helpers.h"
@@ -14,7 +14,7 @@ using namespace fusionopt::fused_test;
 namespace {
 
 // The outlined function's body as the fused elementwise kernel plans it, compiled for the
-// dtypes its arguments declare.
+// dtypes of the call's arguments.
 const ew::Program* Compile(const Model& model, std::unique_ptr<FusedProgram>& program) {
   REQUIRE(model.functions.size() == 1);
   const Function& function = *model.functions.front();
@@ -27,8 +27,12 @@ const ew::Program* Compile(const Model& model, std::unique_ptr<FusedProgram>& pr
   context.calls = {&function};
   program = FusedProgram::Plan(nodes, inputs, outputs, context);
   REQUIRE(program != nullptr);
+  // The body's formal inputs are untyped: the call's arguments give the dtypes.
+  const auto call = std::find_if(model.graph->nodes().begin(), model.graph->nodes().end(),
+                                 [&](const auto& node) { return node->op_type() == function.name; });
+  REQUIRE(call != model.graph->nodes().end());
   std::vector<DataType> dtypes;
-  for (size_t index : program->used_inputs()) dtypes.push_back(inputs[index]->dtype());
+  for (size_t index : program->used_inputs()) dtypes.push_back((*call)->input(index)->dtype());
   return program->Compiled(dtypes);
 }
 
@@ -101,14 +105,19 @@ TEST_CASE("a tail that depends on one 8-bit step alone is a lookup: bit for bit 
   RequireIdentical(fused.outputs, op_by_op.outputs);
 }
 
-TEST_CASE("no lookup where the tail is cheap or the output reads an input besides the 8-bit step",
+TEST_CASE("a value inside the program that depends on one 8-bit register is a lookup; cheap or mixed ones are computed",
           "[cpu][quantized]") {
+  // The rounded sum's DequantizeLinear alone is cheap (computed); its Exp depends on the rounded
+  // sum alone (a lookup) though the product after it reads x as well; SiLU of the 8-bit input
+  // y, as SwiGLU's gate, is a lookup before the product with x; Exp(x + y), with no 8-bit
+  // value between, is computed.
   const std::string text = R"(
 ir_version 10
 opset "" 21
-graph main (uint8[4,32] %x, uint8[4,32] %y) -> (float[4,32] %cheap, float[4,32] %mixed)
+graph main (uint8[4,32] %x, uint8[4,32] %y) -> (float[4,32] %cheap, float[4,32] %mixed, uint8[4,32] %gated, float[4,32] %plain)
   init float[] %s = [0.04]
   init uint8[] %z = [120]
+  init float[] %gs = [0.02]
 {
   %xd = DequantizeLinear(%x, %s, %z) @n_xd
   %yd = DequantizeLinear(%y, %s, %z) @n_yd
@@ -117,17 +126,23 @@ graph main (uint8[4,32] %x, uint8[4,32] %y) -> (float[4,32] %cheap, float[4,32] 
   %cheap = DequantizeLinear(%sq, %s, %z) @n_cheap
   %e = Exp(%cheap) @n_e
   %mixed = Mul(%e, %xd) @n_mixed
+  %sig = Sigmoid(%yd) @n_sig
+  %silu = Mul(%yd, %sig) @n_silu
+  %prod = Mul(%silu, %xd) @n_prod
+  %gated = QuantizeLinear(%prod, %gs, %z) @n_gated
+  %plain = Exp(%sum) @n_plain
 }
 )";
-  auto outlined = Outlined(text, {"n_xd", "n_yd", "n_sum", "n_sq", "n_cheap", "n_e", "n_mixed"});
+  auto outlined = Outlined(text, {"n_xd", "n_yd", "n_sum", "n_sq", "n_cheap", "n_e", "n_mixed", "n_sig", "n_silu",
+                                  "n_prod", "n_gated", "n_plain"});
   std::unique_ptr<FusedProgram> program;
   const ew::Program* compiled = Compile(*outlined, program);
   REQUIRE(compiled != nullptr);
-  // `cheap` is one DequantizeLinear after the step (computed as fast as looked up); `mixed`
-  // reads x's dequantized value as well as the step.
-  CHECK(Count(*compiled, ew::Op::kLookup) == 0);
-  CHECK(compiled->tables.empty());
-  CHECK(Count(*compiled, ew::Op::kExp) == 1);
+  CHECK(Count(*compiled, ew::Op::kLookup) == 2);  // Exp(cheap) and SiLU(y)
+  CHECK(compiled->tables.size() == 2);
+  CHECK(Count(*compiled, ew::Op::kExp) == 1);     // Exp(x + y)
+  CHECK(Count(*compiled, ew::Op::kSigmoid) == 0);
+  CHECK(Count(*compiled, ew::Op::kSwish) == 0);
 
   const std::vector<NamedTensor> feeds = {{"x", Bytes({4, 32}, 1)}, {"y", Bytes({4, 32}, 2)}};
   RequireIdentical(Run(*outlined, feeds).outputs, Run(*outlined, feeds, false).outputs);

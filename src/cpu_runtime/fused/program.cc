@@ -10,29 +10,6 @@
 #include "ir/constant_value.h"
 
 namespace fusionopt::cpu {
-namespace {
-
-// Ops a tail of which is no slower computed than looked up: with only these after the 8-bit
-// step, a tail of fewer than kWorthyTailSteps steps is computed (a lookup is a gather per
-// element; these are a few vector instructions each).
-bool IsCheapStep(const Node& node) {
-  static const std::unordered_set<std::string> kCheap = {"QuantizeLinear", "DequantizeLinear", "Cast", "Identity",
-                                                         "Relu", "Add", "Sub", "Mul", "Max", "Min", "Clip", "Neg",
-                                                         "Abs"};
-  return kCheap.count(node.op_type()) > 0;
-}
-constexpr size_t kWorthyTailSteps = 3;
-
-bool IsEightBit(DataType dtype) { return dtype == DataType::kUint8 || dtype == DataType::kInt8; }
-
-// A tensor of `dtype` holding each of the 256 byte patterns once, in order.
-RtTensor ByteRamp(DataType dtype) {
-  RtTensor ramp = RtTensor::Allocate(dtype, {256});
-  for (int value = 0; value < 256; ++value) ramp.data<uint8_t>()[value] = static_cast<uint8_t>(value);
-  return ramp;
-}
-
-}  // namespace
 
 std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>& nodes,
                                                  const std::vector<const Value*>& inputs,
@@ -121,133 +98,6 @@ const ew::Program* FusedProgram::ProgramFor(const std::vector<DataType>& dtypes)
   return programs_.back().second ? &*programs_.back().second : nullptr;
 }
 
-Status FusedProgram::EmitSteps(ew::ProgramBuilder& builder, std::unordered_map<const Value*, int>& registers,
-                               const std::vector<bool>& emit) const {
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    if (!emit[s]) continue;
-    std::vector<int> operands;
-    for (const Value* input : steps_[s].node->inputs()) operands.push_back(input ? registers.at(input) : -1);
-    FUSIONOPT_ASSIGN_OR_RETURN(int result, steps_[s].expr(builder, operands));
-    registers[steps_[s].node->output(0)] = result;
-  }
-  return Status::Ok();
-}
-
-std::vector<bool> FusedProgram::BoundTo(size_t cut) const {
-  std::unordered_set<const Value*> bound(operands_.begin() + static_cast<std::ptrdiff_t>(used_inputs_.size()),
-                                         operands_.end());
-  bound.insert(steps_[cut].node->output(0));
-  std::vector<bool> result(steps_.size(), false);
-  for (size_t s = cut + 1; s < steps_.size(); ++s) {
-    const auto& inputs = steps_[s].node->inputs();
-    result[s] = std::all_of(inputs.begin(), inputs.end(),
-                            [&](const Value* input) { return input == nullptr || bound.count(input) > 0; });
-    if (result[s]) bound.insert(steps_[s].node->output(0));
-  }
-  return result;
-}
-
-std::vector<std::optional<size_t>> FusedProgram::TableCuts(
-    const std::function<DataType(const Value*)>& dtype_of) const {
-  std::vector<std::optional<size_t>> cuts(outputs_.size());
-  for (size_t cut = 0; cut < steps_.size(); ++cut) {
-    if (!IsEightBit(dtype_of(steps_[cut].node->output(0)))) continue;
-    const std::vector<bool> bound = BoundTo(cut);
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      if (cuts[i]) continue;
-      auto at = std::find_if(steps_.begin() + static_cast<std::ptrdiff_t>(cut) + 1, steps_.end(),
-                             [&](const Step& step) { return step.node->output(0) == outputs_[i]; });
-      if (at == steps_.end() || !bound[static_cast<size_t>(at - steps_.begin())]) continue;
-      size_t tail = 0;
-      bool costly = false;
-      for (size_t s = cut + 1; s <= static_cast<size_t>(at - steps_.begin()); ++s) {
-        if (!bound[s]) continue;
-        ++tail;
-        costly = costly || !IsCheapStep(*steps_[s].node);
-      }
-      if (costly || tail >= kWorthyTailSteps) cuts[i] = cut;
-    }
-  }
-  return cuts;
-}
-
-Result<RtTensor> FusedProgram::TailTable(size_t cut, const Value* output, const std::vector<DataType>& dtypes,
-                                         DataType cut_dtype, DataType output_dtype) const {
-  const size_t used = used_inputs_.size();
-  std::vector<DataType> tail_dtypes = {cut_dtype};
-  tail_dtypes.insert(tail_dtypes.end(), dtypes.begin() + static_cast<std::ptrdiff_t>(used), dtypes.end());
-  ew::ProgramBuilder builder(tail_dtypes);
-  std::unordered_map<const Value*, int> registers = {{steps_[cut].node->output(0), 0}};
-  for (size_t k = used; k < operands_.size(); ++k) registers[operands_[k]] = static_cast<int>(k - used + 1);
-  FUSIONOPT_RETURN_IF_ERROR(EmitSteps(builder, registers, BoundTo(cut)));
-  FUSIONOPT_ASSIGN_OR_RETURN(int result, builder.Convert(registers.at(output), ew::LaneStorage(output_dtype)));
-  builder.AddOutput(result);
-  const ew::Program tail = builder.Finish(label_ + " tail");
-  RtTensor ramp = ByteRamp(cut_dtype);
-  std::vector<RtTensor> scalars;
-  scalars.reserve(constants_.size());
-  std::vector<const RtTensor*> operands = {&ramp};
-  for (const RtTensor& constant : constants_) {
-    scalars.push_back(constant.Reshaped({}));
-    operands.push_back(&scalars.back());
-  }
-  RtTensor table = RtTensor::Allocate(ew::LaneStorage(output_dtype), {256});
-  FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(tail, operands, {&table}));
-  return table;
-}
-
-Result<ew::Program> FusedProgram::Build(const std::vector<DataType>& dtypes) const {
-  auto start = [&](std::unordered_map<const Value*, int>& registers) {
-    for (size_t k = 0; k < operands_.size(); ++k) registers[operands_[k]] = static_cast<int>(k);
-    return ew::ProgramBuilder(dtypes);
-  };
-  std::unordered_map<const Value*, int> registers;
-  ew::ProgramBuilder plain = start(registers);
-  FUSIONOPT_RETURN_IF_ERROR(EmitSteps(plain, registers, std::vector<bool>(steps_.size(), true)));
-  const std::vector<std::optional<size_t>> cuts =
-      TableCuts([&](const Value* value) { return plain.dtype(registers.at(value)); });
-  auto finish_plain = [&]() {
-    for (const Value* output : outputs_) plain.AddOutput(registers.at(output));
-    return plain.Finish(label_);
-  };
-  if (std::none_of(cuts.begin(), cuts.end(), [](const auto& cut) { return cut.has_value(); })) return finish_plain();
-
-  // Only the steps that the computed outputs and the cuts need.
-  std::unordered_map<const Value*, size_t> step_of;
-  for (size_t s = 0; s < steps_.size(); ++s) step_of[steps_[s].node->output(0)] = s;
-  std::vector<bool> emit(steps_.size(), false);
-  std::vector<const Value*> pending;
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    pending.push_back(cuts[i] ? steps_[*cuts[i]].node->output(0) : outputs_[i]);
-  }
-  while (!pending.empty()) {
-    const Value* value = pending.back();
-    pending.pop_back();
-    auto it = step_of.find(value);
-    if (it == step_of.end() || emit[it->second]) continue;
-    emit[it->second] = true;
-    for (const Value* input : steps_[it->second].node->inputs()) {
-      if (input != nullptr) pending.push_back(input);
-    }
-  }
-  std::unordered_map<const Value*, int> kept;
-  ew::ProgramBuilder builder = start(kept);
-  if (!EmitSteps(builder, kept, emit).ok()) return finish_plain();
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    if (!cuts[i]) {
-      builder.AddOutput(kept.at(outputs_[i]));
-      continue;
-    }
-    const Value* cut = steps_[*cuts[i]].node->output(0);
-    const DataType output_dtype = plain.dtype(registers.at(outputs_[i]));
-    Result<RtTensor> table = TailTable(*cuts[i], outputs_[i], dtypes, plain.dtype(registers.at(cut)), output_dtype);
-    if (!table.ok()) return finish_plain();
-    FUSIONOPT_ASSIGN_OR_RETURN(int looked_up, builder.Lookup(kept.at(cut), output_dtype, *table));
-    builder.AddOutput(looked_up);
-  }
-  return builder.Finish(label_);
-}
-
 const ew::Program* FusedProgram::Compiled(const std::vector<DataType>& dtypes) {
   std::vector<DataType> all = dtypes;
   for (const RtTensor& constant : constants_) all.push_back(constant.dtype());
@@ -321,7 +171,7 @@ const FusedProgram::Tables* FusedProgram::TablesFor(const ew::Program& program,
     source.push_back(static_cast<size_t>(std::find(reads.begin(), reads.end(), true) - reads.begin()));
   }
   for (size_t k = 0; k < used; ++k) {
-    if (!IsEightBit(operands[k]->dtype())) return nullptr;
+    if (!IsEightBitInteger(operands[k]->dtype())) return nullptr;
   }
   // Every constant broadcasts into the inputs' dims without raising them (scalars of rank <=).
   for (size_t k = used; k < operands.size(); ++k) {

@@ -5,10 +5,11 @@
 // caller gives), then the scalar constants the body holds (read by broadcasting, so their
 // exact values and their dims — a [1] raises the rank — count as in the op-by-op run).
 // Programs depend on the input dtypes, so they are built per dtype set on first use and kept.
-// A program of one 8-bit input runs as a table lookup (TablesFor); an output that depends on its
-// inputs only through one 8-bit step inside the program (a QuantizeLinear, with work after it)
-// reads that step's table instead of computing the tail (TableCuts): GELU after a quantized
-// bias add is one rounding and one lookup per element, where it was an erf and four roundings.
+// A program of one 8-bit input runs as a table lookup (TablesFor); inside a longer program, a
+// value that depends on one 8-bit register alone — an input, or a step's result such as a
+// QuantizeLinear's — with work between them is read from that register's table (TableReads):
+// GELU after a quantized bias add is one rounding and one lookup per element, where it was an
+// erf and four roundings, and SwiGLU's SiLU of the quantized gate one lookup before the product.
 #pragma once
 
 #include <deque>
@@ -54,19 +55,33 @@ class FusedProgram {
  private:
   FusedProgram() = default;
   const ew::Program* ProgramFor(const std::vector<DataType>& dtypes);
+  // The program for `dtypes` (the operands'), with TableReads as lookups (program_lookups.cc).
   Result<ew::Program> Build(const std::vector<DataType>& dtypes) const;
-  // Emits the steps `emit` flags, in order, reading and extending `registers`.
+  // Emits the steps `emit` flags, in order, reading and extending `registers`; after each (and
+  // before the first) `ready` may emit what the registers now allow.
   Status EmitSteps(ew::ProgramBuilder& builder, std::unordered_map<const Value*, int>& registers,
-                   const std::vector<bool>& emit) const;
-  // Per step: whether its result depends on nothing but step `cut`'s result and the constants.
-  std::vector<bool> BoundTo(size_t cut) const;
-  // Per output, the earliest step with an 8-bit result that the output depends on alone, where
-  // the tail after it holds enough work to be worth a lookup; nullopt where none.
-  std::vector<std::optional<size_t>> TableCuts(const std::function<DataType(const Value*)>& dtype_of) const;
-  // The 256 values of `output` over every value of step `cut`'s result, as ew::LaneStorage of
-  // `output_dtype`: the tail run once over a ramp, so each entry is what the program computes.
-  Result<RtTensor> TailTable(size_t cut, const Value* output, const std::vector<DataType>& dtypes,
-                             DataType cut_dtype, DataType output_dtype) const;
+                   const std::vector<bool>& emit, const std::function<Status()>& ready = nullptr) const;
+  // A value read from the table of one 8-bit register instead of computed: `root` is a used
+  // input or a step's result, and `value` depends on nothing else but the constants.
+  struct TableRead {
+    const Value* root;
+    const Value* value;
+  };
+  // Per step: `bound` when the root and the constants alone compute it, `depends` when it is
+  // bound and reads the root (directly or not).
+  struct Region {
+    std::vector<bool> bound, depends;
+  };
+  Region RegionOf(const Value* root) const;
+  // The values worth a lookup: per 8-bit root (used inputs, then steps in order, each outside
+  // the regions taken before), the region's values read outside it or stored, where the work
+  // they take from the root holds a costly op or kWorthyTailSteps steps.
+  std::vector<TableRead> TableReads(const std::function<DataType(const Value*)>& dtype_of) const;
+  // `read.value` over the 256 values of its root, as ew::LaneStorage of `value_dtype`: the
+  // region run once over a ramp, so each entry is what the program computes.
+  Result<RtTensor> TableOf(const TableRead& read, const std::vector<DataType>& dtypes, DataType root_dtype,
+                           DataType value_dtype) const;
+  static RtTensor ByteRamp(DataType dtype);  // each of the 256 byte patterns once, in order
   // Per output, the table of its 256 results over every value of the one 8-bit input it reads,
   // when each output reads one input, every input is 8-bit and the constants are scalars that
   // raise no dims (a quantized model's DQ → activation → Q, or several merged side by side by
