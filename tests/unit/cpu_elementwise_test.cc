@@ -10,6 +10,7 @@
 #include "cpu_runtime/engine/vector_isa.h"
 #include "cpu_runtime/reduction/math.h"
 #include "cpu_runtime/engine/session.h"
+#include "cpu_runtime/quantized/quantize_expr.h"
 #include "cpu_test_support.h"
 #include "ir/float16.h"
 #include "text_format/text_format.h"
@@ -708,4 +709,47 @@ TEST_CASE("the row kernels' exp gives the same bits on every vector instruction 
   }
   REQUIRE(UseVectorIsa(original));
   if (compared == 0) WARN("no wide instruction set to compare on this CPU");
+}
+
+TEST_CASE("a DequantizeLinear right after a QuantizeLinear reads the rounded floats, bit for bit the integer path",
+          "[cpu][quantized]") {
+  // x → Q (uint8, zero point 128; int8, zero point -3) → DQ: the program keeps no integer
+  // register unless the 8-bit value is stored too, and gives what the integer path gives.
+  const std::vector<float> values = {-1e9f, -6.4f, -0.125f, -0.0625f, 0.0f, 0.0625f, 0.1875f, 3.3f, 6.35f, 1e9f,
+                                     std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()};
+  RtTensor x = Floats({static_cast<int64_t>(values.size())}, values);
+  RtTensor scale = Floats({}, {0.125f});
+  for (const DataType type : {DataType::kUint8, DataType::kInt8}) {
+    for (const bool store_quantized : {false, true}) {
+      INFO(NameOf(type) << (store_quantized ? ", the 8-bit value stored too" : ""));
+      const double zero = type == DataType::kUint8 ? 128 : -3;
+      RtTensor zero_point = RtTensor::Allocate(type, {});
+      if (type == DataType::kUint8) zero_point.data<uint8_t>()[0] = 128;
+      else zero_point.data<int8_t>()[0] = -3;
+      ew::ProgramBuilder builder({DataType::kFloat, DataType::kFloat, type});
+      const int quantized = QuantizeExpr(type, IntegerRange(type), DataType::kFloat)(builder, {0, 1, 2}).value();
+      const int real = DequantizeExpr(DataType::kFloat)(builder, {quantized, 1, 2}).value();
+      builder.AddOutput(real);
+      if (store_quantized) builder.AddOutput(quantized);
+      const ew::Program program = builder.Finish("q,dq");
+      size_t integer_results = 0;
+      for (const ew::Instr& instr : program.code) {
+        integer_results += IsInteger(program.register_dtypes[static_cast<size_t>(instr.dst)]);
+      }
+      CHECK(integer_results == (store_quantized ? 1u : 0u));  // the Convert of the stored value
+      RtTensor y = RtTensor::Allocate(DataType::kFloat, x.dims());
+      RtTensor q = RtTensor::Allocate(type, x.dims());
+      std::vector<RtTensor*> outputs = {&y};
+      if (store_quantized) outputs.push_back(&q);
+      REQUIRE(ew::Evaluate(program, {&x, &scale, &zero_point}, outputs).ok());
+      const double lo = type == DataType::kUint8 ? 0 : -128, hi = type == DataType::kUint8 ? 255 : 127;
+      for (size_t i = 0; i < values.size(); ++i) {
+        const double rounded = std::isnan(values[i]) ? lo : std::clamp(std::nearbyint(values[i] / 0.125) + zero, lo, hi);
+        const float expected = static_cast<float>(static_cast<int64_t>(rounded) - static_cast<int64_t>(zero)) * 0.125f;
+        INFO("x = " << values[i]);
+        CHECK(std::memcmp(&y.data<float>()[i], &expected, sizeof(float)) == 0);
+        if (store_quantized) CHECK(q.ValueAsDouble(static_cast<int64_t>(i)) == rounded);
+      }
+    }
+  }
 }

@@ -69,15 +69,54 @@ void FoldSwish(Program& program) {
   program.code.resize(kept);
 }
 
+// Whether integer type `type` holds every integer in [lo, hi].
+bool HoldsRange(DataType type, float lo, float hi) {
+  double min = 0, max = 0;
+  switch (type) {
+    case DataType::kInt8: min = -128; max = 127; break;
+    case DataType::kUint8: max = 255; break;
+    case DataType::kInt16: min = -32768; max = 32767; break;
+    case DataType::kUint16: max = 65535; break;
+    case DataType::kInt32: case DataType::kInt64: min = -2147483648.0; max = 2147483647.0; break;
+    case DataType::kUint32: case DataType::kUint64: max = 4294967295.0; break;
+    default: return false;
+  }
+  return lo >= min && hi <= max;
+}
+
+// Removes instructions whose result nothing reads or stores.
+void DropUnread(Program& program) {
+  std::vector<bool> read(program.register_dtypes.size(), false);
+  for (int output : program.outputs) read[static_cast<size_t>(output)] = true;
+  std::vector<bool> kept(program.code.size(), false);
+  for (size_t i = program.code.size(); i-- > 0;) {
+    const Instr& instr = program.code[i];
+    if (!read[static_cast<size_t>(instr.dst)]) continue;
+    kept[i] = true;
+    for (int operand : {instr.a, instr.b, instr.c}) {
+      if (operand >= 0) read[static_cast<size_t>(operand)] = true;
+    }
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < program.code.size(); ++i) {
+    if (kept[i]) program.code[next++] = program.code[i];
+  }
+  program.code.resize(next);
+}
+
 }  // namespace
 
 ProgramBuilder::ProgramBuilder(const std::vector<DataType>& input_dtypes) {
   program_.num_inputs = static_cast<int>(input_dtypes.size());
   program_.register_dtypes = input_dtypes;
+  float_twin_.assign(input_dtypes.size(), -1);
+  rounded_range_.assign(input_dtypes.size(), std::nullopt);
 }
 
 int ProgramBuilder::NewRegister(DataType dtype) {
   program_.register_dtypes.push_back(dtype);
+  float_twin_.push_back(-1);
+  rounded_range_.emplace_back();
   return static_cast<int>(program_.register_dtypes.size() - 1);
 }
 
@@ -86,7 +125,16 @@ Result<int> ProgramBuilder::Convert(int reg, DataType to) {
   if (!LaneOf(to)) return Unsupported("cannot compute " + std::string(NameOf(to)) + " values");
   int dst = NewRegister(to);
   program_.code.push_back(Instr{Op::kConvert, dst, reg});
+  // A rounded quantized value (kQuantize clamps it to [alpha, beta]) converted to an integer type
+  // that holds that range keeps its values: the float register is its twin.
+  const auto& range = rounded_range_[static_cast<size_t>(reg)];
+  if (range && HoldsRange(to, range->first, range->second)) float_twin_[static_cast<size_t>(dst)] = reg;
   return dst;
+}
+
+std::optional<int> ProgramBuilder::FloatTwin(int reg) const {
+  const int twin = float_twin_[static_cast<size_t>(reg)];
+  return twin >= 0 ? std::optional<int>(twin) : std::nullopt;
 }
 
 Result<int> ProgramBuilder::Fill(double value, DataType dtype) {
@@ -153,10 +201,12 @@ Result<int> ProgramBuilder::Emit(Op op, const std::vector<int>& operands, float 
   instr.alpha = alpha;
   instr.beta = beta;
   program_.code.push_back(instr);
+  if (op == Op::kQuantize) rounded_range_[static_cast<size_t>(dst)] = std::make_pair(alpha, beta);
   return dst;
 }
 
 Program ProgramBuilder::Finish(std::string label) {
+  DropUnread(program_);
   FoldSwish(program_);
   program_.label = std::move(label);
   return std::move(program_);

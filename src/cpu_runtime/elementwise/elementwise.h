@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_runtime/engine/rt_tensor.h"
@@ -90,11 +92,21 @@ class ProgramBuilder {
   // LaneStorage(dtype), the result a register of `dtype`.
   Result<int> Lookup(int index, DataType dtype, const RtTensor& table);
   void AddOutput(int reg) { program_.outputs.push_back(reg); }
+  // The float register that holds the same integer values as integer register `reg`, where
+  // `reg` is a QuantizeLinear's rounded result converted (its kQuantize register, whose values
+  // are integers of at most 16 bits and so exact in float): a DequantizeLinear right after reads
+  // it and skips the round trip through the integer lanes. nullopt otherwise.
+  std::optional<int> FloatTwin(int reg) const;
+  // Drops instructions nothing reads (a quantized value only its float twin served), then
+  // folds Swish.
   Program Finish(std::string label);
 
  private:
   int NewRegister(DataType dtype);
   Program program_;
+  std::vector<int> float_twin_;  // per register: its float twin, or -1
+  // Per register made by kQuantize: the range it clamps to.
+  std::vector<std::optional<std::pair<float, float>>> rounded_range_;
 };
 
 // Whether registers can hold values of `dtype` (not strings, complex, 4-bit or float8).

@@ -66,6 +66,17 @@ ExprBuilder QuantizeExpr(DataType target, std::optional<QuantRange> range, std::
 ExprBuilder DequantizeExpr(DataType output) {
   return [=](ProgramBuilder& b, const std::vector<int>& in) -> Result<int> {
     int x = in[0];
+    // Right after a QuantizeLinear: its rounded float values, integers exact in float, so the
+    // difference and the product are those of the integer path bit for bit.
+    if (const std::optional<int> twin = b.FloatTwin(x); twin && output == DataType::kFloat) {
+      int value = *twin;
+      if (in[2] >= 0) {
+        FUSIONOPT_ASSIGN_OR_RETURN(int zero, b.Convert(in[2], DataType::kFloat));
+        FUSIONOPT_ASSIGN_OR_RETURN(value, b.Emit(Op::kSub, {value, zero}));
+      }
+      FUSIONOPT_ASSIGN_OR_RETURN(int scale, b.Convert(in[1], DataType::kFloat));
+      return b.Emit(Op::kMul, {value, scale});
+    }
     if (in[2] >= 0) {
       // The difference in int64 is exact (int8 - int8 overflows int8); minifloats subtract as float.
       const DataType wide = IsInteger(b.dtype(x)) ? DataType::kInt64 : DataType::kFloat;
