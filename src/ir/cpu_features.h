@@ -12,4 +12,8 @@ bool CpuHasF16c();
 // AMX tile instructions (reported only; the runtime issues none).
 bool CpuHasAmxTile();
 
+// AVX-512 VBMI (byte permutes across a whole register: vpermi2b), CPUID leaf 7 ECX bit 1. The
+// OS's saving of the 512-bit state is the caller's to check (VectorIsa::kAvx512 implies it).
+bool CpuHasAvx512Vbmi();
+
 }  // namespace fusionopt
