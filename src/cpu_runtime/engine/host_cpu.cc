@@ -60,6 +60,7 @@ HostCpu ReadHost() {
   host.avx512 = CpuHasVectorIsa(VectorIsa::kAvx512);
   host.avx512_vnni = host.avx512 && __builtin_cpu_supports("avx512vnni");
   host.avx512_bf16 = host.avx512 && __builtin_cpu_supports("avx512bf16");
+  host.avx512_vbmi = host.avx512 && CpuHasAvx512Vbmi();
   host.amx = CpuHasAmxTile();
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   host.onednn_isa = OneDnnIsaName(isa);
@@ -82,6 +83,7 @@ std::string HostCpu::IsaLevel() const {
     std::string extras;
     if (avx512_vnni) extras += "VNNI";
     if (avx512_bf16) extras += std::string(extras.empty() ? "" : ", ") + "BF16";
+    if (avx512_vbmi) extras += std::string(extras.empty() ? "" : ", ") + "VBMI";
     if (amx) extras += std::string(extras.empty() ? "" : ", ") + "AMX";
     return extras.empty() ? "AVX-512" : "AVX-512 (" + extras + ")";
   }

@@ -15,6 +15,7 @@ struct HostCpu {
   bool avx512 = false;         // F, BW, DQ and VL: what "AVX-512" means to compilers and oneDNN
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx512_vbmi = false;  // byte permutes: the byte tables' 64-wide loop (elementwise/byte_table.h)
   bool amx = false;            // AMX tiles (bf16/int8)
   std::string onednn_isa;      // the instruction set oneDNN's kernels use here ("avx512_core_bf16", ...)
   bool onednn_avx512 = false;  // that set is AVX-512 or later: oneDNN runs its brgemm kernels
@@ -23,7 +24,7 @@ struct HostCpu {
   int64_t l1d_bytes = 0, l2_bytes = 0, l3_bytes = 0;  // per core (L1, L2) and per package (L3); 0: unknown
   int logical_cpus = 0;
 
-  // "AVX-512 (VNNI, BF16)", "AVX2", "SSE4.2 or older"
+  // "AVX-512 (VNNI, BF16, VBMI)", "AVX2", "SSE4.2 or older"
   std::string IsaLevel() const;
   // One line: model, ISA level, oneDNN's ISA and version, elementwise build, caches, CPUs.
   std::string Describe() const;
