@@ -755,25 +755,30 @@ TEST_CASE("a DequantizeLinear right after a QuantizeLinear reads the rounded flo
   }
 }
 
-TEST_CASE("a byte table looks up every byte alike on the VBMI loop and the scalar one", "[cpu][quantized]") {
-  // Lengths around the 64-byte step (the masked rest included); every index value; a table of
-  // distinct bytes, so a wrong half or lane shows.
+TEST_CASE("a byte table looks up every byte alike on every loop the host has", "[cpu][quantized]") {
+  // Lengths around the 64-byte step (the rests included); every index value; a table of
+  // distinct bytes, so a wrong row, half or lane shows.
   std::vector<uint8_t> table(256);
   for (int i = 0; i < 256; ++i) table[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 167 + 13) % 256);
-  const VectorIsa original = ActiveVectorIsa();
-  for (const int64_t count : {0, 1, 63, 64, 65, 127, 256, 1000, 4099}) {
+  for (const int64_t count : {0, 1, 31, 32, 33, 63, 64, 65, 127, 256, 1000, 4099}) {
     std::vector<uint8_t> index(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) index[static_cast<size_t>(i)] = static_cast<uint8_t>((i * 101 + 7) % 256);
     std::vector<uint8_t> expected(index.size());
     for (size_t i = 0; i < index.size(); ++i) expected[i] = table[index[i]];
-    for (const VectorIsa isa : {VectorIsa::kBaseline, VectorIsa::kAvx512}) {
-      if (!UseVectorIsa(isa)) continue;  // a host without AVX-512 runs the scalar loop only
-      INFO(count << " bytes, " << VectorIsaName(isa) << (ew::LooksUpBytesWithVbmi() ? " (VBMI)" : ""));
+    for (const ew::ByteTableLoop loop : {ew::ByteTableLoop::kScalar, ew::ByteTableLoop::kAvx512Bw,
+                                         ew::ByteTableLoop::kVbmi}) {
+      if (!ew::HostRunsByteTableLoop(loop)) continue;
+      INFO(count << " bytes, loop " << static_cast<int>(loop));
       std::vector<uint8_t> out(index.size() + 1, 0xA5);  // one guard byte after the end
-      ew::LookUpBytes(table.data(), index.data(), out.data(), count);
+      ew::LookUpBytesWith(loop, table.data(), index.data(), out.data(), count);
       CHECK(std::equal(expected.begin(), expected.end(), out.begin()));
       CHECK(out.back() == 0xA5);
     }
   }
+  // The active loop follows the vector ISA: none wider than it allows.
+  const VectorIsa original = ActiveVectorIsa();
+  REQUIRE(UseVectorIsa(VectorIsa::kBaseline));
+  CHECK(ew::ActiveByteTableLoop() == ew::ByteTableLoop::kScalar);
+  if (UseVectorIsa(VectorIsa::kAvx2)) CHECK(ew::ActiveByteTableLoop() == ew::ByteTableLoop::kScalar);
   REQUIRE(UseVectorIsa(original));
 }
