@@ -2,6 +2,7 @@
 snapshots, comparisons of ONNX models written by fusionopt against their inputs, seeded
 model inputs, and runs on fusionopt and onnxruntime."""
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -483,6 +484,39 @@ def fusionopt_arrays(fusionopt, model_path, feeds, folder, *extra):
     graph-output order."""
     arguments = write_inputs(feeds, folder / "inputs")
     return [array for _, array in fusionopt_outputs(fusionopt, model_path, arguments, folder / "out", *extra)]
+
+
+def ort_session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL, optimized_to=None):
+    """A one-thread onnxruntime CPU session on `path` with graph optimizations at `level` (off by
+    default: ORT's reference, which runs the ops as written), errors-only logging, and the model
+    ORT optimized written to `optimized_to` when given."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    if optimized_to is not None:
+        options.optimized_model_filepath = str(optimized_to)
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def corpus_optimizer(fusionopt, folder):
+    """optimize(entry, level) for a corpus entry (models/real/corpus.py): the -O`level` file written
+    to `folder` with --check-each-pass, and `fusionopt inspect --json`'s summary of it, made once per
+    (entry, level)."""
+    cache = {}
+
+    def optimize(entry, level):
+        key = (entry.name, level)
+        if key not in cache:
+            out = Path(folder) / f"{entry.name}.O{level}.onnx"
+            rc, _, stderr = fusionopt(entry.path, f"-O{level}", "-o", out, "--check-each-pass", timeout=300)
+            assert rc == EXIT_OK, f"-O{level} on {entry.path.name} failed ({rc}): {stderr}"
+            rc, stdout, stderr = fusionopt("inspect", out, "--json")
+            assert rc == EXIT_OK, stderr
+            cache[key] = (out, json.loads(stdout))
+        return cache[key]
+
+    return optimize
 
 
 def onnxruntime_outputs(model_path, inputs):

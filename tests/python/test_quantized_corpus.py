@@ -44,12 +44,7 @@ def params():
     return [pytest.param(entry, id=entry.path.stem) for entry in ENTRIES]
 
 
-def session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = level
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+session = lib.ort_session
 
 
 def allowed_difference(expected, ort_int8):
@@ -90,21 +85,7 @@ def reference():
 
 @pytest.fixture(scope="module")
 def optimized(fusionopt, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("quantized")
-    cache = {}
-
-    def optimize(entry, level):
-        key = (entry.name, level)
-        if key not in cache:
-            out = folder / f"{entry.path.stem}.O{level}.onnx"
-            rc, _, stderr = fusionopt(entry.path, f"-O{level}", "-o", out, "--check-each-pass", timeout=300)
-            assert rc == lib.EXIT_OK, f"-O{level} on {entry.path.name} failed ({rc}): {stderr}"
-            rc, stdout, stderr = fusionopt("inspect", out, "--json")
-            assert rc == lib.EXIT_OK, stderr
-            cache[key] = (out, json.loads(stdout))
-        return cache[key]
-
-    return optimize
+    return lib.corpus_optimizer(fusionopt, tmp_path_factory.mktemp("quantized"))
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=[f"O{level}" for level in LEVELS])

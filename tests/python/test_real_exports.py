@@ -142,14 +142,7 @@ def tolerance(entry):
     return FP16_TOLERANCE if entry.info["dtype"] == "float16" else FP32_TOLERANCE
 
 
-def session(path, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL, optimized_to=None):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = level
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    if optimized_to is not None:
-        options.optimized_model_filepath = str(optimized_to)
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+session = lib.ort_session
 
 
 def assert_close(actual, expected, entry, what):
@@ -172,22 +165,13 @@ class Optimized:
 
 @pytest.fixture(scope="module")
 def optimized(fusionopt, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("real")
-    cache = {}
+    optimize = lib.corpus_optimizer(fusionopt, tmp_path_factory.mktemp("real"))
 
-    def optimize(entry, level):
-        key = (entry.name, level)
-        if key not in cache:
-            out = folder / f"{entry.name}.O{level}.onnx"
-            rc, stdout, stderr = fusionopt(entry.path, f"-O{level}", "-o", out, "--check-each-pass", timeout=300)
-            assert rc == lib.EXIT_OK, f"-O{level} on {entry.name} failed ({rc}): {stderr}"
-            rc, stdout, stderr = fusionopt("inspect", out, "--json")
-            assert rc == lib.EXIT_OK, stderr
-            summary = json.loads(stdout)
-            cache[key] = Optimized(out, summary["estimated_kernel_launches"], summary["op_histogram"])
-        return cache[key]
+    def summarized(entry, level):
+        path, summary = optimize(entry, level)
+        return Optimized(path, summary["estimated_kernel_launches"], summary["op_histogram"])
 
-    return optimize
+    return summarized
 
 
 @pytest.fixture(scope="module")
