@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "ir/constant_value.h"
 #include "patterns/quantized/contraction.h"
 
 namespace fusionopt::passes {
@@ -48,12 +47,10 @@ struct Candidate {
 class Dropper {
  public:
   Dropper(Graph& graph, PassContext& context)
-      : graph_(graph), context_(context), opset_(context.model().OpsetFor("").value_or(0)) {
-    const InitializerRule rule = InitializerRuleOf(context.model());
-    constant_of_ = [rule](const Value* value) -> TensorPtr {
-      return value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
-    };
-  }
+      : graph_(graph),
+        context_(context),
+        opset_(context.model().OpsetFor("").value_or(0)),
+        constant_of_(quantized::GraphConstantsOf(context.model())) {}
 
   bool Run() {
     std::vector<Node*> nodes;
@@ -76,13 +73,12 @@ class Dropper {
     std::optional<Quantization> parameters;
     for (size_t input : DataInputs(op)) {
       const Value* value = op.input(input);
-      Node* dequantize = value != nullptr ? value->producer() : nullptr;
-      if (dequantize == nullptr || !quantized::IsDequantizeLinear(*dequantize)) return std::nullopt;
-      Decided<Quantization> read = quantized::ConstantQuantization(*dequantize, 0, constant_of_);
-      if (!read || !read->per_tensor() || !IsEightBitInteger(read->type)) return std::nullopt;
+      const std::optional<Quantization> read =
+          value != nullptr ? quantized::PerTensorDequantization(*value, constant_of_) : std::nullopt;
+      if (!read || !IsEightBitInteger(read->type)) return std::nullopt;
       if (parameters && !quantized::SameQuantization(*parameters, *read)) return std::nullopt;
       parameters = *read;
-      candidate.dequantizes.push_back(dequantize);
+      candidate.dequantizes.push_back(value->producer());
     }
     for (Value* output : op.outputs()) {
       if (output == nullptr) continue;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "ir/constant_value.h"
 #include "patterns/quantized/contraction.h"
 
 namespace fusionopt::passes {
@@ -13,12 +12,8 @@ using quantized::Quantization;
 
 class Pusher {
  public:
-  Pusher(Graph& graph, PassContext& context) : graph_(graph), context_(context) {
-    const InitializerRule rule = InitializerRuleOf(context.model());
-    constant_of_ = [rule](const Value* value) -> TensorPtr {
-      return value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
-    };
-  }
+  Pusher(Graph& graph, PassContext& context)
+      : graph_(graph), context_(context), constant_of_(quantized::GraphConstantsOf(context.model())) {}
 
   bool Run() {
     std::vector<Node*> concats;
@@ -61,11 +56,9 @@ class Pusher {
 
   // The 8-bit value `input` is when its DequantizeLinear has the QuantizeLinear's parameters.
   Value* SameGrid(const Value& input) {
-    Node* dequantize = input.producer();
-    if (dequantize == nullptr || !quantized::IsDequantizeLinear(*dequantize)) return nullptr;
-    Decided<Quantization> read = quantized::ConstantQuantization(*dequantize, 0, constant_of_);
-    if (!read || !read->per_tensor() || !quantized::SameQuantization(parameters_, *read)) return nullptr;
-    return dequantize->input(0);
+    const std::optional<Quantization> read = quantized::PerTensorDequantization(input, constant_of_);
+    if (!read || !quantized::SameQuantization(parameters_, *read)) return nullptr;
+    return input.producer()->input(0);
   }
 
   void Rewrite(Node& concat, Node& quantize) {

@@ -212,6 +212,19 @@ bool SameQuantization(const Quantization& a, const Quantization& b) {
 bool IsQuantizeLinear(const Node& node) { return InDomains(node, "QuantizeLinear"); }
 bool IsDequantizeLinear(const Node& node) { return InDomains(node, "DequantizeLinear"); }
 
+ConstantOf GraphConstantsOf(const Model& model) {
+  const InitializerRule rule = InitializerRuleOf(model);
+  return [rule](const Value* value) -> TensorPtr { return value != nullptr ? ConstantValueOf(*value, rule) : nullptr; };
+}
+
+std::optional<Quantization> PerTensorDequantization(const Value& value, const ConstantOf& constant_of) {
+  const Node* dequantize = value.producer();
+  if (dequantize == nullptr || !IsDequantizeLinear(*dequantize)) return std::nullopt;
+  Decided<Quantization> read = ConstantQuantization(*dequantize, 0, constant_of);
+  if (!read || !read->per_tensor()) return std::nullopt;
+  return *read;
+}
+
 std::vector<float> Quantization::Scales() const {
   std::vector<float> values;
   if (scale == nullptr) return values;

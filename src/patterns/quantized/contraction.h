@@ -39,6 +39,10 @@ namespace fusionopt::quantized {
 // whose argument is such a constant. Null for anything else.
 using ConstantOf = std::function<TensorPtr(const Value*)>;
 
+// The constants of a model's graphs: initializers a feed cannot replace (the model's IR version
+// decides) and Constant nodes.
+ConstantOf GraphConstantsOf(const Model& model);
+
 bool IsQuantizeLinear(const Node& node);    // ONNX's, or onnxruntime's com.microsoft form
 bool IsDequantizeLinear(const Node& node);
 
@@ -61,6 +65,10 @@ bool SameQuantization(const Quantization& a, const Quantization& b);
 // The parameters of `node` when they are constants, not blocked, of a float scale and a zero
 // point of the quantized type; `rank` is the rank of the quantized tensor (for the axis).
 Decided<Quantization> ConstantQuantization(const Node& node, size_t rank, const ConstantOf& constant_of);
+
+// The constant per-tensor parameters `value` was dequantized with, when a DequantizeLinear made it;
+// nullopt otherwise (another producer, per-axis or non-constant parameters).
+std::optional<Quantization> PerTensorDequantization(const Value& value, const ConstantOf& constant_of);
 
 struct EpilogueStep {
   enum class Kind { kActivation, kRoundTrip, kResidual };

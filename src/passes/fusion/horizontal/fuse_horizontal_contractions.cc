@@ -58,10 +58,7 @@ std::optional<ConstantOperand> ConstantInput(const Node& node, size_t index, con
 
 // A MatMulInteger's dynamically quantized head as a member: int8 weights concatenate as bytes.
 WhyNot WhyNotDynamicMember(Node& node, const Model& model, Member& member) {
-  const InitializerRule rule = InitializerRuleOf(model);
-  const quantized::ConstantOf constant_of = [rule](const Value* value) -> TensorPtr {
-    return value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
-  };
+  const quantized::ConstantOf constant_of = quantized::GraphConstantsOf(model);
   Decided<quantized::DynamicContraction> unit = quantized::MatchDynamicContraction(node, constant_of);
   if (!unit) return unit.why_not();
   const Value* x = node.input(0);

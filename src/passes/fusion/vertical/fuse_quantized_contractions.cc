@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "ir/constant_value.h"
 #include "ir/op_class.h"
 #include "passes/util/outline.h"
 #include "passes/util/reader_copy.h"
@@ -124,10 +123,7 @@ void TakeFloatEnds(std::vector<QuantizedContraction>& units, const quantized::Co
 }  // namespace
 
 Result<bool> FuseQuantizedContractions::RunOnGraph(Graph& graph, PassContext& context) {
-  const InitializerRule rule = InitializerRuleOf(context.model());
-  const quantized::ConstantOf constant_of = [rule](const Value* value) -> TensorPtr {
-    return value != nullptr ? ConstantValueOf(*value, rule) : nullptr;
-  };
+  const quantized::ConstantOf constant_of = quantized::GraphConstantsOf(context.model());
   std::vector<Node*> contractions;
   for (const auto& node : graph.nodes()) {
     if (IsContraction(*node)) contractions.push_back(node.get());
