@@ -16,6 +16,7 @@
 #include "cli/thread_wait.h"
 #include "cli/feeds.h"
 #include "cpu_runtime/contraction/winograd.h"
+#include "cpu_runtime/fused/program.h"
 #include "onnx_io/model_io.h"
 #include "onnx_io/tensor_files.h"
 
@@ -152,18 +153,19 @@ Result<Executed> TimeRuns(const RunOptions& options, RunOnce&& run_once) {
 }
 
 // The kernels line: the CPU runtime's counts and layouts, or the CUDA device.
-std::string LaunchesLine(api::Session& session, const cpu::RunStats& stats, int64_t winograd_runs, int64_t runs,
-                         bool replayed_graph) {
+std::string LaunchesLine(api::Session& session, const cpu::RunStats& stats, int64_t winograd_runs,
+                         int64_t table_runs, int64_t runs, bool replayed_graph) {
   if (session.backend() == api::Backend::kCuda) {
     return fmt::format("{} kernels launched on {}{}", stats.kernels_launched, session.Description(),
                        replayed_graph ? " (as one CUDA Graph)" : "");
   }
   return fmt::format("{} kernels launched, {} nodes, peak intermediate memory {:.2f} MB, intermediate traffic {:.2f} MB, "
-                     "{} activations handed on in convolution layouts, {} convolutions by Winograd F(4x4,3x3); "
-                     "idle threads {}",
+                     "{} activations handed on in convolution layouts, {} convolutions by Winograd F(4x4,3x3), "
+                     "{} elementwise programs reading 256-entry tables; idle threads {}",
                      stats.kernels_launched, stats.nodes_executed, stats.peak_intermediate_bytes / 1e6,
                      stats.intermediate_traffic_bytes / 1e6, stats.conv_layout_outputs,
-                     winograd_runs / std::max<int64_t>(runs, 1), ThreadWaitDescription());
+                     winograd_runs / std::max<int64_t>(runs, 1), table_runs / std::max<int64_t>(runs, 1),
+                     ThreadWaitDescription());
 }
 
 int RunOn(const RunOptions& options, std::unique_ptr<Model> model) {
@@ -184,6 +186,7 @@ int RunOn(const RunOptions& options, std::unique_ptr<Model> model) {
   api::RunCounts counts;
   std::unordered_map<const Node*, cpu::NodeTiming> node_times;
   const int64_t winograd_before = cpu::winograd::RunsSoFar();
+  const int64_t tables_before = cpu::FusedProgram::TableRunsSoFar();
   auto executed = TimeRuns(options, [&](int i) {
     if (options.profile && i == options.warmup) stats.node_times = &node_times;
     return (*session)->Run(*feeds, &counts, &stats);
@@ -191,6 +194,7 @@ int RunOn(const RunOptions& options, std::unique_ptr<Model> model) {
   if (!executed.ok()) return ReportError(options.model, executed.status());
   stats.kernels_launched = counts.kernels_launched;
   executed->launches = LaunchesLine(**session, stats, cpu::winograd::RunsSoFar() - winograd_before,
+                                    cpu::FusedProgram::TableRunsSoFar() - tables_before,
                                     options.warmup + options.repeat, counts.replayed_graph);
   int code = ReportOutputs(options, *executed);
   if (code == 0 && options.profile) PrintProfile(node_times, *(*session)->model().graph, options.repeat, options.profile_top);

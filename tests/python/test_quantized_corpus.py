@@ -19,6 +19,7 @@ models/real/quantize.py --full after export.py --full; minutes per model, so not
 import collections
 import os
 import json
+import re
 import sys
 
 import numpy as np
@@ -240,6 +241,36 @@ def zero_point_type(quantize, body, call, initializers):
     if name in body.input:
         return initializers.get(call.input[list(body.input).index(name)])
     return None
+
+
+TABLE_READERS = ["bert_dynamo18_sdpa.qdq", "efficientnet_dynamo18.qdq", "gpt2_dynamo18_sdpa.qdq",
+                 "llama_dynamo18_sdpa.qdq", "vit_dynamo18_sdpa.qdq", "yolov8n_dynamo18.qdq"]
+NO_TABLES = ["bert_dynamo18_sdpa.dynamic", "llama_dynamo18_sdpa.nbits"]
+
+
+def table_programs_per_run(fusionopt, path, feeds, folder):
+    """The elementwise programs that read 256-entry tables in one `fusionopt run` of `path`."""
+    rc, _, stderr = fusionopt("run", path, *lib.write_inputs(feeds, folder), "--threads", "2")
+    assert rc == lib.EXIT_OK, stderr
+    match = re.search(r"(\d+) elementwise programs reading 256-entry tables", stderr)
+    assert match, stderr
+    return int(match.group(1))
+
+
+@pytest.mark.parametrize("name", TABLE_READERS + NO_TABLES)
+def test_activation_programs_read_tables(optimized, fusionopt, tmp_path, name):
+    """-O3 on the exports whose activations are quantized: their GELU, SiLU, SwiGLU and RMSNorm
+    programs read 256-entry tables (fused/program.h; the numbers are held by
+    test_quantized_export_optimizes_and_runs_like_ort); -O1, which fuses nothing, reads none, and
+    neither do the weight-only and dynamic exports, which hold no 8-bit activation."""
+    entry = entry_named(name)
+    feeds = entry.feeds()
+    at_o3 = table_programs_per_run(fusionopt, optimized(entry, 3)[0], feeds, tmp_path / "o3")
+    assert table_programs_per_run(fusionopt, optimized(entry, 1)[0], feeds, tmp_path / "o1") == 0
+    if name in NO_TABLES:
+        assert at_o3 == 0
+    else:
+        assert at_o3 > 0, f"no elementwise program of {name} at -O3 reads a table"
 
 
 def test_yolo_concats_join_8_bit_values(optimized):

@@ -1,6 +1,7 @@
 #include "cpu_runtime/fused/program.h"
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -11,6 +12,13 @@
 #include "ir/constant_value.h"
 
 namespace fusionopt::cpu {
+namespace {
+
+std::atomic<int64_t> table_runs{0};
+
+}  // namespace
+
+int64_t FusedProgram::TableRunsSoFar() { return table_runs.load(std::memory_order_relaxed); }
 
 std::unique_ptr<FusedProgram> FusedProgram::Plan(const std::vector<const Node*>& nodes,
                                                  const std::vector<const Value*>& inputs,
@@ -132,7 +140,9 @@ Result<bool> FusedProgram::Run(const std::vector<const RtTensor*>& inputs, Alloc
   for (const RtTensor* operand : operands) dtypes.push_back(operand->dtype());
   const ew::Program* program = ProgramFor(dtypes);
   if (program == nullptr) return false;
-  if (const Tables* tables = TablesFor(*program, operands)) {
+  const Tables* tables = TablesFor(*program, operands);
+  if (tables != nullptr || !program->tables.empty()) table_runs.fetch_add(1, std::memory_order_relaxed);
+  if (tables != nullptr) {
     outputs.resize(std::max(outputs.size(), outputs_.size()));
     for (size_t i = 0; i < outputs_.size(); ++i) {
       outputs[i] = LookUp(tables->values[i], *inputs[tables->source[i]], allocator,
@@ -184,20 +194,9 @@ const FusedProgram::Tables* FusedProgram::TablesFor(const ew::Program& program,
   for (const auto& [built_for, tables] : tables_) {
     if (built_for == &program) return &tables;
   }
-  // Each output over every value its input can hold: the program run once with every input the
-  // 256 values of its type, so each table holds exactly what the pass over the tensor computes.
-  std::vector<RtTensor> ramps, scalars;
-  std::vector<const RtTensor*> table_operands;
-  ramps.reserve(used);
-  scalars.reserve(operands.size());
-  for (size_t k = 0; k < used; ++k) {
-    ramps.push_back(ByteRamp(operands[k]->dtype()));
-    table_operands.push_back(&ramps.back());
-  }
-  for (size_t k = used; k < operands.size(); ++k) {
-    scalars.push_back(operands[k]->Reshaped({}));
-    table_operands.push_back(&scalars.back());
-  }
+  // Each output over every value its input can hold.
+  std::vector<DataType> byte_dtypes;
+  for (size_t k = 0; k < used; ++k) byte_dtypes.push_back(operands[k]->dtype());
   Tables tables{{}, std::move(source)};
   std::vector<RtTensor*> targets;
   tables.values.reserve(outputs_.size());
@@ -205,7 +204,7 @@ const FusedProgram::Tables* FusedProgram::TablesFor(const ew::Program& program,
     tables.values.push_back(RtTensor::Allocate(program.register_dtypes[static_cast<size_t>(output)], {256}));
     targets.push_back(&tables.values.back());
   }
-  if (!ew::Evaluate(program, table_operands, targets).ok()) return nullptr;
+  if (!EvaluateOverBytes(program, byte_dtypes, targets).ok()) return nullptr;
   tables_.emplace_back(&program, std::move(tables));
   return &tables_.back().second;
 }

@@ -40,6 +40,9 @@ class FusedProgram {
 
   // Builds the program for these dtypes of the used inputs; false when the ops reject them.
   bool Accepts(const std::vector<DataType>& dtypes);
+  // Runs this process has made of programs that read 256-entry tables — a whole program as
+  // tables (TablesFor) or one with lookups inside (TableReads); `fusionopt run -v` reports them.
+  static int64_t TableRunsSoFar();
   // The program Run evaluates for these dtypes of the used inputs, built on first use; null
   // when the ops reject them (tests read its instructions).
   const ew::Program* Compiled(const std::vector<DataType>& dtypes);
@@ -81,7 +84,11 @@ class FusedProgram {
   // region run once over a ramp, so each entry is what the program computes.
   Result<RtTensor> TableOf(const TableRead& read, const std::vector<DataType>& dtypes, DataType root_dtype,
                            DataType value_dtype) const;
-  static RtTensor ByteRamp(DataType dtype);  // each of the 256 byte patterns once, in order
+  // `program` (its inputs: one 8-bit register per `byte_dtypes`, then the constants) run once over
+  // the 256 values of each 8-bit input, the constants as scalars: each target gets the 256
+  // results, so a table holds exactly what the pass over a tensor computes.
+  Status EvaluateOverBytes(const ew::Program& program, const std::vector<DataType>& byte_dtypes,
+                           const std::vector<RtTensor*>& targets) const;
   // Per output, the table of its 256 results over every value of the one 8-bit input it reads,
   // when each output reads one input, every input is 8-bit and the constants are scalars that
   // raise no dims (a quantized model's DQ → activation → Q, or several merged side by side by

@@ -22,10 +22,22 @@ constexpr size_t kWorthyTailSteps = 3;
 
 }  // namespace
 
-RtTensor FusedProgram::ByteRamp(DataType dtype) {
-  RtTensor ramp = RtTensor::Allocate(dtype, {256});
-  for (int value = 0; value < 256; ++value) ramp.data<uint8_t>()[value] = static_cast<uint8_t>(value);
-  return ramp;
+Status FusedProgram::EvaluateOverBytes(const ew::Program& program, const std::vector<DataType>& byte_dtypes,
+                                       const std::vector<RtTensor*>& targets) const {
+  std::vector<RtTensor> ramps, scalars;
+  ramps.reserve(byte_dtypes.size());
+  scalars.reserve(constants_.size());
+  std::vector<const RtTensor*> operands;
+  for (DataType dtype : byte_dtypes) {
+    ramps.push_back(RtTensor::Allocate(dtype, {256}));
+    for (int value = 0; value < 256; ++value) ramps.back().data<uint8_t>()[value] = static_cast<uint8_t>(value);
+    operands.push_back(&ramps.back());
+  }
+  for (const RtTensor& constant : constants_) {
+    scalars.push_back(constant.Reshaped({}));
+    operands.push_back(&scalars.back());
+  }
+  return ew::Evaluate(program, operands, targets);
 }
 
 Status FusedProgram::EmitSteps(ew::ProgramBuilder& builder, std::unordered_map<const Value*, int>& registers,
@@ -118,16 +130,8 @@ Result<RtTensor> FusedProgram::TableOf(const TableRead& read, const std::vector<
   FUSIONOPT_ASSIGN_OR_RETURN(int result, builder.Convert(registers.at(read.value), ew::LaneStorage(value_dtype)));
   builder.AddOutput(result);
   const ew::Program region = builder.Finish(label_ + " table");
-  RtTensor ramp = ByteRamp(root_dtype);
-  std::vector<RtTensor> scalars;
-  scalars.reserve(constants_.size());
-  std::vector<const RtTensor*> operands = {&ramp};
-  for (const RtTensor& constant : constants_) {
-    scalars.push_back(constant.Reshaped({}));
-    operands.push_back(&scalars.back());
-  }
   RtTensor table = RtTensor::Allocate(ew::LaneStorage(value_dtype), {256});
-  FUSIONOPT_RETURN_IF_ERROR(ew::Evaluate(region, operands, {&table}));
+  FUSIONOPT_RETURN_IF_ERROR(EvaluateOverBytes(region, {root_dtype}, {&table}));
   return table;
 }
 
